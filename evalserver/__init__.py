@@ -1,0 +1,1 @@
+"""The Django project: settings, URLs and the Celery application."""
