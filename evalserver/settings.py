@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "tasks",
     "leaderboard",
 ]
@@ -131,8 +132,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 
 # Celery. Without CELERY_BROKER_URL tasks run in-process right after the upload commits,
 # so the quickstart needs no broker; with Redis or RabbitMQ a separate worker scores runs.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "memory://"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -144,6 +145,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "max_retries": 2}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
 CELERY_WORKER_SEND_TASK_EVENTS = False
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stuck-runs": {"task": "tasks.jobs.requeue_stuck_runs_task", "schedule": 60.0},
+}
+# Significance statistics after scores change: "celery" (a debounced job), "thread" (in the web
+# process, for the broker-less default), "sync" (at once, for tests) or "off".
+EVALSERVER_STATISTICS_MODE = env.str("EVALSERVER_STATISTICS_MODE",
+                                     default="thread" if CELERY_TASK_ALWAYS_EAGER else "celery")
+if EVALSERVER_STATISTICS_MODE not in ("celery", "thread", "sync", "off"):
+    raise ImproperlyConfigured("EVALSERVER_STATISTICS_MODE must be celery, thread, sync or off")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -152,6 +162,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "tasks.api.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer",
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
 
@@ -161,6 +172,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Upload STC-3 / DialEval runs, follow their scoring and read public leaderboards.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc served from this server, not from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 SESSION_COOKIE_HTTPONLY = True
@@ -183,3 +198,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("EVALSERVER_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Rate limits (requests per period): uploads per user, and sign-in attempts per address.
+EVALSERVER_UPLOAD_RATE = env.str("EVALSERVER_UPLOAD_RATE", default="30/min")
+EVALSERVER_LOGIN_RATE = env.str("EVALSERVER_LOGIN_RATE", default="10/m")

@@ -1,8 +1,38 @@
 """URL configuration: public leaderboard pages, participant pages, the API and the admin."""
 
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from leaderboard import views as board_views
+from tasks import api as task_api
+from tasks import views as task_views
 
 urlpatterns = [
+    path("", board_views.home, name="home"),
+    path("tasks/<slug:slug>/", board_views.task_page, name="task-page"),
+    path("tasks/<slug:slug>/leaderboard.csv", board_views.leaderboard_csv, name="leaderboard-csv"),
+    path("tasks/<slug:slug>/statistics/", board_views.statistics_page, name="statistics-page"),
+    path("tasks/<slug:slug>/statistics/<str:key>/pvalues/", board_views.pvalues_page, name="pvalues-page"),
+    path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", board_views.statistics_export,
+         name="statistics-export"),
+    path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
+    path("runs/<int:run_id>/", task_views.run_page, name="run-page"),
+    path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
+    path("team/", task_views.team_page, name="team-page"),
+    path("team/token/regenerate/", task_views.regenerate_token, name="token-regenerate"),
+    path("team/token/revoke/", task_views.revoke_token, name="token-revoke"),
+    path("accounts/login/", task_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/tasks/", board_views.tasks_api, name="api-tasks"),
+    path("api/v1/tasks/<slug:slug>/leaderboard/", board_views.leaderboard_api, name="api-leaderboard"),
+    path("api/v1/tasks/<slug:slug>/runs/", task_api.upload_run, name="api-upload"),
+    path("api/v1/tasks/<slug:slug>/my-runs/", task_api.my_runs, name="api-my-runs"),
+    path("api/v1/runs/<int:run_id>/", task_api.run_detail, name="api-run"),
+    path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
     path("admin/", admin.site.urls),
 ]

@@ -75,7 +75,10 @@ class _Problems:
 
 def _label(value: object) -> str:
     """A value as it should appear in an error message: short, one line, no control characters."""
-    text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else repr(value)
+    except RecursionError:  # orjson accepts ~1,000 levels of nesting, more than repr() can show
+        text = f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -332,10 +335,10 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
         else:
             for turn_no, turn in enumerate(turns):
                 sender = turn.get("sender") if isinstance(turn, dict) else None
-                if sender not in side_index:
+                if not isinstance(sender, str) or sender not in side_index:
                     problems.add(f"{path}.turns[{turn_no}].sender",
                                  f"expected 'customer' or 'helpdesk', got {_label(sender)}")
-                senders.append(sender)
+                senders.append(sender if isinstance(sender, str) else None)  # a list or dict is unhashable
         annotations = entry.get("annotations")
         if not isinstance(annotations, list) or not annotations:
             problems.add(f"{path}.annotations", "missing or not a non-empty list of annotations")
@@ -357,7 +360,8 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
                                                             f"(allowed: {', '.join(dims)})")
                     for dim in dims:
                         value = quality.get(dim)
-                        bin_no = None if isinstance(value, bool) or value is None else scale_index.get(value)
+                        bin_no = (scale_index.get(value) if isinstance(value, str | int | float)
+                                  and not isinstance(value, bool) else None)
                         if bin_no is None:
                             problems.add(f"{ann_path}.quality.{dim}",
                                          "missing" if value is None else f"unknown scale label {_label(value)} "
@@ -474,6 +478,7 @@ def _distribution(
     if not isinstance(values, dict):
         problems.add(path, f"expected an object of label: value, got {type(values).__name__}")
         return
+    problems_before = len(problems.lines) + problems.dropped
     for label, value in values.items():
         column = lookup.get(label)
         if column is None:
@@ -495,6 +500,10 @@ def _distribution(
             problems.add(f'{path}["{label}"]', f"value {_label(value)} is negative")
         else:
             row[column] = number
+    # Checked here rather than only in _finish_run, which is not reached when any other problem
+    # was found: every problem of the file must be reported at once.
+    if len(problems.lines) + problems.dropped == problems_before and not row.any():
+        problems.add(path, "all values are 0: a distribution needs a positive total")
 
 
 def load_run(data: object, gold: Gold, allow_missing: bool = False) -> Run:
@@ -879,3 +888,28 @@ def _run_fast(data: object, gold: Gold, allow_missing: bool) -> Run | None:
     elif any(entry.get("nugget") is not None for entry in data):
         return None
     return _finish_run(gold, quality, side_rows, covered, position_of, has_nugget, allow_missing, _Problems())
+
+
+def restrict(run: Run, gold: Gold, dialogue_index: np.ndarray) -> tuple[Run, Gold]:
+    """A run and its gold cut down to some gold dialogues (ascending indices into ``gold``).
+
+    Used for the live leaderboard of a test phase, which scores a fixed subset of the test
+    dialogues; the run must cover all of them.
+    """
+    dialogue_index = np.asarray(dialogue_index, dtype=np.int64)
+    position = np.full(gold.n_dialogues, -1, dtype=np.int64)
+    position[run.dialogue_index] = np.arange(run.dialogue_index.size)
+    rows = position[dialogue_index]
+    if (rows < 0).any():
+        raise ValueError("the run does not cover every dialogue of the subset")
+    covered_gold = gold.subset(run.dialogue_index) if run.n_missing else gold
+    keep = np.zeros(covered_gold.n_dialogues, dtype=bool)
+    keep[rows] = True
+    subset = Run(
+        dialogue_index=np.arange(dialogue_index.size),
+        quality=None if run.quality is None else {dim: values[rows] for dim, values in run.quality.items()},
+        customer=None if run.customer is None else run.customer[keep[covered_gold.customer_dialogue]],
+        helpdesk=None if run.helpdesk is None else run.helpdesk[keep[covered_gold.helpdesk_dialogue]],
+        warnings=list(run.warnings),
+    )
+    return subset, covered_gold.subset(rows)

@@ -62,7 +62,7 @@ def _kl_terms(p: np.ndarray, m: np.ndarray) -> np.ndarray:
     Written with NumPy rather than scipy.special.rel_entr: importing scipy.special alone
     costs about 0.3 s, a third of the whole ``score`` command's budget.
     """
-    ratio = np.divide(p, m, out=np.ones_like(p), where=p > 0)
+    ratio = np.divide(p, m, out=np.ones_like(p, dtype=np.float64), where=p > 0)  # float even if p is int
     return p * np.log(ratio)
 
 

@@ -1,0 +1,136 @@
+"""The leaderboard of a task: which runs, which scores, ranks; cached until a score changes."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.cache import cache
+
+from scoring.measures import MEASURES
+from tasks.models import GoldVersion, Phase, Run, Score, Task
+
+CACHE_SECONDS = 600
+
+
+@dataclass
+class Column:
+    """One sortable number on the board: ``quality.A.rsnod`` or ``nugget.jsd``."""
+
+    key: str
+    subtask: str
+    dimension: str | None
+    measure: str
+
+    @property
+    def title(self) -> str:
+        return self.measure.upper()
+
+    @property
+    def long_title(self) -> str:
+        return MEASURES[self.measure].title
+
+
+@dataclass
+class Board:
+    task_id: int
+    phase_id: int | None
+    gold_version: int | None
+    scope: str
+    hidden_reason: str = ""
+    columns: list[Column] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def columns_for(self, subtask: str) -> list[Column]:
+        return [column for column in self.columns if column.subtask == subtask]
+
+    def dimensions(self) -> list[str]:
+        seen: list[str] = []
+        for column in self.columns:
+            if column.dimension and column.dimension not in seen:
+                seen.append(column.dimension)
+        return seen
+
+
+def board_phase(task: Task, phase_name: str | None = None) -> Phase | None:
+    """The phase a board shows: the named one, else the open one, else the latest that started."""
+    from django.utils import timezone
+
+    phases = task.phases.select_related("gold_version")
+    if phase_name:
+        return phases.filter(name=phase_name).first()
+    now = timezone.now()
+    return (phases.filter(starts_at__lte=now, ends_at__gt=now).order_by("starts_at").first()
+            or phases.filter(starts_at__lte=now).order_by("-starts_at").first())
+
+
+def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:
+    key = (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
+           f"{task.scores_changed_at.timestamp()}:{phase.results_published if phase else 0}")
+    board = cache.get(key)
+    if board is None:
+        board = build_board(task, phase, organiser)
+        cache.set(key, board, CACHE_SECONDS)
+    return board
+
+
+def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
+    config = task.scoring_config
+    version: GoldVersion | None = phase.gold_version if phase else task.latest_gold()
+    scope = Score.FULL
+    board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
+                  gold_version=version.number if version else None, scope=scope)
+    if version is None:
+        board.hidden_reason = "No gold data has been loaded for this task yet."
+        return board
+    runs = Run.objects.filter(task=task, status=Run.DONE, gold_version=version, withdrawn_at__isnull=True)
+    if phase is not None:
+        if phase.kind == Phase.FINAL:
+            runs = runs.filter(phase__gold_version=version).exclude(phase__kind=Phase.DEVELOPMENT)
+        else:
+            runs = runs.filter(phase=phase)
+        if phase.live_subset_size and not phase.results_published:
+            board.scope = Score.LIVE
+        if phase.kind == Phase.FINAL and not phase.results_published:
+            if not organiser:
+                board.hidden_reason = "The organisers have not published the final results yet."
+                return board
+            board.scope = Score.FULL
+    if not organiser:
+        runs = runs.filter(is_public=True) | runs.filter(is_baseline=True)
+    runs = runs.select_related("team").order_by("pk")
+    scores = {score.run_id: score.summary for score in Score.objects.filter(
+        run__in=runs, gold_version=version, scope=board.scope).only("run_id", "summary")}
+    for dim in config.quality_dimensions if version.has_quality else ():
+        board.columns += [Column(f"quality.{dim}.{name}", "quality", dim, name) for name in config.quality_measures]
+    if version.has_nugget:
+        board.columns += [Column(f"nugget.{name}", "nugget", None, name) for name in config.nugget_measures]
+    for run in runs:
+        summary = scores.get(run.pk)
+        if summary is None:
+            continue
+        values = {}
+        for column in board.columns:
+            if column.subtask == "quality":
+                values[column.key] = summary.get("quality", {}).get(column.dimension, {}).get(column.measure)
+            else:
+                values[column.key] = summary.get("nugget", {}).get(column.measure)
+        board.rows.append({
+            "id": run.pk, "team": run.team.name if run.team_id else "baseline", "name": run.name,
+            "description": run.description, "is_baseline": run.is_baseline, "is_public": run.is_public,
+            "priority": run.priority, "submitted_at": run.created_at.isoformat(),
+            "has_quality": "quality" in summary, "has_nugget": "nugget" in summary,
+            "scores": summary, "values": values,
+        })
+    _rank(board)
+    return board
+
+
+def _rank(board: Board) -> None:
+    """Rank per measure: 1 + the number of runs strictly better (lower), so ties share a rank."""
+    for column in board.columns:
+        values = sorted(row["values"][column.key] for row in board.rows if row["values"][column.key] is not None)
+        for row in board.rows:
+            value = row["values"][column.key]
+            row.setdefault("ranks", {})[column.key] = None if value is None else bisect.bisect_left(values, value) + 1

@@ -1,0 +1,181 @@
+"""Significance statistics of leaderboards: computed in Celery, stored, and read by the pages.
+
+The numbers come from the framework-free ``scoring.stats``; this module only gathers the
+dialogue-by-run matrices (one query per board) and stores the results.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from leaderboard.board import Board, build_board
+from leaderboard.models import TaskStatistics
+from scoring import stats
+from tasks.models import Phase, ScoreVector, Task
+
+log = logging.getLogger(__name__)
+
+SUBTASKS = ("quality", "nugget")
+
+
+@dataclass
+class Matrices:
+    """Per measure key, a (dialogues x runs) matrix; runs in ``run_ids`` order."""
+
+    run_ids: list[int]
+    by_key: dict[str, np.ndarray]
+
+
+def gather_matrices(board: Board, subtask: str) -> Matrices:
+    """Every per-dialogue vector of the board's runs for one subtask, in one query."""
+    run_ids = [row["id"] for row in board.rows if row[f"has_{subtask}"]]
+    keys = [column.key for column in board.columns_for(subtask)]
+    if len(run_ids) < 2 or not keys:
+        return Matrices(run_ids, {})
+    column = {run_id: position for position, run_id in enumerate(run_ids)}
+    vectors = ScoreVector.objects.filter(
+        score__run_id__in=run_ids, score__gold_version__number=board.gold_version,
+        score__gold_version__task_id=board.task_id, score__scope=board.scope, key__in=keys,
+    ).values_list("score__run_id", "key", "values")
+    by_key: dict[str, np.ndarray] = {}
+    for run_id, key, values in vectors:
+        array = np.frombuffer(bytes(values), dtype=np.float64)
+        if key not in by_key:
+            by_key[key] = np.full((array.size, len(run_ids)), np.nan)
+        by_key[key][:, column[run_id]] = array
+    complete = {key: matrix for key, matrix in by_key.items() if not np.isnan(matrix).any()}
+    return Matrices(run_ids, complete)
+
+
+def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
+    """Compute and store the statistics of the public board of a task (or phase)."""
+    started = time.perf_counter()
+    board = build_board(task, phase, organiser=False)
+    if board.hidden_reason or board.gold_version is None:
+        return None
+    data: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    n_dialogues = 0
+    for offset, subtask in enumerate(SUBTASKS):
+        matrices = gather_matrices(board, subtask)
+        if not matrices.by_key:
+            continue
+        n_dialogues = max(n_dialogues, next(iter(matrices.by_key.values())).shape[0])
+        if n_dialogues < 2:
+            continue
+        seed = task.statistics_seed + offset
+        tukey = stats.randomised_tukey_hsd(matrices.by_key, n_permutations=task.permutations, seed=seed)
+        for key, matrix in matrices.by_key.items():
+            result = tukey[key]
+            intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=min(task.permutations, 10_000),
+                                                             seed=seed)
+            data[key] = {
+                "run_ids": matrices.run_ids,
+                "means": result.means.tolist(),
+                "ci_low": intervals.lower.tolist(),
+                "ci_high": intervals.upper.tolist(),
+                "pvalues": np.round(result.pvalues, 10).tolist(),
+                "differences": result.differences.tolist(),
+                "effect_sizes": _finite(result.effect_sizes),
+                "mc_se": np.round(result.mc_standard_errors, 10).tolist(),
+                "top_group": [matrices.run_ids[i] for i in result.top_group(alpha=0.05)],
+                "residual_variance": float(result.residual_variance),
+            }
+        meta[subtask] = _json_ready(stats.meta_evaluate(tukey, matrices.by_key, n_resamples=1000, seed=seed))
+    labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
+    with transaction.atomic():
+        record, _ = TaskStatistics.objects.update_or_create(
+            task=task, phase=phase,
+            defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
+                      "run_ids": [row["id"] for row in board.rows], "run_labels": labels, "data": data,
+                      "meta": meta, "permutations": task.permutations, "seed": task.statistics_seed,
+                      "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
+                      "scores_as_of": task.scores_changed_at})
+    return record
+
+
+def _gold_version_id(task: Task, phase: Phase | None) -> int:
+    return phase.gold_version_id if phase else task.latest_gold().pk
+
+
+def _finite(matrix: np.ndarray) -> list:
+    return [[None if not np.isfinite(value) else float(value) for value in row] for row in matrix]
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return _json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def compute_task_statistics(task_id: int) -> str:
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        return "no such task"
+    boards = [None] if not task.phases.exists() else list(task.phases.all())
+    done = 0
+    for phase in boards:
+        try:
+            if compute_board_statistics(task, phase) is not None:
+                done += 1
+        except ValueError:
+            log.exception("statistics of %s / %s could not be computed", task.slug, phase)
+    return f"statistics computed for {done} board(s)"
+
+
+def stored_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
+    return TaskStatistics.objects.filter(task=task, phase=phase).first()
+
+
+def top_group_for(task: Task, board: Board, key: str) -> set[int]:
+    record = stored_statistics(task, Phase.objects.filter(pk=board.phase_id).first() if board.phase_id else None)
+    if record is None or key not in record.data:
+        return set()
+    return set(record.data[key]["top_group"])
+
+
+def interval_chart(task: Task, board: Board, rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """Geometry of an SVG interval chart (mean and 95% interval per run, in the table's order)."""
+    record = stored_statistics(task, Phase.objects.filter(pk=board.phase_id).first() if board.phase_id else None)
+    if record is None or key not in record.data:
+        return None
+    entry = record.data[key]
+    where = {run_id: i for i, run_id in enumerate(entry["run_ids"])}
+    shown = [row for row in rows if row["id"] in where]
+    if not shown:
+        return None
+    low = min(entry["ci_low"][where[row["id"]]] for row in shown)
+    high = max(entry["ci_high"][where[row["id"]]] for row in shown)
+    span = (high - low) or 1.0
+    low, high = max(0.0, low - 0.05 * span), high + 0.05 * span
+    left, right, step = 230, 760, 18
+    top_group = set(entry["top_group"])
+
+    def x(value: float) -> int:
+        return round(left + (value - low) / (high - low) * (right - left))
+
+    bars = []
+    for number, row in enumerate(shown):
+        i = where[row["id"]]
+        bars.append({"label": f"{row['team']} / {row['name']}", "y": 14 + number * step,
+                     "low": x(entry["ci_low"][i]), "high": x(entry["ci_high"][i]), "mean": x(entry["means"][i]),
+                     "value": entry["means"][i], "value_low": entry["ci_low"][i], "value_high": entry["ci_high"][i],
+                     "top": row["id"] in top_group, "baseline": row["is_baseline"]})
+    axis_y = 14 + len(shown) * step
+    ticks = [{"x": x(value), "label": f"{value:.3f}"} for value in np.linspace(low, high, 6)]
+    return {"key": key, "title": key, "bars": bars, "ticks": ticks, "left": left, "right": right,
+            "axis_y": axis_y, "width": right + 30, "height": axis_y + 24}

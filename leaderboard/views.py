@@ -1,0 +1,270 @@
+"""Public pages: the task list, a task's leaderboard (HTML and CSV) and the read API."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from leaderboard.board import Board, board_phase, get_board
+from tasks import access
+from tasks.models import Task
+from tasks.phases import quota_status
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    tasks = [task for task in Task.objects.prefetch_related("organisers")
+             if task.is_public or task.is_organiser(request.user)]
+    return render(request, "leaderboard/home.html", {"tasks": tasks})
+
+
+def _board_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, bool]:
+    task = access.get_task_for_user(request.user, slug)
+    phase = board_phase(task, request.GET.get("phase") or None)
+    organiser = task.is_organiser(request.user)
+    return task, phase, get_board(task, phase, organiser), organiser
+
+
+@require_GET
+def task_page(request: HttpRequest, slug: str) -> HttpResponse:
+    task, phase, board, organiser = _board_for(request, slug)
+    subtask = request.GET.get("tab", "quality" if board.columns_for("quality") else "nugget")
+    if subtask not in ("quality", "nugget"):
+        subtask = "quality"
+    sort_key = request.GET.get("sort", "")
+    columns = board.columns_for(subtask)
+    if sort_key not in {column.key for column in columns}:
+        sort_key = columns[0].key if columns else ""
+    rows = [row for row in board.rows if row[f"has_{subtask}"]]
+    rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
+    team = None
+    if request.user.is_authenticated:
+        team = request.user.teams.order_by("pk").first()
+    from leaderboard.statistics import interval_chart, top_group_for
+
+    context = {
+        "task": task, "phase": phase, "phases": list(task.phases.all()), "board": board, "subtask": subtask,
+        "columns": columns, "rows": rows, "sort_key": sort_key, "organiser": organiser, "team": team,
+        "quota": quota_status(task, request.user) if team else None,
+        "top_group": top_group_for(task, board, sort_key),
+        "dimensions": board.dimensions() if subtask == "quality" else [],
+        "chart": interval_chart(task, board, rows, sort_key) if sort_key else None,
+    }
+    return render(request, "leaderboard/task.html", context)
+
+
+@require_GET
+def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    task, phase, board, _ = _board_for(request, slug)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
+                    + [column.key for column in board.columns]
+                    + [f"rank:{column.key}" for column in board.columns])
+    for row in board.rows:
+        writer.writerow([row["id"], _csv_safe(row["team"]), _csv_safe(row["name"]), int(row["is_baseline"]),
+                         row["submitted_at"], board.gold_version, board.scope]
+                        + [_number(row["values"][column.key]) for column in board.columns]
+                        + [row["ranks"][column.key] if row["ranks"][column.key] else "" for column in board.columns])
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    suffix = f"-{phase.name}" if phase else ""
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}{_filename_safe(suffix)}-leaderboard.csv"'
+    return response
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def _csv_safe(text: str) -> str:
+    """Keep spreadsheet programs from running participant text as a formula."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _filename_safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)
+
+
+@extend_schema(
+    summary="A task's public leaderboard",
+    description="Every visible run with team, name, description, baseline flag, submission time and its scores "
+                "in the structure of `score --format json`. Lower is better for every measure.",
+    parameters=[OpenApiParameter("phase", str, description="phase name (default: the open or latest phase)")],
+    responses={200: OpenApiTypes.OBJECT},
+)
+@api_view(["GET"])
+def leaderboard_api(request: Request, slug: str) -> Response:
+    task, phase, board, _ = _board_for(request, slug)
+    return Response({
+        "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
+        "gold_version": board.gold_version, "scope": board.scope, "lower_is_better": True,
+        "note": board.hidden_reason or None,
+        "runs": [{key: row[key] for key in ("id", "team", "name", "description", "is_baseline", "priority",
+                                            "submitted_at", "scores", "ranks")} for row in board.rows],
+    })
+
+
+@extend_schema(summary="Public tasks", responses={200: OpenApiTypes.OBJECT})
+@api_view(["GET"])
+def tasks_api(request: Request) -> Response:
+    tasks = [task for task in Task.objects.all() if task.is_public or task.is_organiser(request.user)]
+    return Response({"tasks": [{"slug": task.slug, "title": task.title, "description": task.description,
+                                "config": task.config,
+                                "leaderboard": request.build_absolute_uri(f"/api/v1/tasks/{task.slug}/leaderboard/")}
+                               for task in tasks]})
+
+
+# Statistics ---------------------------------------------------------------------------------
+
+def _statistics_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, Any]:
+    from leaderboard.statistics import stored_statistics
+
+    task, phase, board, organiser = _board_for(request, slug)
+    return task, phase, board, stored_statistics(task, phase)
+
+
+@require_GET
+def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
+    task, phase, board, record = _statistics_for(request, slug)
+    labels = {row["id"]: f"{row['team']} / {row['name']}" for row in board.rows}
+    measures = []
+    if record is not None:
+        for column in board.columns:
+            entry = record.data.get(column.key)
+            if entry is None:
+                continue
+            meta = record.meta.get(column.subtask, {}).get("measures", {}).get(column.key, {})
+            measures.append({"key": column.key, "title": f"{column.dimension + ' ' if column.dimension else ''}"
+                                                         f"{column.title}", "runs": len(entry["run_ids"]),
+                             "top_group": len(entry["top_group"]), **meta})
+    taus = []
+    if record is not None:
+        for subtask in ("quality", "nugget"):
+            taus += record.meta.get(subtask, {}).get("kendall_tau", [])
+    stale = record is not None and record.scores_as_of < task.scores_changed_at
+    return render(request, "leaderboard/statistics.html", {
+        "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
+        "stale": stale, "labels": labels, "exports_allowed": _exports_allowed(request, task, phase),
+    })
+
+
+@require_GET
+def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
+    task, phase, board, record = _statistics_for(request, slug)
+    if record is None or key not in record.data:
+        from django.http import Http404
+
+        raise Http404("no statistics for this measure yet")
+    entry = record.data[key]
+    labels = [record.run_labels.get(str(run_id), str(run_id)) for run_id in entry["run_ids"]]
+    order = sorted(range(len(labels)), key=lambda i: entry["means"][i])
+    rows = [{"label": labels[i], "mean": entry["means"][i],
+             "cells": [{"p": entry["pvalues"][i][j], "diff": entry["differences"][i][j], "self": i == j,
+                        "shade": _shade(entry["pvalues"][i][j])} for j in order]} for i in order]
+    return render(request, "leaderboard/pvalues.html", {
+        "task": task, "phase": phase, "record": record, "key": key, "rows": rows,
+        "labels": [labels[i] for i in order]})
+
+
+def _shade(p: float) -> str:
+    """Background colour of a p-value cell: dark for small p, white for p >= 0.1."""
+    if p < 0.01:
+        return "#1f5fbf"
+    if p < 0.05:
+        return "#7aa6e6"
+    if p < 0.1:
+        return "#d6e4f8"
+    return "#ffffff"
+
+
+def _exports_allowed(request: HttpRequest, task: Task, phase: Any) -> bool:
+    """Per-dialogue matrices of test data reach only organisers until the results are published."""
+    if task.is_organiser(request.user):
+        return True
+    return phase is None or phase.kind == "development" or phase.results_published
+
+
+@require_GET
+def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> HttpResponse:
+    from django.http import Http404
+
+    from scoring import exports
+    from tasks.models import AccessLog
+
+    task, phase, board, record = _statistics_for(request, slug)
+    if record is None or (key != "all" and key not in record.data):
+        raise Http404("no statistics for this measure yet")
+    needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
+    if needs_matrix and not _exports_allowed(request, task, phase):
+        return render(request, "403.html", status=403)
+    if needs_matrix:
+        from leaderboard.statistics import gather_matrices
+
+        subtask = key.split(".")[0]
+        matrices = gather_matrices(board, subtask)
+        if key not in matrices.by_key:
+            raise Http404("no per-dialogue scores for this measure")
+        labels = [_run_name(board, run_id) for run_id in matrices.run_ids]
+        gold = task.gold_versions.get(number=board.gold_version).load()
+        ids = gold.dialogue_ids
+        if board.scope == "live" and phase is not None and phase.live_subset() is not None:
+            ids = [ids[i] for i in phase.live_subset()]
+        if kind == "matrix.csv":
+            body, content_type = exports.matrix_csv(ids, labels, matrices.by_key[key]), "text/csv"
+        else:
+            matrix_text, names_text = exports.discpower_files(labels, matrices.by_key[key])
+            body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
+        AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
+                                 what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
+                                 ip_address=request.META.get("REMOTE_ADDR"))
+    elif kind in ("pvalues.txt", "pvalues.csv"):
+        entry = record.data[key]
+        labels = [_run_name(board, run_id) for run_id in entry["run_ids"]]
+        result = _result_from(entry, record)
+        body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
+        content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
+    elif kind == "means.tex":
+        body, content_type = _latex(board, record), "text/x-tex"
+    else:
+        raise Http404("unknown export")
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_filename_safe(key)}-{kind}"'
+    return response
+
+
+def _run_name(board: Board, run_id: int) -> str:
+    for row in board.rows:
+        if row["id"] == run_id:
+            return f"{row['team']}/{row['name']}"
+    return str(run_id)
+
+
+def _result_from(entry: dict, record: Any) -> Any:
+    """A TukeyHSDResult rebuilt from stored numbers, for the export functions."""
+
+    from scoring.stats import TukeyHSDResult
+
+    return TukeyHSDResult.from_stored(entry, permutations=record.permutations, seed=record.seed,
+                                      n_dialogues=record.n_dialogues)
+
+
+def _latex(board: Board, record: Any) -> str:
+    from scoring import exports
+
+    keys = [column.key for column in board.columns if column.key in record.data]
+    run_ids = sorted({run_id for key in keys for run_id in record.data[key]["run_ids"]})
+    return exports.latex_means_table(
+        [_run_name(board, run_id) for run_id in run_ids], keys,
+        {key: {run_id: mean for run_id, mean in zip(record.data[key]["run_ids"], record.data[key]["means"],
+                                                      strict=True)} for key in keys},
+        {key: set(record.data[key]["top_group"]) for key in keys}, run_ids)

@@ -1,0 +1,179 @@
+"""The Django admin for organisers (staff accounts): tasks, gold versions, phases, teams and runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from scoring import PRESETS
+from tasks import services
+from tasks.models import AccessLog, GoldVersion, Phase, Run, Score, Task, Team
+
+
+class TaskForm(forms.ModelForm):
+    preset = forms.ChoiceField(choices=[(name, name) for name in sorted(PRESETS)], required=False,
+                               help_text="new tasks: fill the labels and rules from a preset")
+
+    class Meta:
+        model = Task
+        fields = ["slug", "title", "description", "is_public", "organisers", "requires_team_approval",
+                  "permutations", "statistics_seed", "config"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["config"].required = False
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        from scoring import TaskConfig
+
+        if not data.get("config"):
+            data["config"] = PRESETS[data.get("preset") or "stc3"].to_dict()
+        try:
+            TaskConfig.from_dict(data["config"])
+        except (ValueError, TypeError) as error:
+            self.add_error("config", str(error))
+        return data
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    form = TaskForm
+    list_display = ["slug", "title", "is_public", "created_at"]
+    search_fields = ["slug", "title"]
+    filter_horizontal = ["organisers"]
+    actions = ["rescore_all"]
+
+    @admin.action(description="Re-score every run of the selected tasks")
+    def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = services.rescore_runs(Run.objects.filter(task__in=queryset, is_baseline=False))
+        self.message_user(request, f"{count} run(s) queued for re-scoring.")
+
+
+class GoldUploadForm(forms.ModelForm):
+    file = forms.FileField(help_text="the gold JSON file; every upload becomes a new version")
+
+    class Meta:
+        model = GoldVersion
+        fields = ["task", "label"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("file")
+        task = data.get("task")
+        if upload is not None and task is not None:
+            try:
+                self.gold_content = upload.read()
+                services._validated_gold(task, self.gold_content)
+            except services.Rejected as rejected:
+                shown = rejected.errors[:50]
+                more = len(rejected.errors) - len(shown)
+                raise forms.ValidationError([*shown, *([f"... and {more} more"] if more else [])]) from None
+        return data
+
+
+@admin.register(GoldVersion)
+class GoldVersionAdmin(admin.ModelAdmin):
+    list_display = ["task", "number", "label", "n_dialogues", "source_name", "created_at", "created_by"]
+    list_filter = ["task"]
+    readonly_fields = ["number", "sha256", "n_dialogues", "has_quality", "has_nugget", "warnings", "source_name",
+                       "created_by", "created_at"]
+    exclude = ["compiled"]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = GoldUploadForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, "task"] if obj else []
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["task", "label", "file"] if obj is None else super().get_fields(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: GoldVersion, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        version = services.load_gold_version(obj.task, form.gold_content, form.cleaned_data["file"].name,
+                                             request.user, obj.label)
+        obj.pk, obj.number = version.pk, version.number
+        messages.info(request, f"Gold version {version.number} stored; baselines created and runs re-queued.")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # scores refer to versions; a version is never deleted
+
+
+@admin.register(Phase)
+class PhaseAdmin(admin.ModelAdmin):
+    list_display = ["task", "name", "kind", "gold_version", "starts_at", "ends_at", "daily_quota", "total_quota",
+                    "live_subset_size", "results_published"]
+    list_filter = ["task", "kind"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "approved", "created_at"]
+    list_filter = ["approved"]
+    search_fields = ["name", "members__username"]
+    filter_horizontal = ["members"]
+    actions = ["approve"]
+
+    @admin.action(description="Approve the selected teams")
+    def approve(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self.message_user(request, f"{queryset.update(approved=True)} team(s) approved.")
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "task", "team", "phase", "name", "status", "is_baseline", "is_public", "withdrawn_at",
+                    "created_at", "finished_at"]
+    list_filter = ["task", "phase", "status", "is_baseline", "is_public"]
+    search_fields = ["name", "team__name", "description", "file_sha256"]
+    readonly_fields = [field.name for field in Run._meta.fields]
+    actions = ["rescore", "withdraw"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs come in through the upload form, the API or the command line
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # withdraw instead: runs are never deleted
+
+    @admin.action(description="Re-score the selected runs")
+    def rescore(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self.message_user(request, f"{services.rescore_runs(queryset)} run(s) queued for re-scoring.")
+
+    @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)")
+    def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
+        for task in Task.objects.filter(runs__in=queryset).distinct():
+            task.touch_scores()
+        self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
+
+
+@admin.register(Score)
+class ScoreAdmin(admin.ModelAdmin):
+    list_display = ["run", "gold_version", "scope", "created_at"]
+    list_filter = ["scope", "gold_version__task"]
+    readonly_fields = ["run", "gold_version", "scope", "summary", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(AccessLog)
+class AccessLogAdmin(admin.ModelAdmin):
+    list_display = ["at", "user", "task", "what", "ip_address"]
+    list_filter = ["task"]
+    readonly_fields = ["at", "user", "task", "what", "ip_address"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,170 @@
+"""HTTP API for participants: upload runs and follow their scoring (``/api/v1/``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.decorators import api_view, parser_classes, permission_classes, throttle_classes
+from rest_framework.parsers import MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from tasks import access
+from tasks.models import Run
+from tasks.services import Rejected, Submission, submit_run
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """Every API error is ``{"errors": ["..."]}``, whatever raised it."""
+    if isinstance(exc, Rejected):
+        return Response({"errors": exc.errors}, status=exc.status)
+    if isinstance(exc, Http404):
+        return Response({"errors": [str(exc) or "not found"]}, status=404)
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        response.data = {"errors": _flatten(response.data)}
+    return response
+
+
+def _flatten(data: Any, prefix: str = "") -> list[str]:
+    if isinstance(data, dict):
+        if set(data) == {"detail"}:
+            return _flatten(data["detail"], prefix)
+        return [line for key, value in data.items() for line in _flatten(value, f"{prefix}{key}: ")]
+    if isinstance(data, list):
+        return [line for item in data for line in _flatten(item, prefix)]
+    return [f"{prefix}{data}"]
+
+
+def run_data(run: Run, user: Any) -> dict[str, Any]:
+    score = access.visible_score(run, user)
+    return {
+        "id": run.pk,
+        "task": run.task.slug,
+        "team": run.team.name if run.team_id else None,
+        "name": run.name,
+        "description": run.description,
+        "phase": run.phase.name if run.phase_id else None,
+        "priority": run.priority,
+        "is_baseline": run.is_baseline,
+        "is_public": run.is_public,
+        "withdrawn": run.is_withdrawn,
+        "status": run.status,
+        "errors": run.errors,
+        "warnings": run.warnings,
+        "scores": score.summary if score else None,
+        "scores_scope": score.scope if score else None,
+        "gold_version": run.gold_version.number if run.gold_version_id else None,
+        "submitted_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "url": reverse("api-run", args=[run.pk]),
+    }
+
+
+class UploadThrottle(UserRateThrottle):
+    scope = "uploads"
+    rate = settings.EVALSERVER_UPLOAD_RATE
+
+
+_run_response = inline_serializer("RunStatus", {
+    "id": serializers.IntegerField(), "status": serializers.ChoiceField(choices=[s for s, _ in Run.STATUSES]),
+    "errors": serializers.ListField(child=serializers.CharField()),
+    "scores": serializers.DictField(allow_null=True), "url": serializers.CharField(),
+})
+_errors = inline_serializer("Errors", {"errors": serializers.ListField(child=serializers.CharField())})
+
+
+@extend_schema(
+    summary="Upload a run",
+    description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
+                "(1 = primary) and `public` (true/false). The file is validated at once: every problem is "
+                "listed and nothing is stored. A valid run is queued for scoring.",
+    request={"multipart/form-data": inline_serializer("RunUpload", {
+        "file": serializers.FileField(), "name": serializers.CharField(required=False),
+        "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
+        "public": serializers.BooleanField(required=False)})},
+    responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 413: _errors,
+               429: _errors},
+)
+@api_view(["POST"])
+@permission_classes([IsAuthenticated])
+@parser_classes([MultiPartParser])
+@throttle_classes([UploadThrottle])
+def upload_run(request: Request, slug: str) -> Response:
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > settings.RUN_UPLOAD_MAX_BYTES + 64 * 1024:
+        raise Rejected([f"request of {length} bytes is over the upload limit of "
+                        f"{settings.RUN_UPLOAD_MAX_BYTES} bytes"], status=413)
+    task = access.get_task_for_user(request.user, slug)
+    upload = request.FILES.get("file")
+    if upload is None:
+        raise Rejected(["file: missing; send the run as a multipart field named 'file'"])
+    if upload.size > settings.RUN_UPLOAD_MAX_BYTES:
+        raise Rejected([f"file: {upload.size} bytes is over the limit of {settings.RUN_UPLOAD_MAX_BYTES} bytes"],
+                       status=413)
+    submission = _submission(request.data, upload)
+    from tasks.phases import phase_for_upload
+
+    run = submit_run(task, request.user, submission, phase_for_upload(task, request.user))
+    return Response({"id": run.pk, "status": run.status, "url": reverse("api-run", args=[run.pk])},
+                    status=status.HTTP_202_ACCEPTED)
+
+
+def _submission(data: Any, upload: Any) -> Submission:
+    errors = []
+    priority = None
+    raw_priority = data.get("priority")
+    if raw_priority not in (None, ""):
+        try:
+            priority = int(raw_priority)
+        except (TypeError, ValueError):
+            errors.append(f"priority: expected a whole number, got {str(raw_priority)[:20]!r}")
+    public = str(data.get("public", "true")).strip().lower()
+    if public not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        errors.append("public: expected true or false")
+    if errors:
+        raise Rejected(errors)
+    return Submission(content=upload.read(), filename=upload.name, name=data.get("name", ""),
+                      description=data.get("description", ""), is_public=public in ("true", "1", "yes", "on"),
+                      priority=priority)
+
+
+@extend_schema(summary="A run's status, errors and scores (its team and the task's organisers only)",
+               responses={200: OpenApiTypes.OBJECT, 401: _errors, 404: _errors})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def run_detail(request: Request, run_id: int) -> Response:
+    run = access.get_run_for_user(request.user, run_id)
+    return Response(run_data(run, request.user))
+
+
+@extend_schema(summary="Your team's runs of a task, newest first",
+               responses={200: OpenApiTypes.OBJECT, 401: _errors, 404: _errors})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def my_runs(request: Request, slug: str) -> Response:
+    task = access.get_task_for_user(request.user, slug)
+    runs = Run.objects.filter(task=task, team__members=request.user).select_related(
+        "task", "team", "phase", "gold_version")
+    from tasks.phases import quota_status
+
+    return Response({"runs": [run_data(run, request.user) for run in runs[:500]],
+                     "quota": quota_status(task, request.user)})
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE"])
+def not_found(request: Request, *args: Any, **kwargs: Any) -> Response:
+    raise exceptions.NotFound("no such API endpoint; see /api/v1/docs/")
+
+
+__all__ = ["OpenApiResponse", "exception_handler", "my_runs", "not_found", "run_detail", "upload_run"]

@@ -1,0 +1,35 @@
+"""``manage.py create_task SLUG --preset stc3 [--title T]``."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scoring import PRESETS
+from tasks.services import Rejected, create_task
+
+
+class Command(BaseCommand):
+    help = "Create a shared task with the labels and rules of a preset."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug", help="short name used in URLs, e.g. stc3-dq-nd-zh")
+        parser.add_argument("--preset", choices=sorted(PRESETS), default="stc3")
+        parser.add_argument("--title", default="")
+        parser.add_argument("--description", default="")
+        parser.add_argument("--organiser", action="append", default=[], help="username of an organiser (repeatable)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from django.contrib.auth import get_user_model
+
+        organisers = []
+        for username in options["organiser"]:
+            user = get_user_model().objects.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"no user named {username!r}", returncode=2)
+            organisers.append(user)
+        try:
+            task = create_task(options["slug"], options["preset"], options["title"], options["description"])
+        except Rejected as error:
+            raise CommandError("; ".join(error.errors), returncode=2) from None
+        task.organisers.add(*organisers)
+        self.stdout.write(f"created task {task.slug} ({task.title}) with preset {options['preset']}")

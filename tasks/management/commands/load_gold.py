@@ -1,0 +1,39 @@
+"""``manage.py load_gold SLUG GOLD.json``: store a new gold version and re-score every run."""
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tasks.models import Task
+from tasks.services import Rejected, load_gold_version
+
+
+class Command(BaseCommand):
+    help = "Validate a gold file, store it as the task's next gold version, create baselines and re-score runs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("gold", type=Path)
+        parser.add_argument("--label", default="", help="e.g. development or test")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        task = Task.objects.filter(slug=options["slug"]).first()
+        if task is None:
+            raise CommandError(f"no task {options['slug']!r}; create it with create_task", returncode=2)
+        try:
+            content = options["gold"].read_bytes()
+        except OSError as error:
+            raise CommandError(f"{options['gold']}: cannot read: {error.strerror or error}", returncode=2) from None
+        try:
+            version = load_gold_version(task, content, source_name=options["gold"].name, label=options["label"])
+        except Rejected as error:
+            for line in error.errors:
+                self.stderr.write(f"{options['gold']}: {line}")
+            raise CommandError(f"{len(error.errors)} problem(s); nothing was stored", returncode=2) from None
+        for warning in version.warnings:
+            self.stderr.write(f"warning: {warning}")
+        reruns = task.runs.filter(gold_version=version, is_baseline=False).count()
+        self.stdout.write(f"{task.slug}: gold version {version.number} ({version.n_dialogues} dialogues); "
+                          f"2 baselines created; {reruns} run(s) queued for re-scoring")
+        self.stdout.write(str(version.number))

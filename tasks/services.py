@@ -1,0 +1,394 @@
+"""What organisers and participants do, as plain functions used by commands, views, the API and the admin.
+
+Django never computes a number here: scoring goes through the framework-free ``scoring`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import F, Max, Q
+from django.utils import timezone
+
+from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, parse_json
+from scoring.baselines import popularity_run, uniform_run
+from scoring.evaluate import Result
+from scoring.formats import restrict
+from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
+from tasks.phases import check_quota
+
+log = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 100
+MAX_DESCRIPTION_LENGTH = 5000
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+
+
+class Rejected(Exception):
+    """A request that cannot be carried out; ``errors`` says every reason, ``status`` the HTTP code."""
+
+    def __init__(self, errors: list[str], status: int = 400) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+        self.status = status
+
+
+# Tasks and gold ---------------------------------------------------------------------------
+
+def create_task(slug: str, preset: str = "stc3", title: str = "", description: str = "") -> Task:
+    if preset not in PRESETS:
+        raise Rejected([f"unknown preset {preset!r}; known presets: {', '.join(sorted(PRESETS))}"])
+    task = Task(slug=slug, title=title or slug, description=description, config=PRESETS[preset].to_dict())
+    from django.core.exceptions import ValidationError
+
+    try:
+        task.full_clean()
+    except ValidationError as error:
+        raise Rejected([f"{field}: {' '.join(messages)}" for field, messages in error.message_dict.items()]) from None
+    task.save()
+    return task
+
+
+def load_gold_version(task: Task, content: bytes, source_name: str = "", user: Any = None,
+                      label: str = "") -> GoldVersion:
+    """Validate a gold file, store it as a new version, add baselines and re-score every run."""
+    gold = _validated_gold(task, content)
+    with transaction.atomic():
+        Task.objects.select_for_update().get(pk=task.pk)  # serialise version numbers per task
+        number = (task.gold_versions.aggregate(Max("number"))["number__max"] or 0) + 1
+        version = GoldVersion.objects.create(
+            task=task, number=number, label=label, compiled=gold.to_bytes(),
+            sha256=hashlib.sha256(content).hexdigest(), source_name=source_name[:255],
+            n_dialogues=gold.n_dialogues, has_quality=gold.has_quality, has_nugget=gold.has_nugget,
+            warnings=gold.warnings, created_by=user if user is not None and user.is_authenticated else None,
+        )
+        create_baselines(task, version)
+        rescore_task_runs(task, version)
+    return version
+
+
+def _validated_gold(task: Task, content: bytes) -> Any:
+    try:
+        return load_gold(parse_json(content, "gold file"), task.scoring_config)
+    except ValidationFailed as error:
+        raise Rejected(error.errors) from None
+
+
+def create_baselines(task: Task, version: GoldVersion) -> list[Run]:
+    """The uniform and popularity baselines of this gold version; earlier baselines are withdrawn."""
+    gold = version.load()
+    task.runs.filter(is_baseline=True, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
+    runs = []
+    for name, builder, description in (
+        ("uniform", uniform_run, "Baseline: the same probability for every label."),
+        ("popularity", popularity_run,
+         "Baseline: all probability on the most frequent gold label per quality dimension and per "
+         "sender (ties split equally); uses no per-dialogue knowledge."),
+    ):
+        content = orjson.dumps(builder(gold))
+        sha = store_run_file(content)
+        runs.append(Run.objects.create(
+            task=task, name=f"baseline-{name}-v{version.number}", description=description, is_baseline=True,
+            file_sha256=sha, file_size=len(content), original_filename=f"baseline-{name}.json",
+            has_quality=gold.has_quality, has_nugget=gold.has_nugget, gold_version=version,
+        ))
+    for run in runs:
+        enqueue_scoring(run)
+    return runs
+
+
+def current_gold_for(task: Task, phase: Phase | None) -> GoldVersion | None:
+    return phase.gold_version if phase is not None else task.latest_gold()
+
+
+def rescore_task_runs(task: Task, version: GoldVersion) -> int:
+    """Queue every run of the task (outside phases bound to other versions) against ``version``."""
+    runs = task.runs.filter(Q(phase__isnull=True) | Q(phase__gold_version=version)).exclude(gold_version=version)
+    ids = list(runs.values_list("pk", flat=True))
+    Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, gold_version=version, errors=[], started_at=None,
+                                          finished_at=None, failure_is_server_side=False, queued_at=timezone.now())
+    for run_id in ids:
+        transaction.on_commit(lambda run_id=run_id: _send(run_id))
+    return len(ids)
+
+
+def rescore_runs(runs: Any) -> int:
+    """Score runs again against the gold version they refer to (organiser action)."""
+    ids = list(runs.values_list("pk", flat=True))
+    with transaction.atomic():
+        Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, errors=[], started_at=None, finished_at=None,
+                                              failure_is_server_side=False, queued_at=timezone.now())
+        for run_id in ids:
+            transaction.on_commit(lambda run_id=run_id: _send(run_id))
+    return len(ids)
+
+
+# Run files ----------------------------------------------------------------------------------
+
+def run_file_path(sha256: str) -> Path:
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError("not a SHA-256 hex digest")
+    return Path(settings.MEDIA_ROOT) / "runs" / sha256[:2] / f"{sha256}.json"
+
+
+def store_run_file(content: bytes) -> str:
+    """Store the bytes unchanged under their SHA-256 (written atomically; identical files share one copy)."""
+    return _store_run_file(content)[0]
+
+
+def _store_run_file(content: bytes) -> tuple[str, bool]:
+    sha = hashlib.sha256(content).hexdigest()
+    path = run_file_path(sha)
+    created = not path.exists()
+    if created:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(content)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return sha, created
+
+
+def read_run_file(run: Run) -> bytes:
+    return run_file_path(run.file_sha256).read_bytes()
+
+
+# Submissions ------------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(value: str | None, field: str, max_length: int, errors: list[str], single_line: bool) -> str:
+    """Normalise participant text; control characters and over-long values are errors, not silently cut."""
+    text = unicodedata.normalize("NFC", (value or "").strip())
+    if _CONTROL.search(text) or (single_line and ("\n" in text or "\r" in text)):
+        errors.append(f"{field}: must not contain control characters{' or line breaks' if single_line else ''}")
+    if len(text) > max_length:
+        errors.append(f"{field}: at most {max_length} characters (got {len(text)})")
+    return text
+
+
+def safe_filename(name: str | None) -> str:
+    """The upload's own name, kept for display only: no directories, no control characters."""
+    base = re.split(r"[\\/]", name or "")[-1]
+    base = _CONTROL.sub("", base).strip().lstrip(".")
+    return base[:255]
+
+
+@dataclass
+class Submission:
+    content: bytes
+    filename: str = ""
+    name: str = ""
+    description: str = ""
+    is_public: bool = True
+    priority: int | None = None
+
+
+def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | None = None) -> Run:
+    """Validate an upload completely, store it, create the run and queue its scoring after commit.
+
+    Raises ``Rejected`` (with every problem) before anything is stored.
+    """
+    errors: list[str] = []
+    team = participant_team(user)
+    if team is None:
+        raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
+    if not team.approved and task.requires_team_approval:
+        raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
+    name = clean_text(submission.name, "name", MAX_NAME_LENGTH, errors, single_line=True)
+    description = clean_text(submission.description, "description", MAX_DESCRIPTION_LENGTH, errors,
+                             single_line=False)
+    if submission.priority is not None and not 1 <= submission.priority <= 99:
+        errors.append("priority: must be a whole number from 1 (primary run) to 99")
+    if len(submission.content) > settings.RUN_UPLOAD_MAX_BYTES:
+        raise Rejected([f"file: {len(submission.content)} bytes is over the limit of "
+                        f"{settings.RUN_UPLOAD_MAX_BYTES} bytes"], status=413)
+    version = current_gold_for(task, phase)
+    if version is None:
+        raise Rejected(["this task has no gold data yet; runs cannot be scored"], status=409)
+    try:
+        parsed = load_run(parse_json(submission.content, "file"), version.load())
+    except ValidationFailed as error:
+        errors.extend(error.errors)
+        parsed = None
+    if errors:
+        raise Rejected(errors)
+    if phase is not None and phase.requires_method_description and not description:
+        raise Rejected([f"description: the {phase.name} phase requires a description of the method"])
+    filename = safe_filename(submission.filename)
+    created_file = False
+    try:
+        with transaction.atomic():
+            if phase is not None:
+                Team.objects.select_for_update().get(pk=team.pk)  # serialise this team's uploads
+                check_quota(team, phase)
+            sha, created_file = _store_run_file(submission.content)
+            default_name = name or filename.rsplit(".", 1)[0][:MAX_NAME_LENGTH] or "run"
+            run = Run.objects.create(
+                task=task, team=team, phase=phase, submitted_by=user, name=default_name, description=description,
+                priority=submission.priority, is_public=submission.is_public, file_sha256=sha,
+                file_size=len(submission.content), original_filename=filename, has_quality=parsed.has_quality,
+                has_nugget=parsed.has_nugget, gold_version=version, warnings=parsed.warnings,
+            )
+            enqueue_scoring(run)
+    except BaseException:
+        # Nothing half-written: a file this request added goes if its run was not committed.
+        if created_file and not Run.objects.filter(file_sha256=sha).exists():
+            run_file_path(sha).unlink(missing_ok=True)
+        raise
+    return run
+
+
+def participant_team(user: Any) -> Team | None:
+    if not user.is_authenticated:
+        return None
+    return user.teams.order_by("pk").first()
+
+
+# Scoring ------------------------------------------------------------------------------------
+
+def enqueue_scoring(run: Run) -> None:
+    """Queue the scoring job once the surrounding transaction commits (never before: the worker
+    would not see the run). If the broker is down the run stays queued and ``requeue_stuck_runs``
+    sends it again."""
+    transaction.on_commit(lambda: _send(run.pk))
+
+
+def _send(run_id: int) -> None:
+    from tasks.jobs import score_run_task
+
+    try:
+        score_run_task.delay(run_id)
+    except Exception:  # broker unreachable: the run is safe in the database and will be re-sent
+        log.exception("could not queue run %s; requeue_stuck_runs will send it again", run_id)
+
+
+def stale_before() -> Any:
+    return timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+
+
+def score_run(run_id: int) -> str:
+    """Score one run: claim it, compute every measure, store means and per-dialogue scores.
+
+    Safe to run twice or concurrently: the claim is a conditional UPDATE, and the final write
+    only happens if this attempt still holds the claim.
+    """
+    now = timezone.now()
+    claimable = Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
+    claimed = Run.objects.filter(claimable, pk=run_id).update(
+        status=Run.SCORING, started_at=now, attempts=F("attempts") + 1)
+    if not claimed:
+        return "skipped: not queued (already scored, or another worker holds it)"
+    run = Run.objects.select_related("task", "phase", "gold_version").get(pk=run_id)
+    try:
+        result, live = _compute(run)
+    except ValidationFailed as error:
+        _finish_failed(run, error.errors, server_side=False)
+        return "failed: invalid run"
+    except TRANSIENT_DB_ERRORS:
+        Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
+            status=Run.QUEUED, queued_at=timezone.now())
+        raise
+    except Exception as error:
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        if isinstance(error, SoftTimeLimitExceeded):
+            _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
+                           server_side=True)
+            return "failed: time limit"
+        log.exception("scoring run %s failed", run.pk)
+        _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
+                             "have been told and can re-score the run"], server_side=True)
+        return "failed: internal error"
+    try:
+        with transaction.atomic():
+            current = Run.objects.select_for_update().get(pk=run.pk)
+            if current.status != Run.SCORING or current.attempts != run.attempts:
+                return "skipped: another attempt took the run over"
+            Score.objects.filter(run=run, gold_version=run.gold_version).delete()
+            _store(run, result, Score.FULL)
+            if live is not None:
+                _store(run, live, Score.LIVE)
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
+                failure_is_server_side=False, has_quality=result.quality is not None,
+                has_nugget=result.nugget is not None)
+            run.task.touch_scores()
+            transaction.on_commit(lambda: statistics_changed(run.task_id))
+    except IntegrityError:
+        return "skipped: scores were stored by another attempt"
+    return "done"
+
+
+def _compute(run: Run) -> tuple[Result, Result | None]:
+    gold = run.gold_version.load()
+    parsed = load_run(parse_json(read_run_file(run), "file"), gold)
+    config = run.task.scoring_config
+    result = evaluate(parsed, gold, config)
+    live = None
+    subset = run.phase.live_subset() if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
+    if subset is not None:
+        live = evaluate(*restrict(parsed, gold, subset), config)
+    return result, live
+
+
+def _store(run: Run, result: Result, scope: str) -> None:
+    score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary())
+    vectors = [ScoreVector(score=score, key=key, mean=float(values.mean()) if key.startswith("quality")
+                           else result.nugget_means[key.split(".")[1]],
+                           values=np.ascontiguousarray(values, dtype=np.float64).tobytes())
+               for key, values in result_vectors(result)]
+    ScoreVector.objects.bulk_create(vectors)
+
+
+def result_vectors(result: Result) -> list[tuple[str, np.ndarray]]:
+    """Every per-dialogue score array of a result with its key (``quality.A.rsnod``, ``nugget.jsd``)."""
+    pairs = []
+    for dim, measures in (result.quality or {}).items():
+        pairs += [(f"quality.{dim}.{name}", values) for name, values in measures.items()]
+    pairs += [(f"nugget.{name}", values) for name, values in (result.nugget or {}).items()]
+    return pairs
+
+
+def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:
+    Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
+        status=Run.FAILED, errors=errors, finished_at=timezone.now(), failure_is_server_side=server_side)
+
+
+def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
+    """Send again runs whose job was lost: queued too long (broker down at upload time), or
+    scoring past the hard time limit (worker killed). The claim makes duplicates harmless."""
+    now = timezone.now()
+    stuck = Run.objects.filter(Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
+                               | Q(status=Run.SCORING, started_at__lt=stale_before()))
+    ids = list(stuck.values_list("pk", flat=True))
+    for run_id in ids:
+        _send(run_id)
+    return ids
+
+
+def statistics_changed(task_id: int) -> None:
+    """Scores changed: recompute the task's significance statistics (debounced)."""
+    from tasks.jobs import schedule_statistics
+
+    schedule_statistics(task_id)

@@ -1,0 +1,144 @@
+"""Participant pages: sign-in, uploading a run through the web form, a run's page, the team page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_ratelimit.decorators import ratelimit
+from rest_framework.authtoken.models import Token
+
+from tasks import access
+from tasks.api import run_data
+from tasks.models import Run, Score
+from tasks.phases import phase_for_upload, quota_status
+from tasks.services import Rejected, Submission, participant_team, submit_run
+
+
+@method_decorator(ratelimit(key="ip", rate=settings.EVALSERVER_LOGIN_RATE, method="POST", block=False), name="post")
+class LoginView(auth_views.LoginView):
+    """Sign-in with a limit on attempts per address: past it, the form says to wait."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(request, "limited", False):
+            form = self.get_form()
+            form.errors.clear()
+            return render(request, "registration/login.html",
+                          {"form": form, "limited": True}, status=429)
+        return super().post(request, *args, **kwargs)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def upload(request: HttpRequest, slug: str) -> HttpResponse:
+    task = access.get_task_for_user(request.user, slug)
+    context: dict[str, Any] = {"task": task, "team": participant_team(request.user),
+                               "quota": quota_status(task, request.user), "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
+    if request.method == "GET":
+        return render(request, "tasks/upload.html", context)
+    upload_file = request.FILES.get("file")
+    errors: list[str] = []
+    status = 400
+    if upload_file is None:
+        errors.append("file: choose a run file to upload")
+    elif upload_file.size > settings.RUN_UPLOAD_MAX_BYTES:
+        errors.append(f"file: {upload_file.size} bytes is over the limit of {settings.RUN_UPLOAD_MAX_BYTES} bytes")
+        status = 413
+    else:
+        try:
+            run = submit_run(task, request.user, Submission(
+                content=upload_file.read(), filename=upload_file.name, name=request.POST.get("name", ""),
+                description=request.POST.get("description", ""), is_public=request.POST.get("public") == "on",
+            ), phase_for_upload(task, request.user))
+        except Rejected as rejected:
+            errors, status = rejected.errors, rejected.status
+        else:
+            messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
+            return redirect("run-page", run_id=run.pk)
+    context.update(errors=errors, form_name=request.POST.get("name", ""),
+                   form_description=request.POST.get("description", ""))
+    return render(request, "tasks/upload.html", context, status=status)
+
+
+@require_GET
+@login_required
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run_for_user(request.user, run_id)
+    data = run_data(run, request.user)
+    per_dialogue = None
+    if run.status == Run.DONE and access.may_see_per_dialogue(run, request.user):
+        score = access.visible_score(run, request.user)
+        if score is not None:
+            per_dialogue = _per_dialogue_rows(score)
+    return render(request, "tasks/run.html", {"run": run, "data": data, "per_dialogue": per_dialogue,
+                                              "finished": run.status not in Run.UNFINISHED})
+
+
+def _per_dialogue_rows(score: Score) -> dict[str, Any]:
+    gold = score.gold_version.load()
+    vectors = {vector.key: vector.array() for vector in score.vectors.all()}
+    ids = gold.dialogue_ids
+    if score.scope == Score.LIVE:
+        subset = score.run.phase.live_subset()
+        ids = [ids[i] for i in subset] if subset is not None else ids
+    keys = sorted(vectors)
+    return {"keys": keys, "rows": [(dialogue_id, [vectors[key][row] for key in keys])
+                                   for row, dialogue_id in enumerate(ids[:2000])], "total": len(ids)}
+
+
+@require_GET
+@login_required
+def team_page(request: HttpRequest) -> HttpResponse:
+    team = participant_team(request.user)
+    runs = Run.objects.filter(team=team).select_related("task", "phase") if team else Run.objects.none()
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "tasks/team.html", {"team": team, "runs": runs[:500], "token": token})
+
+
+@require_POST
+@login_required
+def regenerate_token(request: HttpRequest) -> HttpResponse:
+    Token.objects.filter(user=request.user).delete()
+    token = Token.objects.create(user=request.user)
+    messages.success(request, "A new API token was created; the old one no longer works.")
+    return render(request, "tasks/token.html", {"token": token})
+
+
+@require_POST
+@login_required
+def revoke_token(request: HttpRequest) -> HttpResponse:
+    Token.objects.filter(user=request.user).delete()
+    messages.success(request, "Your API token was revoked.")
+    return redirect("team-page")
+
+
+@require_POST
+@login_required
+def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A member of the owning team shows the run on, or hides it from, the public leaderboard, or
+    withdraws it (hidden everywhere, never deleted)."""
+    run = access.get_run_for_user(request.user, run_id)
+    if not access.is_member(request.user, run):
+        return render(request, "403.html", status=403)
+    action = request.POST.get("action")
+    if action not in ("show", "hide", "withdraw"):
+        messages.error(request, "Unknown action.")
+        return redirect("run-page", run_id=run.pk)
+    from django.utils import timezone
+
+    if action == "withdraw":
+        Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
+    else:
+        Run.objects.filter(pk=run.pk).update(is_public=action == "show")
+    run.task.touch_scores()
+    messages.success(request, {"show": "The run is shown on the public leaderboard.",
+                               "hide": "The run is hidden from the public leaderboard.",
+                               "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
+    return redirect("run-page", run_id=run.pk)
