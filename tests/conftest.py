@@ -1,0 +1,119 @@
+"""Shared fixtures: stock users built in code, a small task with gold, and service detection.
+
+Tests marked ``services`` need PostgreSQL, Redis or RabbitMQ on localhost: they skip on a laptop
+without them and fail, never skip, when ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def reachable(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, port: int) -> None:
+    """Skip (laptop) or fail (CI) when a service is not listening."""
+    if reachable(port):
+        return
+    if IN_CI:
+        pytest.fail(f"{name} is not reachable on 127.0.0.1:{port}, and CI=true forbids skipping")
+    pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
+
+
+def using_postgres() -> bool:
+    from django.conf import settings
+
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Uploads in a temporary folder, no statistics (tests of them switch them on), a fresh cache."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("uploads")
+    settings.EVALSERVER_STATISTICS_MODE = "off"
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                   "LOCATION": f"test-{os.getpid()}-{id(settings)}"}}
+    settings.RATELIMIT_ENABLE = True
+    # Real hashing costs ~0.3 s a user; tests are not about password strength.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@dataclass
+class World:
+    """A task with gold and the stock users: two teams, an organiser, a staff member."""
+
+    task: Any
+    gold: list
+    gold_version: Any
+    alice: Any  # participant, team Aurora
+    bob: Any  # rival participant, team Borealis
+    organiser: Any  # organiser of the task, not staff
+    staff: Any
+    alice_token: str
+    bob_token: str
+
+
+def committing() -> Any:
+    """Run on-commit callbacks (the scoring job) inside a test's wrapping transaction, as a
+    real commit would; for tests on ``transactional_db`` they run by themselves."""
+    from django.test import TestCase
+
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
+def make_world(n_dialogues: int = 30, seed: int = 5, permutations: int = 200) -> World:
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from fixtures.synthetic import generate_gold
+    from tasks.models import Team
+    from tasks.services import create_task, load_gold_version
+
+    users = get_user_model()
+    task = create_task("demo-task", "stc3", "Demo task")
+    task.permutations = permutations
+    task.save()
+    gold = generate_gold(n_dialogues, seed=seed)
+    organiser = users.objects.create_user("olivia", password="organiser-pass-1")
+    task.organisers.add(organiser)
+    with committing():
+        version = load_gold_version(task, orjson.dumps(gold), "gold.json", organiser)
+    alice = users.objects.create_user("alice", password="alice-pass-1")
+    bob = users.objects.create_user("bob", password="bob-pass-1")
+    staff = users.objects.create_user("sam", password="staff-pass-1", is_staff=True, is_superuser=True)
+    aurora = Team.objects.create(name="Aurora", slug="aurora")
+    aurora.members.add(alice)
+    borealis = Team.objects.create(name="Borealis", slug="borealis")
+    borealis.members.add(bob)
+    return World(task=task, gold=gold, gold_version=version, alice=alice, bob=bob, organiser=organiser,
+                 staff=staff, alice_token=Token.objects.create(user=alice).key,
+                 bob_token=Token.objects.create(user=bob).key)
+
+
+@pytest.fixture
+def world(db: Any) -> World:
+    return make_world()
+
+
+def run_bytes(gold: list, noise: float = 0.3, seed: int = 1, kind: str = "noisy",
+              subtasks: tuple[str, ...] = ("quality", "nugget")) -> bytes:
+    from fixtures.synthetic import generate_run
+
+    return orjson.dumps(generate_run(gold, kind, noise=noise, seed=seed, subtasks=subtasks))

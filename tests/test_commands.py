@@ -1,0 +1,98 @@
+"""Organiser commands: create_task, load_gold, create_participant, demo."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from django.core.management import CommandError, call_command
+
+from fixtures.synthetic import generate_gold
+from tasks.models import GoldVersion, Run, Task
+from tests.conftest import committing
+
+
+def run_command(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with committing():
+        call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.django_db
+def test_create_task_with_the_stc3_preset() -> None:
+    out, _ = run_command("create_task", "stc3-zh", "--preset", "stc3", "--title", "STC-3 Chinese")
+    task = Task.objects.get(slug="stc3-zh")
+    assert task.title == "STC-3 Chinese"
+    assert task.config["quality_dimensions"] == ["A", "S", "E"]
+    assert task.config["quality_scale"] == ["2", "1", "0", "-1", "-2"]
+    assert task.config["customer_nugget_types"] == ["CNUG0", "CNUG", "CNUG*", "CNaN"]
+    assert task.config["helpdesk_nugget_types"] == ["HNUG", "HNUG*", "HNaN"]
+    assert task.config["alpha"] == 0.5
+    assert "created task stc3-zh" in out
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("slug", ["A", "has space", "-lead", "x" * 60])
+def test_create_task_rejects_bad_slugs(slug: str) -> None:
+    with pytest.raises(CommandError, match="slug"):
+        run_command("create_task", slug)
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db
+def test_load_gold_prints_the_version_and_adds_baselines(tmp_path: Path) -> None:
+    run_command("create_task", "t-one")
+    gold_file = tmp_path / "gold.json"
+    gold_file.write_bytes(orjson.dumps(generate_gold(25, seed=1)))
+    out, _ = run_command("load_gold", "t-one", str(gold_file))
+    assert out.strip().splitlines()[-1] == "1"
+    out, _ = run_command("load_gold", "t-one", str(gold_file))
+    assert out.strip().splitlines()[-1] == "2"
+    assert GoldVersion.objects.filter(task__slug="t-one").count() == 2
+    baselines = Run.objects.filter(task__slug="t-one", is_baseline=True, withdrawn_at__isnull=True)
+    assert sorted(run.name for run in baselines) == ["baseline-popularity-v2", "baseline-uniform-v2"]
+    assert all(run.status == Run.DONE for run in baselines)
+
+
+@pytest.mark.django_db
+def test_load_gold_reports_every_problem_and_stores_nothing(tmp_path: Path) -> None:
+    run_command("create_task", "t-two")
+    gold = generate_gold(5, seed=1)
+    gold[1]["annotations"][0]["nugget"] = gold[1]["annotations"][0]["nugget"][:-1]
+    gold[2]["turns"][0]["sender"] = "robot"
+    gold_file = tmp_path / "gold.json"
+    gold_file.write_bytes(orjson.dumps(gold))
+    with pytest.raises(CommandError, match="2 problem"):
+        run_command("load_gold", "t-two", str(gold_file))
+    assert not GoldVersion.objects.exists() and not Run.objects.exists()
+    with pytest.raises(CommandError, match="no task 'nope'"):
+        run_command("load_gold", "nope", str(gold_file))
+    with pytest.raises(CommandError, match="cannot read"):
+        run_command("load_gold", "t-two", str(tmp_path / "missing.json"))
+
+
+@pytest.mark.django_db
+def test_create_participant_prints_a_working_token_last() -> None:
+    from rest_framework.authtoken.models import Token
+
+    out, _ = run_command("create_participant", "carol", "--team", "Team Carol")
+    token = out.strip().splitlines()[-1]
+    assert Token.objects.get(key=token).user.username == "carol"
+    assert Token.objects.get(key=token).user.teams.get().name == "Team Carol"
+    with pytest.raises(CommandError, match="exists already"):
+        run_command("create_participant", "carol", "--team", "Other")
+
+
+@pytest.mark.django_db
+def test_demo_builds_a_scored_task_once(settings, tmp_path: Path) -> None:
+    settings.VAR_DIR = tmp_path
+    out, _ = run_command("demo", "--dialogues", "40", "--password", "demo-pass-123")
+    task = Task.objects.get(slug="stc3-demo")
+    assert Run.objects.filter(task=task).count() == 6
+    assert set(Run.objects.filter(task=task).values_list("status", flat=True)) == {Run.DONE}
+    assert "participant login: alice / demo-pass-123" in out
+    again, _ = run_command("demo")
+    assert "exists already" in again and "alice / demo-pass-123" in again
