@@ -8,4 +8,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
 
 app = Celery("evalserver")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# Task modules are named jobs.py (a module named tasks.tasks would be confusing), so look for those.
+app.autodiscover_tasks(related_name="jobs")

@@ -114,6 +114,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -202,3 +203,8 @@ LOGGING = {
 # Rate limits (requests per period): uploads per user, and sign-in attempts per address.
 EVALSERVER_UPLOAD_RATE = env.str("EVALSERVER_UPLOAD_RATE", default="30/min")
 EVALSERVER_LOGIN_RATE = env.str("EVALSERVER_LOGIN_RATE", default="10/m")
+EVALSERVER_SIGNUP_RATE = env.str("EVALSERVER_SIGNUP_RATE", default="5/h")
+# Sign-up: open to everyone, or not at all (organisers then use create_participant);
+# new teams may need an organiser's approval before they can submit to tasks that ask for it.
+EVALSERVER_SIGNUP_OPEN = env.bool("EVALSERVER_SIGNUP_OPEN", default=True)
+EVALSERVER_TEAMS_NEED_APPROVAL = env.bool("EVALSERVER_TEAMS_NEED_APPROVAL", default=False)

@@ -5,7 +5,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from evalserver.health import healthz
 from leaderboard import views as board_views
+from tasks import accounts, organiser
 from tasks import api as task_api
 from tasks import views as task_views
 
@@ -18,12 +20,17 @@ urlpatterns = [
     path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", board_views.statistics_export,
          name="statistics-export"),
     path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
+    path("organiser/<slug:slug>/", organiser.dashboard, name="organiser-dashboard"),
+    path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
+    path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
+    path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
     path("runs/<int:run_id>/", task_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
     path("team/", task_views.team_page, name="team-page"),
     path("team/token/regenerate/", task_views.regenerate_token, name="token-regenerate"),
     path("team/token/revoke/", task_views.revoke_token, name="token-revoke"),
     path("accounts/login/", task_views.LoginView.as_view(), name="login"),
+    path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/tasks/", board_views.tasks_api, name="api-tasks"),
     path("api/v1/tasks/<slug:slug>/leaderboard/", board_views.leaderboard_api, name="api-leaderboard"),
@@ -34,5 +41,6 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]

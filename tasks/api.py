@@ -115,7 +115,10 @@ def upload_run(request: Request, slug: str) -> Response:
     from tasks.phases import phase_for_upload
 
     run = submit_run(task, request.user, submission, phase_for_upload(task, request.user))
-    return Response({"id": run.pk, "status": run.status, "url": reverse("api-run", args=[run.pk])},
+    from tasks.phases import quota_status
+
+    return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
+                     "warnings": run.warnings, "quota": quota_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
 
 

@@ -141,11 +141,20 @@ class Phase(models.Model):
         return np.sort(rng.choice(n, size=self.live_subset_size, replace=False))
 
 
+def _join_code() -> str:
+    import secrets
+
+    return secrets.token_urlsafe(12)
+
+
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
-    approved = models.BooleanField(default=True)
+    approved = models.BooleanField(default=True, help_text="tasks that require approval accept runs only "
+                                                           "from approved teams")
+    join_code = models.CharField(max_length=32, default=_join_code, unique=True,
+                                 help_text="members share it with colleagues who sign up into this team")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -48,6 +48,9 @@ def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
                                    "LOCATION": f"test-{os.getpid()}-{id(settings)}"}}
     settings.RATELIMIT_ENABLE = True
+    # Pages render without a prior collectstatic (the manifest storage needs one).
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
     # Real hashing costs ~0.3 s a user; tests are not about password strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     from django.core.cache import cache

@@ -134,8 +134,8 @@ def test_a_broker_failure_at_upload_keeps_the_run_queued(world: World, monkeypat
 @pytest.mark.django_db
 def test_baselines_match_the_scoring_core(world: World) -> None:
     gold = load_gold(world.gold, STC3)
-    from scoring.baselines import popularity_run, uniform_run
     from fixtures.synthetic import generate_run
+    from scoring.baselines import popularity_run, uniform_run
 
     # The server's popularity baseline equals the generator's, which is built from the JSON gold.
     assert orjson.loads(orjson.dumps(popularity_run(gold))) == generate_run(world.gold, "popularity")

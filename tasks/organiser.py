@@ -1,0 +1,175 @@
+"""The organiser dashboard: every submission, re-scoring, exports of runs and results, the access log."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from tasks import services
+from tasks.models import AccessLog, Phase, Run, Score, Task
+
+
+def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
+    """The task if the user organises it (or is staff); 404 for everyone else."""
+    task = Task.objects.filter(slug=slug).first()
+    if task is None or not task.is_organiser(request.user):
+        raise Http404("no such task")
+    return task
+
+
+def _log(request: HttpRequest, task: Task, what: str) -> None:
+    AccessLog.objects.create(user=request.user, task=task, what=what[:200],
+                             ip_address=request.META.get("REMOTE_ADDR"))
+
+
+def _filtered_runs(task: Task, request: HttpRequest) -> QuerySet:
+    runs = Run.objects.filter(task=task).select_related("team", "phase", "gold_version", "submitted_by")
+    status = request.GET.get("status", "")
+    if status in {choice for choice, _ in Run.STATUSES}:
+        runs = runs.filter(status=status)
+    phase = request.GET.get("phase", "")
+    if phase:
+        runs = runs.filter(phase__name=phase)
+    query = request.GET.get("q", "").strip()
+    if query:
+        runs = runs.filter(Q(name__icontains=query) | Q(team__name__icontains=query)
+                           | Q(description__icontains=query) | Q(file_sha256__startswith=query.lower()))
+    if request.GET.get("baselines") != "1":
+        runs = runs.filter(is_baseline=False)
+    return runs
+
+
+@require_GET
+@login_required
+def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    task = _get_task_for_organiser(request, slug)
+    runs = _filtered_runs(task, request)
+    page = Paginator(runs, 100).get_page(request.GET.get("page"))
+    counts = {status: Run.objects.filter(task=task, status=status, is_baseline=False).count()
+              for status, _ in Run.STATUSES}
+    return render(request, "tasks/dashboard.html", {
+        "task": task, "page": page, "counts": counts, "phases": task.phases.all(),
+        "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET,
+        "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
+        "gold_versions": task.gold_versions.order_by("-number")[:10],
+    })
+
+
+@require_POST
+@login_required
+def rescore(request: HttpRequest, slug: str) -> HttpResponse:
+    task = _get_task_for_organiser(request, slug)
+    run_id = request.POST.get("run")
+    if run_id:
+        runs = Run.objects.filter(task=task, pk=run_id) if run_id.isdigit() else Run.objects.none()
+        if not runs.exists():
+            raise Http404("no such run in this task")
+    else:
+        runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
+    count = services.rescore_runs(runs)
+    messages.success(request, f"{count} run(s) queued for re-scoring.")
+    return redirect("organiser-dashboard", slug=task.slug)
+
+
+@require_GET
+@login_required
+def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every run file of a phase (or of the task) in a zip, with a manifest in CSV and JSON."""
+    task = _get_task_for_organiser(request, slug)
+    runs = Run.objects.filter(task=task, is_baseline=False).select_related("team", "phase").order_by("pk")
+    phase_name = request.GET.get("phase", "")
+    if phase_name:
+        phase = Phase.objects.filter(task=task, name=phase_name).first()
+        if phase is None:
+            raise Http404("no such phase")
+        runs = runs.filter(phase=phase)
+    buffer = io.BytesIO()
+    manifest = []
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for run in runs:
+            member = f"runs/{run.pk:06d}-{_safe(run.team.name if run.team else 'baseline')}-{_safe(run.name)}.json"
+            try:
+                archive.writestr(member, services.read_run_file(run))
+            except FileNotFoundError:
+                member = ""
+            manifest.append({"id": run.pk, "file": member, "team": run.team.name if run.team else None,
+                             "name": run.name, "description": run.description, "phase": run.phase.name
+                             if run.phase else None, "priority": run.priority, "status": run.status,
+                             "public": run.is_public, "withdrawn": run.is_withdrawn, "sha256": run.file_sha256,
+                             "original_filename": run.original_filename,
+                             "submitted_at": run.created_at.isoformat()})
+        archive.writestr("manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(manifest[0]) if manifest else ["id"])
+        writer.writeheader()
+        writer.writerows(manifest)
+        archive.writestr("manifest.csv", text.getvalue())
+    _log(request, task, f"runs zip ({phase_name or 'all phases'}, {len(manifest)} runs)")
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_safe(phase_name or "all")}-runs.zip"'
+    return response
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)[:60]
+
+
+def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]:
+    """One row per scored run and scope: the means of every measure, for CSV and JSON exports."""
+    scores = Score.objects.filter(run__task=task, run__is_baseline__in=[True, False]).select_related(
+        "run", "run__team", "run__phase", "gold_version").order_by("run_id", "scope")
+    if phase is not None:
+        scores = scores.filter(run__phase=phase)
+    rows = []
+    for score in scores:
+        run = score.run
+        if run.gold_version_id != score.gold_version_id:
+            continue  # superseded by a newer gold version
+        row: dict[str, Any] = {"run_id": run.pk, "team": run.team.name if run.team else "baseline",
+                               "run": run.name, "baseline": run.is_baseline, "public": run.is_public,
+                               "withdrawn": run.is_withdrawn, "phase": run.phase.name if run.phase else "",
+                               "priority": run.priority, "gold_version": score.gold_version.number,
+                               "scope": score.scope, "submitted_at": run.created_at.isoformat()}
+        for dim, measures in score.summary.get("quality", {}).items():
+            row.update({f"quality.{dim}.{name}": value for name, value in measures.items()})
+        row.update({f"nugget.{name}": value for name, value in score.summary.get("nugget", {}).items()})
+        rows.append(row)
+    return rows
+
+
+@require_GET
+@login_required
+def results_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    task = _get_task_for_organiser(request, slug)
+    phase_name = request.GET.get("phase", "")
+    phase = Phase.objects.filter(task=task, name=phase_name).first() if phase_name else None
+    if phase_name and phase is None:
+        raise Http404("no such phase")
+    rows = results_rows(task, phase)
+    _log(request, task, f"results {fmt} ({phase_name or 'all phases'})")
+    if fmt == "json":
+        response: HttpResponse = JsonResponse({"task": task.slug, "exported_at": timezone.now().isoformat(),
+                                               "results": rows})
+    elif fmt == "csv":
+        import pandas as pd
+
+        # pandas lines up the union of measure columns (DQ-only and ND-only runs differ).
+        frame = pd.DataFrame(rows)
+        response = HttpResponse(frame.to_csv(index=False, float_format="%.17g"),
+                                content_type="text/csv; charset=utf-8")
+    else:
+        raise Http404("unknown format")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-results.{fmt}"'
+    return response

@@ -1,0 +1,242 @@
+"""Phases, quotas, the live subset of a test phase, and who sees which scores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tasks import services
+from tasks.models import Phase, Run, Score
+from tests.conftest import World, committing, make_world, require_service, run_bytes, using_postgres
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_phase(world: World, name: str = "test", kind: str = Phase.TEST, start: timedelta = timedelta(hours=-1),
+              end: timedelta = timedelta(hours=1), **fields) -> Phase:
+    now = timezone.now()
+    return Phase.objects.create(task=world.task, name=name, kind=kind, gold_version=world.gold_version,
+                                starts_at=now + start, ends_at=now + end, **fields)
+
+
+def api_upload(world: World, content: bytes, token: str | None = None, **fields):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token or world.alice_token}")
+    with committing():
+        return client.post(f"/api/v1/tasks/{world.task.slug}/runs/",
+                           {"file": SimpleUploadedFile("run.json", content), **fields}, format="multipart")
+
+
+@pytest.mark.django_db
+def test_uploads_are_refused_outside_every_phase(world: World) -> None:
+    add_phase(world, "dev", Phase.DEVELOPMENT, start=timedelta(days=-10), end=timedelta(days=-5))
+    add_phase(world, "test", Phase.TEST, start=timedelta(days=1), end=timedelta(days=2))
+    response = api_upload(world, run_bytes(world.gold))
+    assert response.status_code == 403
+    assert response.json()["errors"][0].startswith("no phase of demo-task is open for submissions now; "
+                                                   "the next phase, test, opens at ")
+
+
+@pytest.mark.django_db
+def test_phase_boundaries_are_exact(world: World) -> None:
+    phase = add_phase(world, "dev", Phase.DEVELOPMENT)
+    assert phase.is_open(phase.starts_at)
+    assert not phase.is_open(phase.ends_at)  # the end is exclusive
+    assert not phase.is_open(phase.starts_at - timedelta(microseconds=1))
+    accepted = api_upload(world, run_bytes(world.gold))
+    assert accepted.status_code == 202
+    assert Run.objects.get(pk=accepted.json()["id"]).phase == phase
+    Phase.objects.filter(pk=phase.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    assert api_upload(world, run_bytes(world.gold, seed=2)).status_code == 403
+
+
+@pytest.mark.django_db
+def test_daily_and_total_quotas_and_what_counts(world: World) -> None:
+    phase = add_phase(world, "dev", Phase.DEVELOPMENT, daily_quota=2, total_quota=3)
+    assert api_upload(world, run_bytes(world.gold, seed=1)).status_code == 202
+    assert api_upload(world, b"not json").status_code == 400  # rejected by validation: uses no quota
+    assert api_upload(world, run_bytes(world.gold, seed=2)).status_code == 202
+    refused = api_upload(world, run_bytes(world.gold, seed=3))
+    assert refused.status_code == 429
+    assert "has used its 2 runs for today (UTC); the count resets at " in refused.json()["errors"][0]
+    # A run that failed for a server-side reason gives its quota back.
+    Run.objects.filter(phase=phase).order_by("pk").last()
+    failed = Run.objects.filter(phase=phase).order_by("pk").last()
+    Run.objects.filter(pk=failed.pk).update(status=Run.FAILED, failure_is_server_side=True)
+    assert api_upload(world, run_bytes(world.gold, seed=4)).status_code == 202
+    # Yesterday's runs count towards the total but not today's quota.
+    Run.objects.filter(phase=phase).update(created_at=timezone.now() - timedelta(days=1))
+    assert api_upload(world, run_bytes(world.gold, seed=5)).status_code == 202
+    total = api_upload(world, run_bytes(world.gold, seed=6))
+    assert total.status_code == 429 and "used all 3 runs of the dev phase" in total.json()["errors"][0]
+    # The other team has its own quota.
+    assert api_upload(world, run_bytes(world.gold, seed=7), token=world.bob_token).status_code == 202
+    quota = APIClient()
+    quota.credentials(HTTP_AUTHORIZATION=f"Token {world.alice_token}")
+    numbers = quota.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").json()["quota"]
+    assert numbers["total_used"] == 3 and numbers["total_remaining"] == 0
+    assert numbers["daily_used"] == 1 and numbers["daily_remaining"] == 1
+    assert numbers["daily_resets_at"].endswith("T00:00:00+00:00")
+
+
+@pytest.mark.django_db
+def test_the_test_phase_requires_a_method_description(world: World) -> None:
+    add_phase(world, requires_method_description=True)
+    response = api_upload(world, run_bytes(world.gold))
+    assert response.status_code == 400
+    assert response.json()["errors"] == ["description: the test phase requires a description of the method"]
+    assert api_upload(world, run_bytes(world.gold), description="BERT, fine-tuned").status_code == 202
+
+
+@pytest.mark.django_db
+def test_live_score_is_the_score_command_on_exactly_the_subset(world: World, tmp_path: Path) -> None:
+    phase = add_phase(world, live_subset_size=12, live_subset_seed=7, per_dialogue_feedback=False)
+    content = run_bytes(world.gold, 0.35, seed=11)
+    run_id = api_upload(world, content).json()["id"]
+    subset = phase.live_subset()
+    assert len(subset) == 12 and list(subset) == sorted(set(subset.tolist()))
+    live = Score.objects.get(run_id=run_id, scope=Score.LIVE).summary
+    full = Score.objects.get(run_id=run_id, scope=Score.FULL).summary
+    chosen = {world.gold[i]["id"] for i in subset}
+    (tmp_path / "gold-subset.json").write_bytes(orjson.dumps([d for d in world.gold if d["id"] in chosen]))
+    (tmp_path / "run-subset.json").write_bytes(orjson.dumps([e for e in orjson.loads(content) if e["id"] in chosen]))
+    (tmp_path / "gold.json").write_bytes(orjson.dumps(world.gold))
+    (tmp_path / "run.json").write_bytes(content)
+
+    def score(run: str, gold: str) -> dict:
+        return json.loads(subprocess.run([sys.executable, "manage.py", "score", str(tmp_path / run),
+                                          str(tmp_path / gold)], cwd=ROOT, check=True, capture_output=True,
+                                         text=True).stdout)
+
+    expected_live, expected_full = score("run-subset.json", "gold-subset.json"), score("run.json", "gold.json")
+    assert live["n_dialogues"] == 12 and full["n_dialogues"] == 30
+    for expected, got in ((expected_live, live), (expected_full, full)):
+        for dim in "ASE":
+            for name, value in expected["quality"][dim].items():
+                assert got["quality"][dim][name] == pytest.approx(value, abs=1e-12)
+        for name, value in expected["nugget"].items():
+            assert got["nugget"][name] == pytest.approx(value, abs=1e-12)
+
+
+@pytest.mark.django_db
+def test_scores_on_test_data_stay_with_organisers_until_published(world: World) -> None:
+    phase = add_phase(world, live_subset_size=10, per_dialogue_feedback=False)
+    run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
+    owner = APIClient()
+    owner.credentials(HTTP_AUTHORIZATION=f"Token {world.alice_token}")
+    seen = owner.get(f"/api/v1/runs/{run_id}/").json()
+    assert seen["scores_scope"] == "live" and seen["scores"]["n_dialogues"] == 10
+    organiser = APIClient()
+    organiser.force_authenticate(world.organiser)
+    assert organiser.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
+    board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
+    assert board["scope"] == "live"
+    assert all(run["scores"]["n_dialogues"] == 10 for run in board["runs"])
+    alice = Client()
+    alice.force_login(world.alice)
+    page = alice.get(f"/runs/{run_id}/").content.decode()
+    assert "Per-dialogue scores" not in page and "on the live subset" in page
+    # Publication opens the full scores and the per-dialogue feedback.
+    Phase.objects.filter(pk=phase.pk).update(results_published=True)
+    world.task.touch_scores()
+    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
+    assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
+    board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
+    assert board["scope"] == "full"
+
+
+@pytest.mark.django_db
+def test_final_board_is_hidden_until_published(world: World) -> None:
+    test = add_phase(world, "test", live_subset_size=10)
+    api_upload(world, run_bytes(world.gold), description="m")
+    Phase.objects.filter(pk=test.pk).update(ends_at=timezone.now() - timedelta(minutes=1),
+                                            starts_at=timezone.now() - timedelta(hours=2))
+    final = add_phase(world, "final", Phase.FINAL, start=timedelta(seconds=-30), end=timedelta(days=30))
+    public = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()
+    assert public["runs"] == [] and "not published" in public["note"]
+    organiser = APIClient()
+    organiser.force_authenticate(world.organiser)
+    assert len(organiser.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()["runs"]) == 1
+    Phase.objects.filter(pk=final.pk).update(results_published=True)
+    published = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()
+    assert [run["scores"]["n_dialogues"] for run in published["runs"]] == [30]
+
+
+@pytest.mark.django_db
+def test_organiser_dashboard_and_exports(world: World) -> None:
+    import io
+    import zipfile
+
+    from tasks.models import AccessLog
+
+    add_phase(world, "dev", Phase.DEVELOPMENT)
+    api_upload(world, run_bytes(world.gold), name="r1")
+    api_upload(world, b"[]", name="bad")  # rejected: not on the dashboard
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    page = organiser.get(f"/organiser/{world.task.slug}/?q=r1").content.decode()
+    assert "r1" in page and "Aurora" in page
+    archive = zipfile.ZipFile(io.BytesIO(organiser.get(f"/organiser/{world.task.slug}/runs.zip?phase=dev").content))
+    manifest = json.loads(archive.read("manifest.json"))
+    assert [entry["name"] for entry in manifest] == ["r1"]
+    assert archive.read(manifest[0]["file"]) == run_bytes(world.gold)
+    results = organiser.get(f"/organiser/{world.task.slug}/results.json").json()["results"]
+    assert {row["run"] for row in results} == {"r1", "baseline-uniform-v1", "baseline-popularity-v1"}
+    csv_text = organiser.get(f"/organiser/{world.task.slug}/results.csv").content.decode()
+    assert csv_text.splitlines()[0].startswith("run_id,team,run,")
+    assert AccessLog.objects.filter(task=world.task, user=world.organiser).count() == 3
+    for user in (world.alice, world.bob):
+        other = Client()
+        other.force_login(user)
+        for url in (f"/organiser/{world.task.slug}/", f"/organiser/{world.task.slug}/runs.zip",
+                    f"/organiser/{world.task.slug}/results.csv"):
+            assert other.get(url).status_code == 404
+    assert Client().get(f"/organiser/{world.task.slug}/").status_code == 302
+    with committing():
+        response = organiser.post(f"/organiser/{world.task.slug}/rescore/")
+    assert response.status_code == 302
+    assert set(Run.objects.filter(task=world.task).values_list("status", flat=True)) == {Run.DONE}
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_uploads_never_exceed_the_quota() -> None:
+    """Twelve simultaneous uploads from one team against a daily quota of 4, on PostgreSQL."""
+    require_service("PostgreSQL", 5432)
+    if not using_postgres():
+        pytest.skip("row locks are only meaningful on PostgreSQL; the suite runs on SQLite here")
+    world = make_world()
+    phase = add_phase(world, "dev", Phase.DEVELOPMENT, daily_quota=4, total_quota=50)
+    contents = [run_bytes(world.gold, seed=seed) for seed in range(12)]
+    barrier = threading.Barrier(len(contents))
+    outcomes: list[str] = []
+
+    def upload(content: bytes) -> None:
+        barrier.wait()
+        try:
+            services.submit_run(world.task, world.alice, services.Submission(content=content), phase)
+            outcomes.append("accepted")
+        except services.Rejected as rejected:
+            outcomes.append(f"{rejected.status}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=upload, args=(content,)) for content in contents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["429"] * 8 + ["accepted"] * 4
+    assert Run.objects.filter(phase=phase).count() == 4
