@@ -55,6 +55,8 @@ def reachable(port: int, host: str = "127.0.0.1") -> bool:
 
 def serve(args: list[str]) -> None:
     ensure_environment()
+    # The quickstart serves plain HTTP on loopback: HTTPS-only cookies would make sign-in impossible.
+    os.environ.setdefault("DJANGO_SECURE", "false")
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
     manage("demo")

@@ -26,8 +26,8 @@ def _secret_key() -> str:
     """Use DJANGO_SECRET_KEY; without it, a random key kept in var/ so sessions survive restarts."""
     key = env.str("DJANGO_SECRET_KEY", default="")
     if key:
-        if len(key) < 32:
-            raise ImproperlyConfigured("DJANGO_SECRET_KEY must be at least 32 characters long")
+        if len(key) < 50 or len(set(key)) < 5:
+            raise ImproperlyConfigured("DJANGO_SECRET_KEY must be at least 50 characters with 5 different ones")
         return key
     path = VAR_DIR / "secret_key"
     if not path.exists():
@@ -184,12 +184,19 @@ CSRF_COOKIE_HTTPONLY = False  # the upload page's script reads it to send the to
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-if not DEBUG:
-    SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
-    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
-    SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=0)
+# HTTPS-only cookies, redirect and HSTS: on by default whenever DEBUG is off, so a deployment is
+# secure unless someone opts out. The local quickstart (dev.py serve, plain HTTP on 127.0.0.1)
+# and the test settings turn it off.
+SECURE = env.bool("DJANGO_SECURE", default=not DEBUG)
+if SECURE:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("DJANGO_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # health checks come over plain HTTP from inside
 
 LOGGING = {
     "version": 1,

@@ -42,5 +42,6 @@ urlpatterns = [
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
+    path("client/evalserver_cli.py", task_views.client_download, name="client-download"),
     path("admin/", admin.site.urls),
 ]

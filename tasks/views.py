@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -142,3 +143,14 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
     return redirect("run-page", run_id=run.pk)
+
+
+CLIENT_PATH = Path(__file__).resolve().parent.parent / "client" / "evalserver_cli.py"
+
+
+@require_GET
+def client_download(request: HttpRequest) -> HttpResponse:
+    """The single-file participant client (standard library only)."""
+    response = HttpResponse(CLIENT_PATH.read_bytes(), content_type="text/x-python; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="evalserver_cli.py"'
+    return response

@@ -1,0 +1,153 @@
+"""A corpus of hostile or broken run uploads, each with what the server must say about it.
+
+Every case is a function of the gold (so ids can be real) returning the bytes to upload, the
+multipart filename, extra form fields, the expected HTTP status and fragments that must appear
+in the listed errors. ``tests/test_hostile_uploads.py`` and ``benchmarks/reliability_report.py``
+both use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from fixtures.synthetic import generate_run
+
+# The upload limit the corpus is run with: above the 10 MB key case, below the oversized file.
+CORPUS_MAX_BYTES = 12 * 1024 * 1024
+
+
+@dataclass
+class Case:
+    name: str
+    build: Callable[[list], bytes]
+    expect: list[str]
+    status: int = 400
+    filename: str = "run.json"
+    fields: dict[str, str] = field(default_factory=dict)
+    min_errors: int = 1
+
+
+def _run(gold: list) -> list[dict[str, Any]]:
+    return generate_run(gold, "noisy", noise=0.3, seed=1)
+
+
+def _edit(change: Callable[[list[dict[str, Any]], list], Any]) -> Callable[[list], bytes]:
+    def build(gold: list) -> bytes:
+        run = _run(gold)
+        change(run, gold)
+        return json.dumps(run, allow_nan=True).encode()
+    return build
+
+
+def _raw(text: str | bytes) -> Callable[[list], bytes]:
+    return lambda gold: text.encode() if isinstance(text, str) else text
+
+
+def _valid(gold: list) -> bytes:
+    return orjson.dumps(_run(gold))
+
+
+def _first_customer_turn(run: list) -> dict:
+    return run[0]["nugget"][0]
+
+
+def _replace_value(text_value: str) -> Callable[[list], bytes]:
+    """Put a literal (NaN, 1e400, ...) where the first quality value is, at the text level."""
+    def build(gold: list) -> bytes:
+        run = _run(gold)
+        run[0]["quality"]["A"]["2"] = "__HOLE__"
+        return json.dumps(run).replace('"__HOLE__"', text_value).encode()
+    return build
+
+
+CASES: list[Case] = [
+    Case("empty file", _raw(b""), ["file is empty"]),
+    Case("only whitespace", _raw(b"  \n\t "), ["file is empty"]),
+    Case("not json", _raw("this is not json"), ["not valid JSON"]),
+    Case("truncated json", lambda gold: _valid(gold)[:-10], ["not valid JSON"]),
+    Case("json with a BOM", lambda gold: b"\xef\xbb\xbf" + _valid(gold), ["byte-order mark"]),
+    Case("utf-16", lambda gold: _valid(gold).decode().encode("utf-16"), ["not valid UTF-8"]),
+    Case("latin-1 bytes", _raw(b'[{"id": "caf\xe9"}]'), ["not valid UTF-8"]),
+    Case("top-level object", _raw('{"runs": []}'), ["expected a JSON list of dialogues, got an object"]),
+    Case("top-level string", _raw('"hello"'), ["expected a JSON list of dialogues, got str"]),
+    Case("top-level number", _raw("42"), ["expected a JSON list of dialogues, got int"]),
+    Case("top-level null", _raw("null"), ["expected a JSON list of dialogues, got NoneType"]),
+    Case("empty list", _raw("[]"), ["the list of dialogues is empty"]),
+    Case("deeply nested arrays", _raw("[" * 100_000 + "]" * 100_000), ["nested too deeply"]),
+    Case("deeply nested objects", _raw('{"a":' * 50_000 + "1" + "}" * 50_000), ["nested too deeply"]),
+    Case("entries are not objects", _raw('[1, "two", null, []]'), ["[0]: expected an object, got int",
+                                                                    "[3]: expected an object, got list"],
+         min_errors=4),
+    Case("huge number", _replace_value("1e400"), ['[0].quality.A["2"]: value inf is not a finite number']),
+    Case("huge integer", _replace_value("1" + "0" * 400), ['[0].quality.A["2"]: value is too large']),
+    Case("NaN literal", _replace_value("NaN"), ['[0].quality.A["2"]: value nan is not a finite number']),
+    Case("Infinity literal", _replace_value("Infinity"), ['[0].quality.A["2"]: value inf is not a finite number']),
+    Case("negative Infinity", _replace_value("-Infinity"), ['[0].quality.A["2"]: value -inf is not a finite number']),
+    Case("negative value", _replace_value("-0.25"), ['[0].quality.A["2"]: value -0.25 is negative']),
+    Case("string as number", _replace_value('"0.5"'), ['[0].quality.A["2"]: value "0.5" is a str, not a number']),
+    Case("boolean as number", _replace_value("true"), ['[0].quality.A["2"]: value True is a boolean, not a number']),
+    Case("null as number", _replace_value("null"), ['[0].quality.A["2"]: value None is null, not a number']),
+    Case("list as number", _replace_value("[0.5]"), ['[0].quality.A["2"]: value [0.5] is a list, not a number']),
+    Case("all-zero distribution", _edit(lambda run, gold: run[1]["quality"].__setitem__(
+        "S", dict.fromkeys(("2", "1", "0", "-1", "-2"), 0))), ["[1].quality.S: all values are 0"]),
+    Case("duplicate ids", _edit(lambda run, gold: run.append(dict(run[0]))),
+         ["[30].id: duplicate dialogue id", "(first at [0])"]),
+    Case("ids of another task", _edit(lambda run, gold: [entry.__setitem__("id", f"other-{i}")
+                                                         for i, entry in enumerate(run[:3])]),
+         ['[0].id: dialogue "other-0" is not in the gold data of this task', "the run misses 3 of the 30"],
+         min_errors=4),
+    Case("missing dialogues", _edit(lambda run, gold: run.__delitem__(slice(0, 5))),
+         ["$: the run misses 5 of the 30 gold dialogue(s)"]),
+    Case("extra dialogues", _edit(lambda run, gold: run.append({**run[0], "id": "9999999999999999"})),
+         ['[30].id: dialogue "9999999999999999" is not in the gold data of this task']),
+    Case("id is a number", _edit(lambda run, gold: run[0].__setitem__("id", 12345)),
+         ["[0].id: must be a non-empty string, got 12345"]),
+    Case("missing id", _edit(lambda run, gold: run[0].pop("id")), ["[0].id: missing or not a non-empty string"]),
+    Case("nugget list too short", _edit(lambda run, gold: run[2]["nugget"].pop()),
+         ["[2].nugget: has "]),
+    Case("nugget list too long", _edit(lambda run, gold: run[2]["nugget"].append({"HNUG": 1})),
+         ["[2].nugget: has "]),
+    Case("helpdesk label on a customer turn", _edit(lambda run, gold: run[0]["nugget"].__setitem__(0, {"HNUG": 1.0})),
+         ['[0].nugget[0]: label "HNUG" is not allowed on a customer turn']),
+    Case("unknown nugget type", _edit(lambda run, gold: run[0]["nugget"].__setitem__(0, {"XNUG": 1.0})),
+         ['[0].nugget[0]: unknown nugget type "XNUG"']),
+    Case("unknown scale label", _edit(lambda run, gold: run[0]["quality"]["A"].__setitem__("3", 0.1)),
+         ['[0].quality.A: unknown label "3" (allowed: 2, 1, 0, -1, -2)']),
+    Case("unknown dimension", _edit(lambda run, gold: run[0]["quality"].__setitem__("Z", {"2": 1})),
+         ['[0].quality: unknown dimension "Z"']),
+    Case("missing dimension", _edit(lambda run, gold: run[0]["quality"].pop("E")),
+         ['[0].quality: missing dimension "E"']),
+    Case("quality is a list", _edit(lambda run, gold: run[0].__setitem__("quality", [1, 2])),
+         ["[0].quality: expected an object of dimensions, got list"]),
+    Case("mixed subtasks", _edit(lambda run, gold: run[4].pop("nugget")),
+         ["[4]: missing 'nugget' (other dialogues of this run have it)"]),
+    Case("no subtask at all", _edit(lambda run, gold: [entry.pop(key) for entry in run
+                                                       for key in ("quality", "nugget")]),
+         ["nothing to score"]),
+    Case("control characters in keys", _edit(lambda run, gold: run[0]["quality"]["A"].__setitem__("\x00\x1b[31m", 1)),
+         ['[0].quality.A: unknown label "\\u0000\\u001b[31m"']),
+    Case("10 MB string key", _edit(lambda run, gold: run[0]["quality"]["A"].__setitem__("x" * 10_000_000, 1)),
+         ['[0].quality.A: unknown label "xxxxxxxx']),
+    Case("many errors at once", _edit(lambda run, gold: [entry["quality"]["A"].__setitem__("2", -1)
+                                                         for entry in run]),
+         ['[0].quality.A["2"]: value -1 is negative', '[29].quality.A["2"]: value -1 is negative'],
+         min_errors=30),
+    Case("file over the size limit", lambda gold: b"[" + b" " * CORPUS_MAX_BYTES + b"]",
+         ["over the limit of"], status=413),
+    Case("path traversal in the filename", _raw("[1]"), ["[0]: expected an object, got int"],
+         filename="../../../../tmp/evil.json"),
+    Case("HTML in the name", _valid, ["name: must not contain control characters"],
+         fields={"name": "<b>bold</b>\x00", "description": "<script>alert(1)</script>"}),
+    Case("name too long", _valid, ["name: at most 100 characters (got 101)"], fields={"name": "n" * 101}),
+    Case("description too long", _valid, ["description: at most 5000 characters (got 5001)"],
+         fields={"description": "d" * 5001}),
+    Case("priority not a number", _valid, ["priority: expected a whole number"], fields={"priority": "first"}),
+    Case("priority out of range", _valid, ["priority: must be a whole number from 1"], fields={"priority": "0"}),
+    Case("public not a boolean", _valid, ["public: expected true or false"], fields={"public": "maybe"}),
+]
+

@@ -1,0 +1,202 @@
+"""Who gets what, for every URL of the project; CSRF on every form; secure deployment settings.
+
+The URL list comes from the URL configuration itself, so a new view without an entry in
+``EXPECTED`` fails ``test_every_url_is_in_the_matrix``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tasks.models import Run
+from tests.conftest import World, committing, run_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLES = ("anonymous", "owner", "rival", "organiser", "staff")
+
+# url name -> (method, {role: expected status}); "owner" is alice, whose team owns the run.
+EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
+    "home": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "leaderboard-csv": ("GET", dict.fromkeys(ROLES, 200)),
+    "statistics-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "pvalues-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "statistics-export": ("GET", dict.fromkeys(ROLES, 200)),
+    "upload": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
+    "run-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403}),
+    "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
+    "token-regenerate": ("POST", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
+    "token-revoke": ("POST", {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 302}),
+    "login": ("GET", dict.fromkeys(ROLES, 200)),
+    "signup": ("GET", dict.fromkeys(ROLES, 200)),
+    "logout": ("POST", dict.fromkeys(ROLES, 302)),
+    "organiser-dashboard": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-rescore": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302}),
+    "organiser-runs-zip": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-results": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "api-tasks": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-leaderboard": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-upload": ("GET", {"anonymous": 401, "owner": 405, "rival": 405, "organiser": 405, "staff": 405}),
+    "api-my-runs": ("GET", {"anonymous": 401, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
+    "api-run": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "api-schema": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-docs": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-redoc": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-not-found": ("GET", dict.fromkeys(ROLES, 404)),
+    "client-download": ("GET", dict.fromkeys(ROLES, 200)),
+    "healthz": ("GET", dict.fromkeys(ROLES, 200)),
+}
+ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200}
+
+
+def project_patterns() -> list[tuple[str, str]]:
+    """(name, route) of every named URL outside the admin, walked from the root URL configuration."""
+    found = []
+
+    def walk(patterns: list, prefix: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if getattr(pattern, "app_name", None) == "admin" or str(pattern.pattern).startswith("admin"):
+                    continue
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern):
+                found.append((pattern.name, prefix + str(pattern.pattern)))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def concrete(route: str, world: World, run: Run) -> str:
+    values = {"<slug:slug>": world.task.slug, "<int:run_id>": str(run.pk), "<str:key>": "quality.A.rsnod",
+              "<str:kind>": "pvalues.txt", "<str:fmt>": "csv"}
+    path = route
+    for placeholder, value in values.items():
+        path = path.replace(placeholder, value)
+    if path.startswith("^"):  # the API catch-all regex
+        path = "api/v1/does-not-exist/"
+    return "/" + path.replace("$", "")
+
+
+def client_as(role: str, world: World) -> Client:
+    client = Client()
+    user = {"owner": world.alice, "rival": world.bob, "organiser": world.organiser, "staff": world.staff}.get(role)
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def scored(world: World, settings) -> tuple[World, Run]:
+    settings.EVALSERVER_STATISTICS_MODE = "sync"
+    client = client_as("owner", world)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    with committing():
+        client.post(f"/tasks/{world.task.slug}/upload/", {"file": SimpleUploadedFile("r.json", run_bytes(world.gold)),
+                                                          "name": "alice-run", "public": "on"})
+    return world, Run.objects.get(name="alice-run")
+
+
+@pytest.mark.django_db
+def test_every_url_is_in_the_matrix() -> None:
+    names = {name for name, _ in project_patterns()}
+    assert None not in names, "every URL needs a name so the authorization matrix can list it"
+    assert names == set(EXPECTED), f"new: {names - set(EXPECTED)}; gone: {set(EXPECTED) - names}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ROLES)
+def test_authorization_matrix(scored: tuple[World, Run], role: str) -> None:
+    world, run = scored
+    outcomes = {}
+    for name, route in project_patterns():
+        method, expected = EXPECTED[name]
+        client = client_as(role, world)
+        url = concrete(route, world, run)
+        with committing():
+            response = client.post(url) if method == "POST" else client.get(url)
+        outcomes[name] = (response.status_code, expected[role], url)
+    wrong = {name: got for name, got in outcomes.items() if got[0] != got[1]}
+    assert not wrong, f"{role}: (got, expected, url) {wrong}"
+    admin = client_as(role, world).get("/admin/")
+    assert admin.status_code == ADMIN_EXPECTED[role]
+
+
+@pytest.mark.django_db
+def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
+    world, run = scored
+    posts = [concrete(route, world, run) for name, route in project_patterns() if EXPECTED[name][0] == "POST"]
+    posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/"]
+    for url in posts:
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(world.alice)
+        assert client.post(url, {"action": "hide"}).status_code == 403, url
+    # The API with a token needs no CSRF token (no cookie is involved)...
+    from rest_framework.test import APIClient
+
+    api = APIClient(enforce_csrf_checks=True)
+    api.credentials(HTTP_AUTHORIZATION=f"Token {world.alice_token}")
+    assert api.post(f"/api/v1/tasks/{world.task.slug}/runs/", {}, format="multipart").status_code == 400
+    # ...but the same API through a browser session does.
+    session = APIClient(enforce_csrf_checks=True)
+    session.force_login(world.alice)
+    assert session.post(f"/api/v1/tasks/{world.task.slug}/runs/", {}, format="multipart").status_code == 403
+
+
+@pytest.mark.django_db
+def test_gold_and_run_files_are_never_served(scored: tuple[World, Run], settings) -> None:
+    """No public or participant URL returns annotations or another team's file; uploads live outside static."""
+    world, run = scored
+    annotation_marker = '"annotations"'
+    for role in ("anonymous", "rival", "owner"):
+        client = client_as(role, world)
+        for name, route in project_patterns():
+            method, _ = EXPECTED[name]
+            if method != "GET":
+                continue
+            body = client.get(concrete(route, world, run)).content.decode(errors="replace")
+            assert annotation_marker not in body, (role, name)
+    stored = list(Path(settings.MEDIA_ROOT).rglob("*.json"))
+    assert stored and all(path.name == f"{path.stem}.json" and len(path.stem) == 64 for path in stored)
+    assert not str(Path(settings.MEDIA_ROOT)).startswith(str(settings.STATIC_ROOT))
+    assert Client().get(f"/static/../uploads/runs/{run.file_sha256[:2]}/{run.file_sha256}.json").status_code == 404
+    assert Client().get(f"/media/runs/{run.file_sha256[:2]}/{run.file_sha256}.json").status_code == 404
+
+
+@pytest.mark.django_db
+def test_path_traversal_in_the_upload_name_is_only_a_label(world: World, settings) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = client_as("owner", world)
+    with committing():
+        client.post(f"/tasks/{world.task.slug}/upload/",
+                    {"file": SimpleUploadedFile("../../../etc/passwd.json", run_bytes(world.gold, seed=4))})
+    run = Run.objects.get(original_filename="passwd.json")
+    assert run.name == "passwd"
+    assert not (Path(settings.MEDIA_ROOT).parent / "etc").exists()
+
+
+def test_deploy_checks_are_clean_when_debug_is_off(tmp_path: Path) -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalserver.settings", "DJANGO_DEBUG": "false",
+           "DJANGO_SECRET_KEY": "k7#Qz" * 12, "EVALSERVER_VAR_DIR": str(tmp_path)}
+    env.pop("DJANGO_SECURE", None)
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_a_short_secret_key_is_refused(tmp_path: Path) -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalserver.settings", "DJANGO_SECRET_KEY": "short",
+           "EVALSERVER_VAR_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be at least 50 characters" in result.stderr
