@@ -78,7 +78,7 @@ def _label(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else repr(value)
     except RecursionError:  # orjson accepts ~1,000 levels of nesting, more than repr() can show
-        text = f"a {type(value).__name__} nested too deeply to show"
+        text = f"<a {type(value).__name__} nested too deeply to show>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -395,13 +395,14 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
         turn_is_customer.extend(sender == CUSTOMER for sender in senders)
         for dim in dims if has_quality else ():
             quality_flat[dim].extend(dialogue_no * n_scale + b for b in dialogue_quality[dim])
-        if has_nugget:
-            for sender, labels in zip(senders, dialogue_turn_labels, strict=True):
-                width = len(side_types[sender])
-                row = side_turns_so_far[sender]
-                side_flat[sender].extend(row * width + b for b in labels)
-                side_dialogue[sender].append(dialogue_no)
-                side_turns_so_far[sender] += 1
+        # Turns are recorded even in a gold without nugget labels (labels is then empty), as the
+        # fast path does: customer_dialogue / helpdesk_dialogue describe the turns, not the labels.
+        for sender, labels in zip(senders, dialogue_turn_labels, strict=True):
+            width = len(side_types[sender])
+            row = side_turns_so_far[sender]
+            side_flat[sender].extend(row * width + b for b in labels)
+            side_dialogue[sender].append(dialogue_no)
+            side_turns_so_far[sender] += 1
     problems.raise_if_any()
 
     n = len(ids)
