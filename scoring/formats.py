@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 import orjson
@@ -695,11 +696,11 @@ def _gold_fast(data: object, config: TaskConfig) -> Gold | None:
     customer_types, helpdesk_types = config.customer_nugget_types, config.helpdesk_nugget_types
     if set(customer_types) & set(helpdesk_types):
         return None
-    ids = [entry["id"] for entry in data]
+    ids = list(map(itemgetter("id"), data))
     if set(map(type, ids)) != {str} or "" in ids or len(set(ids)) != len(ids):
         return None
     senders = [[turn["sender"] for turn in entry["turns"]] for entry in data]
-    annotations = [entry["annotations"] for entry in data]
+    annotations = list(map(itemgetter("annotations"), data))
     turn_counts = np.array([len(turns) for turns in senders], dtype=np.int64)
     annotators = np.array([len(labels) for labels in annotations], dtype=np.int64)
     flat_senders = list(chain.from_iterable(senders))
@@ -722,12 +723,12 @@ def _gold_fast(data: object, config: TaskConfig) -> Gold | None:
     if has_quality:
         dims, scale = config.quality_dimensions, config.quality_scale
         scale_index = _scale_lookup(scale)
-        qualities = [annotation["quality"] for annotation in everyone]
+        qualities = list(map(itemgetter("quality"), everyone))
         if set(map(type, qualities)) != {dict} or set(map(len, qualities)) != {len(dims)}:
             return None
         quality_counts = {}
         for dim in dims:
-            values = [quality[dim] for quality in qualities]
+            values = list(map(itemgetter(dim), qualities))
             if bool in set(map(type, values)):
                 return None  # True == 1 would otherwise pass for the label "1"
             found = list(map(scale_index.get, values))
@@ -740,7 +741,7 @@ def _gold_fast(data: object, config: TaskConfig) -> Gold | None:
     is_customer = np.array([sender == CUSTOMER for sender in flat_senders], dtype=bool)
     customer_counts = helpdesk_counts = None
     if has_nugget:
-        nuggets = [annotation["nugget"] for annotation in everyone]
+        nuggets = list(map(itemgetter("nugget"), everyone))
         if set(map(type, nuggets)) != {list}:
             return None
         lengths = np.array([len(labels) for labels in nuggets], dtype=np.int64)
@@ -806,7 +807,7 @@ def _values_fast(distributions: list, labels: tuple[str, ...]) -> np.ndarray | N
     allowed = set(labels)
     if set(map(type, distributions)) - {dict} or not all(map(allowed.issuperset, distributions)):
         return None
-    flat = [values.get(label, 0) for values in distributions for label in labels]
+    flat = [values.get(label, 0) for values in distributions for label in labels]  # a missing label is 0
     if set(map(type, flat)) - {float, int}:
         return None
     rows = np.array(flat, dtype=np.float64).reshape(len(distributions), len(labels))
@@ -827,7 +828,7 @@ def _run_fast(data: object, gold: Gold, allow_missing: bool) -> Run | None:
         return None
     config = gold.config
     n = gold.n_dialogues
-    ids = [entry["id"] for entry in data]
+    ids = list(map(itemgetter("id"), data))
     if set(map(type, ids)) != {str}:
         return None
     found = list(map(gold.index.get, ids))
@@ -849,12 +850,12 @@ def _run_fast(data: object, gold: Gold, allow_missing: bool) -> Run | None:
     quality = None
     if has_quality:
         dims = config.quality_dimensions
-        estimates = [entry["quality"] for entry in data]
+        estimates = list(map(itemgetter("quality"), data))
         if set(map(type, estimates)) != {dict} or set(map(len, estimates)) != {len(dims)}:
             return None
         quality = {}
         for dim in dims:
-            rows = _values_fast([estimate[dim] for estimate in estimates], config.quality_scale)
+            rows = _values_fast(list(map(itemgetter(dim), estimates)), config.quality_scale)
             if rows is None:
                 return None
             quality[dim] = np.zeros((n, rows.shape[1]))
@@ -866,10 +867,10 @@ def _run_fast(data: object, gold: Gold, allow_missing: bool) -> Run | None:
     side_rows = {CUSTOMER: np.zeros((len(gold.customer_dialogue), len(side_types[CUSTOMER]))),
                  HELPDESK: np.zeros((len(gold.helpdesk_dialogue), len(side_types[HELPDESK])))}
     if has_nugget:
-        estimates = [entry["nugget"] for entry in data]
+        estimates = list(map(itemgetter("nugget"), data))
         if set(map(type, estimates)) != {list}:
             return None
-        lengths = np.array([len(estimate) for estimate in estimates], dtype=np.int64)
+        lengths = np.array(list(map(len, estimates)), dtype=np.int64)
         if not np.array_equal(lengths, gold.turn_counts[index]):
             return None
         # Gold turn of every estimate, in the run's order.
