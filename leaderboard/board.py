@@ -65,9 +65,15 @@ def board_phase(task: Task, phase_name: str | None = None) -> Phase | None:
             or phases.filter(starts_at__lte=now).order_by("-starts_at").first())
 
 
+def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:
+    """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
+    boards never need deleting: stale keys simply stop being asked for and expire."""
+    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
+            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+
+
 def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:
-    key = (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-           f"{task.scores_changed_at.timestamp()}:{phase.results_published if phase else 0}")
+    key = board_cache_key(task, phase, organiser)
     board = cache.get(key)
     if board is None:
         board = build_board(task, phase, organiser)
