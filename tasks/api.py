@@ -71,8 +71,12 @@ def run_data(run: Run, user: Any) -> dict[str, Any]:
 
 
 class UploadThrottle(UserRateThrottle):
+    """Uploads per user and period, from ``EVALSERVER_UPLOAD_RATE`` (read per request)."""
+
     scope = "uploads"
-    rate = settings.EVALSERVER_UPLOAD_RATE
+
+    def get_rate(self) -> str:
+        return settings.EVALSERVER_UPLOAD_RATE
 
 
 _run_response = inline_serializer("RunStatus", {
