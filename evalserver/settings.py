@@ -118,7 +118,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    "staticfiles": {"BACKEND": "evalserver.storage.StaticStorage"
                     if not DEBUG else "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 # Uploaded runs live here, outside the static root, under names made from their hashes.
