@@ -1,9 +1,15 @@
-"""Static file storage: hashed, compressed names from whitenoise, without failing pages when a
-file is missing from the manifest (e.g. before the first ``collectstatic``)."""
+"""Static file storage: hashed, compressed names from whitenoise, without failing every page
+when ``collectstatic`` has not run yet (the page then links the plain name)."""
 
+from django.core.files.storage import FileSystemStorage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 
 class StaticStorage(CompressedManifestStaticFilesStorage):
-    # A missing manifest entry falls back to the plain name instead of a 500 for every page.
     manifest_strict = False
+
+    def url(self, name: str | None, force: bool = False) -> str:
+        try:
+            return super().url(name, force)
+        except ValueError:
+            return FileSystemStorage.url(self, name)

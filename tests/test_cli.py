@@ -1,0 +1,392 @@
+"""The participant client ``client/evalserver_cli.py``, run as participants run it: a separate
+process talking HTTP to a live server (pytest-django's ``live_server``; scoring runs in the
+server's thread right after the upload commits, as without a broker)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.request import Request, urlopen
+
+import orjson
+import pytest
+
+from tests.conftest import World, make_world, run_bytes
+
+CLI = Path(__file__).resolve().parent.parent / "client" / "evalserver_cli.py"
+SLUG = "demo-task"
+
+
+@dataclass
+class Served:
+    world: World
+    url: str
+
+
+@pytest.fixture
+def served(transactional_db: Any, live_server: Any) -> Served:
+    return Served(make_world(), live_server.url)
+
+
+def cli(*args: str, server: str | None = None, token: str | None = None, timeout: float = 30,
+        python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+    """The client in a fresh interpreter, with no settings leaking in from this machine."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("EVALSERVER_") and not key.lower().endswith("_proxy")}
+    env["PYTHONIOENCODING"] = "utf-8"
+    if server:
+        env["EVALSERVER_URL"] = server
+    if token:
+        env["EVALSERVER_TOKEN"] = token
+    return subprocess.run([python, str(CLI), *args], capture_output=True, text=True, encoding="utf-8",
+                          env=env, timeout=timeout, check=False)
+
+
+def api(served: Served, path: str, token: str | None = None) -> Any:
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Token {token}"
+    with urlopen(Request(served.url + path, headers=headers), timeout=15) as response:
+        return json.loads(response.read())
+
+
+def write_run(tmp_path: Path, world: World, noise: float = 0.3, seed: int = 1, name: str = "run.json") -> Path:
+    path = tmp_path / name
+    path.write_bytes(run_bytes(world.gold, noise, seed))
+    return path
+
+
+def submit(served: Served, path: Path, *args: str, token: str | None = None) -> int:
+    """Submit through the client and return the new run's id."""
+    result = cli("submit", SLUG, str(path), *args, server=served.url, token=token or served.world.alice_token)
+    assert result.returncode == 0, result.stderr
+    return run_id_in(result.stdout)
+
+
+def run_id_in(stdout: str) -> int:
+    match = re.search(r"^run (\d+) ", stdout, re.MULTILINE)
+    assert match, stdout
+    return int(match.group(1))
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def table_row(text: str, first_cell: str) -> list[str]:
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] == [first_cell]]
+    assert len(rows) == 1, (first_cell, text)
+    return rows[0]
+
+
+def test_submit_and_wait_prints_the_scores_the_api_reports(served: Served, tmp_path: Path) -> None:
+    token = served.world.alice_token
+    result = cli("--server", served.url, "--token", token, "submit", SLUG, str(write_run(tmp_path, served.world)),
+                 "--name", "aurora-cli", "--description", "BERT + label smoothing", "--priority", "1",
+                 "--private", "--wait", "--digits", "6")
+    assert result.returncode == 0, result.stderr
+    run_id = run_id_in(result.stdout)
+    assert f"url: {served.url}/api/v1/runs/{run_id}/" in result.stdout
+    assert "status:      done" in result.stdout
+    run = api(served, f"/api/v1/runs/{run_id}/", token)
+    assert (run["name"], run["description"], run["priority"], run["is_public"]) == (
+        "aurora-cli", "BERT + label smoothing", 1, False)
+    quality = run["scores"]["quality"]
+    header = table_row(result.stdout, "quality")
+    for dimension, values in quality.items():
+        row = table_row(result.stdout, dimension)
+        assert row[1:] == [f"{values[measure]:.6f}" for measure in header[1:]]
+    assert header[1:] == list(quality["A"])
+    nugget = run["scores"]["nugget"]
+    nugget_header = table_row(result.stdout, "nugget")
+    numbers = [line.split() for line in result.stdout.splitlines()]
+    nugget_row = numbers[numbers.index(nugget_header) + 2]  # under the header and its rule
+    assert nugget_row == [f"{nugget[measure]:.6f}" for measure in nugget_header[1:]]
+    assert "scores over 30 dialogues" in result.stdout
+    assert token not in result.stdout + result.stderr
+
+
+def test_an_invalid_file_exits_2_and_prints_every_error_line(served: Served, tmp_path: Path) -> None:
+    entries = orjson.loads(run_bytes(served.world.gold, 0.2))
+    entries[0]["quality"]["A"]["2"] = float("nan")
+    entries[1]["nugget"][0] = {"HNUG": 1.0}
+    entries[2]["id"] = "not-a-dialogue"
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(entries))
+    result = cli("submit", SLUG, str(path), "--wait", server=served.url, token=served.world.alice_token)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "HTTP 400" in result.stderr
+    lines = result.stderr.splitlines()
+    expected = ['[0].quality.A["2"]: value nan is not a finite number',
+                '[2].id: dialogue "not-a-dialogue" is not in the gold data of this task']
+    for line in expected:
+        assert f"  {line}" in lines
+    assert any(line.startswith('  [1].nugget[0]: label "HNUG" is not allowed on a customer turn') for line in lines)
+    assert any(line.startswith("  $: the run misses 1 of the 30 gold dialogue(s)") for line in lines)
+    assert api(served, f"/api/v1/tasks/{SLUG}/my-runs/", served.world.alice_token)["runs"] == []
+
+
+def test_a_bad_token_exits_2_with_the_servers_message(served: Served, tmp_path: Path) -> None:
+    bad_token = "f" * 40
+    for args in (["submit", SLUG, str(write_run(tmp_path, served.world))], ["status", "1"], ["runs", SLUG]):
+        result = cli("--token", bad_token, *args, server=served.url)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "HTTP 401" in result.stderr
+        assert "  Invalid token." in result.stderr.splitlines()
+        assert bad_token not in result.stdout + result.stderr
+    # The board is public: a stale token does not hide it.
+    board = cli("leaderboard", SLUG, server=served.url, token=bad_token)
+    assert board.returncode == 0, board.stderr
+    assert "refused your token" in board.stderr
+
+
+def test_an_unreachable_server_exits_3_with_a_clear_message(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    path = tmp_path / "run.json"
+    path.write_text("[]")
+    for args in (["submit", SLUG, str(path)], ["status", "7"], ["leaderboard", SLUG]):
+        result = cli("--server", url, *args, token="a" * 40)
+        assert result.returncode == 3, result.stderr
+        assert f"cannot connect to {url}/api/v1/" in result.stderr
+        assert "connection refused" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_a_silent_server_times_out_with_exit_3() -> None:
+    with socket.socket() as listener:  # accepts connections (backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        result = cli("--server", url, "--timeout", "0.5", "leaderboard", SLUG)
+    assert result.returncode == 3
+    assert "within 0.5 s" in result.stderr
+
+
+def test_local_checks_refuse_bad_input_before_sending(tmp_path: Path) -> None:
+    # A closed port: exit status 2 (not 3) proves nothing was sent.
+    url = f"http://127.0.0.1:{closed_port()}"
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b" " * 3000 + b"]")
+    cases = [
+        (["submit", SLUG, str(tmp_path / "missing.json")], "missing.json: no such file"),
+        (["submit", SLUG, str(tmp_path)], "is a directory"),
+        (["submit", SLUG, str(big), "--max-size", "2k"], "3002 bytes (3.0 kB) is over the limit of 2000 bytes"),
+        (["submit", SLUG, str(big), "--description-file", str(tmp_path / "nope.txt")], "nope.txt: cannot be read"),
+    ]
+    for args, message in cases:
+        result = cli("--server", url, *args, token="a" * 40)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr
+    no_token = cli("--server", url, "runs", SLUG)
+    assert no_token.returncode == 2
+    assert "no API token" in no_token.stderr
+    bad_priority = cli("--server", url, "submit", SLUG, str(big), "--priority", "0", token="a" * 40)
+    assert bad_priority.returncode == 2
+    assert "must be 1 or more" in bad_priority.stderr
+
+
+def test_a_file_over_the_servers_limit_exits_2_with_its_message(served: Served, tmp_path: Path,
+                                                                 settings: Any) -> None:
+    # The server answers 413 before reading a body this large and closes the connection.
+    settings.RUN_UPLOAD_MAX_BYTES = 10_000
+    path = tmp_path / "big.json"
+    path.write_bytes(b"[" + b" " * 3_000_000 + b"]")
+    result = cli("submit", SLUG, str(path), server=served.url, token=served.world.alice_token)
+    assert result.returncode == 2, result.stderr
+    assert "HTTP 413" in result.stderr
+    assert "over the upload limit of 10000 bytes" in result.stderr
+
+
+def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Served, tmp_path: Path) -> None:
+    world = served.world
+    first = submit(served, write_run(tmp_path, world, 0.1, 1, "a.json"), "--name", "aurora-close", "--priority", "1")
+    second = submit(served, write_run(tmp_path, world, 0.9, 2, "b.json"), "--name", "aurora-noisy")
+    rival = submit(served, write_run(tmp_path, world, 0.5, 3, "c.json"), "--name", "borealis-mid",
+                   token=world.bob_token)
+
+    status = cli("status", str(first), server=served.url, token=world.alice_token)
+    assert status.returncode == 0, status.stderr
+    scores = api(served, f"/api/v1/runs/{first}/", world.alice_token)["scores"]
+    assert f"run {first}  Aurora / aurora-close" in status.stdout
+    assert f"{scores['quality']['S']['nmd']:.4f}" in table_row(status.stdout, "S")
+    assert cli("status", str(rival), server=served.url, token=world.alice_token).returncode == 2  # not her team's
+
+    runs = cli("runs", SLUG, server=served.url, token=world.alice_token)
+    assert runs.returncode == 0, runs.stderr
+    assert "borealis-mid" not in runs.stdout
+    row = table_row(runs.stdout, str(first))
+    assert row[1:3] == ["aurora-close", "done"]
+    header = table_row(runs.stdout, "id")
+    assert row[header.index("nugget.jsd")] == f"{scores['nugget']['jsd']:.4f}"
+    assert table_row(runs.stdout, str(second))[1] == "aurora-noisy"
+    assert runs.stdout.splitlines()[-1].startswith("quota: ")
+
+    board = api(served, f"/api/v1/tasks/{SLUG}/leaderboard/")
+    by_jsd = sorted(board["runs"], key=lambda entry: (entry["scores"]["nugget"]["jsd"], entry["id"]))
+    shown = cli("leaderboard", SLUG, "--sort", "nugget.jsd", server=served.url)
+    assert shown.returncode == 0, shown.stderr
+    assert "sorted by nugget.jsd" in shown.stdout
+    ids = [int(line.split()[1]) for line in shown.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s", line)]
+    assert ids == [entry["id"] for entry in by_jsd]
+    assert {first, second, rival} <= set(ids)
+    assert len(ids) == len(board["runs"]) == 5  # with the two baselines
+    rival_row = table_row(shown.stdout, str(next(e["ranks"]["nugget.jsd"] for e in board["runs"] if e["id"] == rival)))
+    assert rival_row[2:4] == ["Borealis", "borealis-mid"]
+    rival_scores = next(entry["scores"] for entry in board["runs"] if entry["id"] == rival)
+    board_header = table_row(shown.stdout, "rank")
+    assert rival_row[board_header.index("A.rsnod")] == f"{rival_scores['quality']['A']['rsnod']:.4f}"
+
+    short = cli("leaderboard", SLUG, "--sort", "s.NMD", "--all", server=served.url)
+    assert "sorted by quality.S.nmd" in short.stdout
+    assert "A.snod" in short.stdout
+    unknown = cli("leaderboard", SLUG, "--sort", "bleu", server=served.url)
+    assert unknown.returncode == 2
+    assert "quality.A.rsnod" in unknown.stderr  # the choices, from the board itself
+
+
+def test_json_outputs_parse_and_equal_the_api(served: Served, tmp_path: Path) -> None:
+    world = served.world
+    submitted = cli("submit", SLUG, str(write_run(tmp_path, world)), "--json", server=served.url,
+                    token=world.alice_token)
+    assert submitted.returncode == 0, submitted.stderr
+    created = json.loads(submitted.stdout)
+    assert created["status"] == "queued"
+    run_id = created["id"]
+    token = world.alice_token
+    expected = {
+        ("status", str(run_id), "--json"): api(served, f"/api/v1/runs/{run_id}/", token),
+        ("status", str(run_id), "--wait", "--json"): api(served, f"/api/v1/runs/{run_id}/", token),
+        ("runs", SLUG, "--json"): api(served, f"/api/v1/tasks/{SLUG}/my-runs/", token),
+        ("leaderboard", SLUG, "--json"): api(served, f"/api/v1/tasks/{SLUG}/leaderboard/"),
+        ("tasks", "--json"): api(served, "/api/v1/tasks/", token),
+    }
+    for args, data in expected.items():
+        result = cli(*args, server=served.url, token=token)
+        assert result.returncode == 0, (args, result.stderr)
+        assert json.loads(result.stdout) == data, args
+    tasks = cli("tasks", server=served.url)
+    assert table_row(tasks.stdout, SLUG)[1:] == ["Demo", "task"]
+
+
+def test_the_progress_bar_reaches_100_percent_on_stderr(served: Served, tmp_path: Path) -> None:
+    path = write_run(tmp_path, served.world)
+    result = cli("submit", SLUG, str(path), "--progress", server=served.url, token=served.world.alice_token)
+    assert result.returncode == 0, result.stderr
+    frames = [frame for frame in re.split(r"[\r\n]", result.stderr) if frame.startswith("[")]
+    assert frames, result.stderr
+    assert re.fullmatch(r"\[#{30}\] 100% (\d+\.\d)/\1 kB", frames[-1]), frames[-1]
+    assert "%" not in result.stdout
+    quiet = cli("submit", SLUG, str(path), server=served.url, token=served.world.alice_token)
+    assert "100%" not in quiet.stderr  # stderr is not a terminal here
+
+
+def test_file_names_reach_the_server_escaped(served: Served, tmp_path: Path) -> None:
+    token = served.world.alice_token
+    for filename, name in (("run é (v2).json", "run é (v2)"), ('a"b.json', "a%22b")):
+        run_id = submit(served, write_run(tmp_path, served.world, name=filename))
+        assert api(served, f"/api/v1/runs/{run_id}/", token)["name"] == name
+
+
+def test_a_failed_run_exits_1_and_shows_its_errors(served: Served, tmp_path: Path) -> None:
+    from tasks.models import Run
+
+    run_id = submit(served, write_run(tmp_path, served.world))
+    Run.objects.filter(pk=run_id).update(status=Run.FAILED, errors=["scoring: worker lost"])
+    result = cli("status", str(run_id), "--wait", server=served.url, token=served.world.alice_token)
+    assert result.returncode == 1
+    assert "status:      failed" in result.stdout
+    assert "  scoring: worker lost" in result.stdout.splitlines()
+
+
+class Redirector(BaseHTTPRequestHandler):
+    target = ""
+
+    def redirect(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = redirect
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_redirects_are_followed_but_never_carry_the_token_elsewhere(served: Served, tmp_path: Path) -> None:
+    handler = type("ToLiveServer", (Redirector,), {"target": served.url})
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as redirector:
+        threading.Thread(target=redirector.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{redirector.server_address[1]}"
+            board = cli("leaderboard", SLUG, "--json", server=url)
+            assert board.returncode == 0, board.stderr
+            assert json.loads(board.stdout)["task"] == SLUG
+            refused = cli("submit", SLUG, str(write_run(tmp_path, served.world)), server=url,
+                          token=served.world.alice_token)
+            assert refused.returncode == 3
+            assert f"use --server {served.url}" in refused.stderr
+            assert served.world.alice_token not in refused.stderr
+        finally:
+            redirector.shutdown()
+
+
+def test_the_server_serves_this_client_for_download(served: Served) -> None:
+    with urlopen(f"{served.url}/client/evalserver_cli.py", timeout=15) as response:
+        assert response.read() == CLI.read_bytes()
+
+
+def test_every_command_has_help() -> None:
+    for command in ("submit", "status", "runs", "leaderboard", "tasks"):
+        result = cli(command, "--help")
+        assert result.returncode == 0
+        assert "example" in result.stdout
+    assert "exit status" in cli("--help").stdout
+
+
+def python_3_8() -> str | None:
+    """Participants run the client on their own machines: the oldest Python it supports, when this
+    machine has one (on PATH or installed by pyenv)."""
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python")))
+    candidates = [shutil.which("python3.8"), *pyenv]
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 8)"],
+                                        capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
+
+
+def test_the_client_runs_under_python_3_8(served: Served, tmp_path: Path) -> None:
+    python = python_3_8()
+    if python is None:
+        pytest.skip("no Python 3.8 on this machine")
+    world = served.world
+    submitted = cli("submit", SLUG, str(write_run(tmp_path, world)), "--name", "py38", "--wait", "--progress",
+                    server=served.url, token=world.alice_token, python=python)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "status:      done" in submitted.stdout
+    assert "100%" in submitted.stderr
+    board = cli("leaderboard", SLUG, "--sort", "nugget.jsd", server=served.url, python=python)
+    assert "py38" in board.stdout
+    refused = cli("--server", f"http://127.0.0.1:{closed_port()}", "tasks", python=python)
+    assert (refused.returncode, "connection refused" in refused.stderr) == (3, True)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        silent = cli("--server", f"http://127.0.0.1:{listener.getsockname()[1]}", "--timeout", "0.5", "tasks",
+                     python=python)
+    assert (silent.returncode, "within 0.5 s" in silent.stderr) == (3, True), silent.stderr
