@@ -141,6 +141,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("EVALSERVER_SCORING_SOFT_TIME_LIMIT", default=120)
 CELERY_TASK_TIME_LIMIT = env.int("EVALSERVER_SCORING_TIME_LIMIT", default=180)
+# A run "scoring" for longer than the hard limit plus this grace belongs to a dead worker.
+EVALSERVER_STALE_GRACE_SECONDS = env.int("EVALSERVER_STALE_GRACE_SECONDS", default=30)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "max_retries": 2}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}

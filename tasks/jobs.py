@@ -26,7 +26,14 @@ log = logging.getLogger(__name__)
     time_limit=settings.CELERY_TASK_TIME_LIMIT,
 )
 def score_run_task(self, run_id: int) -> str:
-    return services.score_run(run_id)
+    outcome = services.score_run(run_id)
+    if outcome.startswith("skipped") and (self.request.delivery_info or {}).get("redelivered"):
+        # The broker redelivered this job because the worker that had it died (acks_late): the run
+        # still says "scoring" under the dead attempt. Try again once that attempt is stale.
+        wait = services.seconds_until_claimable(run_id)
+        if wait is not None:
+            raise self.retry(countdown=wait + 1, max_retries=3)
+    return outcome
 
 
 @app.task(acks_late=True)

@@ -283,8 +283,21 @@ def _send(run_id: int) -> None:
         log.exception("could not queue run %s; requeue_stuck_runs will send it again", run_id)
 
 
+def stale_after() -> timedelta:
+    """How long a run may stay in ``scoring``: past the hard time limit its worker is dead."""
+    return timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + settings.EVALSERVER_STALE_GRACE_SECONDS)
+
+
 def stale_before() -> Any:
-    return timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    return timezone.now() - stale_after()
+
+
+def seconds_until_claimable(run_id: int) -> float | None:
+    """For a run another attempt holds: seconds until that attempt counts as dead; else None."""
+    started = Run.objects.filter(pk=run_id, status=Run.SCORING).values_list("started_at", flat=True).first()
+    if started is None:
+        return None
+    return max(0.0, (started + stale_after() - timezone.now()).total_seconds())
 
 
 def score_run(run_id: int) -> str:
