@@ -7,6 +7,7 @@ and ``CACHE_URL`` switch to PostgreSQL, Redis or RabbitMQ. Bad values fail loudl
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -20,6 +21,10 @@ VAR_DIR = Path(env.str("EVALSERVER_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+
+# Numba caches the compiled significance-test kernel (6 s to compile) here, a folder the server
+# can always write to, whoever it runs as.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(VAR_DIR / "numba-cache"))
 
 
 def _secret_key() -> str:
