@@ -167,6 +167,7 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
         "stale": stale, "labels": labels, "exports_allowed": _exports_allowed(request, task, phase),
+        "run_labels": [record.run_labels.get(str(run_id), str(run_id)) for run_id in record.run_ids] if record else [],
     })
 
 

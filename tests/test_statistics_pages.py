@@ -1,0 +1,152 @@
+"""Significance statistics on the server: computed after scoring, stored, shown, exported."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from leaderboard.models import TaskStatistics
+from scoring import stats
+from tasks import services
+from tasks.models import AccessLog, Phase, Run, ScoreVector
+from tests.conftest import World, committing, run_bytes
+
+
+def submit(world: World, user, noise: float, seed: int, name: str) -> Run:
+    with committing():
+        return services.submit_run(world.task, user, services.Submission(content=run_bytes(world.gold, noise, seed),
+                                                                          name=name))
+
+
+@pytest.fixture
+def board(world: World, settings) -> World:
+    settings.EVALSERVER_STATISTICS_MODE = "sync"
+    submit(world, world.alice, 0.05, 1, "close-to-gold")
+    submit(world, world.alice, 0.5, 2, "half-noise")
+    submit(world, world.bob, 0.95, 3, "mostly-noise")
+    return world
+
+
+def matrix_of(world: World, key: str, run_ids: list[int]) -> np.ndarray:
+    vectors = {v.score.run_id: v.array() for v in ScoreVector.objects.filter(
+        key=key, score__run_id__in=run_ids, score__scope="full").select_related("score")}
+    return np.column_stack([vectors[run_id] for run_id in run_ids])
+
+
+@pytest.mark.django_db
+def test_statistics_are_stored_after_scoring_and_match_the_core(board: World) -> None:
+    record = TaskStatistics.objects.get(task=board.task, phase=None)
+    entry = record.data["quality.A.rsnod"]
+    run_ids = entry["run_ids"]
+    assert len(run_ids) == 5  # three runs and two baselines
+    assert record.permutations == 200 and record.n_dialogues == 30
+    board.task.refresh_from_db()
+    assert record.scores_as_of == board.task.scores_changed_at  # computed over the latest scores
+    matrix = matrix_of(board, "quality.A.rsnod", run_ids)
+    expected = stats.randomised_tukey_hsd({"quality.A.rsnod": matrix}, n_permutations=200,
+                                          seed=board.task.statistics_seed)["quality.A.rsnod"]
+    assert np.allclose(entry["means"], matrix.mean(axis=0))
+    assert np.allclose(entry["pvalues"], expected.pvalues, atol=1e-10)
+    assert all(low <= mean <= high for low, mean, high in zip(entry["ci_low"], entry["means"], entry["ci_high"],
+                                                              strict=True))
+    best = run_ids[int(np.argmin(entry["means"]))]
+    assert best in entry["top_group"]
+    assert "quality" in record.meta and "nugget" in record.meta
+    assert record.meta["quality"]["measures"]["quality.A.rsnod"]["n_pairs"] == 10
+
+
+@pytest.mark.django_db
+def test_the_leaderboard_marks_the_top_group_and_draws_intervals(board: World) -> None:
+    page = Client().get(f"/tasks/{board.task.slug}/?sort=quality.A.rsnod").content.decode()
+    assert '<svg viewBox="0 0' in page and "95% bootstrap confidence interval" in page
+    assert 'class="top"' in page
+    assert f"/tasks/{board.task.slug}/statistics/quality.A.rsnod/pvalues/" in page
+
+
+@pytest.mark.django_db
+def test_statistics_page_and_pvalue_matrix(board: World) -> None:
+    page = Client().get(f"/tasks/{board.task.slug}/statistics/").content.decode()
+    assert "Discriminative power" in page and "Kendall" in page and "B = 200" in page
+    assert "close-to-gold" in page  # the runs compared are listed
+    matrix = Client().get(f"/tasks/{board.task.slug}/statistics/nugget.jsd/pvalues/").content.decode()
+    assert matrix.count("<tr>") >= 6
+    assert Client().get(f"/tasks/{board.task.slug}/statistics/nugget.nope/pvalues/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_exports(board: World) -> None:
+    client = Client()
+    base = f"/tasks/{board.task.slug}/statistics"
+    record = TaskStatistics.objects.get(task=board.task)
+    run_ids = record.data["nugget.jsd"]["run_ids"]
+    matrix = matrix_of(board, "nugget.jsd", run_ids)
+    rows = list(csv.reader(io.StringIO(client.get(f"{base}/nugget.jsd/matrix.csv").content.decode())))
+    assert rows[0][0] == "dialogue_id" and len(rows) == 31
+    assert [row[0] for row in rows[1:]] == [dialogue["id"] for dialogue in board.gold]
+    assert np.allclose(np.array(rows[1:])[:, 1:].astype(float), matrix)
+    discpower = client.get(f"{base}/nugget.jsd/matrix.txt").content.decode().splitlines()
+    names = client.get(f"{base}/nugget.jsd/runs.txt").content.decode().splitlines()
+    assert len(discpower) == 30 and len(names) == 5 and len(discpower[0].split()) == 5
+    assert all(" " not in name for name in names)
+    lines = client.get(f"{base}/nugget.jsd/pvalues.txt").content.decode().splitlines()
+    assert len(lines) == 10 and len(lines[0].split()) == 4
+    pairs = list(csv.DictReader(io.StringIO(client.get(f"{base}/nugget.jsd/pvalues.csv").content.decode())))
+    assert len(pairs) == 10 and {"run_a", "run_b", "diff", "p"} <= set(pairs[0])
+    latex = client.get(f"{base}/all/means.tex").content.decode()
+    assert "\\begin{tabular}" in latex and "close-to-gold" in latex
+    assert AccessLog.objects.filter(task=board.task, what__startswith="matrix").count() == 2
+    assert client.get(f"{base}/nugget.jsd/secrets.txt").status_code == 404
+
+
+@pytest.mark.django_db
+def test_per_dialogue_matrices_of_test_data_are_for_organisers_until_published(world: World, settings) -> None:
+    settings.EVALSERVER_STATISTICS_MODE = "sync"
+    now = timezone.now()
+    phase = Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=world.gold_version,
+                                 starts_at=now - timedelta(hours=1), ends_at=now + timedelta(hours=1))
+    for number, user in enumerate((world.alice, world.bob)):
+        with committing():
+            services.submit_run(world.task, user, services.Submission(
+                content=run_bytes(world.gold, 0.3, number), name=f"test-run-{number}"), phase)
+    url = f"/tasks/{world.task.slug}/statistics/quality.A.nmd/matrix.csv?phase=test"
+    assert Client().get(url).status_code == 403
+    participant = Client()
+    participant.force_login(world.alice)
+    assert participant.get(url).status_code == 403
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    assert organiser.get(url).status_code == 200
+    Phase.objects.filter(pk=phase.pk).update(results_published=True)
+    assert Client().get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_statistics_follow_new_scores(board: World) -> None:
+    first = TaskStatistics.objects.get(task=board.task).computed_at
+    submit(board, board.bob, 0.2, 9, "late-run")
+    record = TaskStatistics.objects.get(task=board.task)
+    assert record.computed_at > first
+    assert len(record.data["quality.A.rsnod"]["run_ids"]) == 6
+
+
+@pytest.mark.django_db
+def test_a_burst_of_triggers_sends_one_job(world: World, settings, monkeypatch) -> None:
+    """With a broker, triggers within the debounce window share one delayed computation."""
+    from tasks import jobs
+
+    settings.EVALSERVER_STATISTICS_MODE = "celery"
+    sent = []
+    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async",
+                        lambda args, countdown: sent.append((args, countdown)))
+    for _ in range(5):
+        jobs.schedule_statistics(world.task.pk)
+    assert sent == [((world.task.pk,), jobs.STATISTICS_DEBOUNCE_SECONDS)]
+    jobs.compute_statistics_task.run(world.task.pk)  # the job clears the mark: the next trigger sends again
+    jobs.schedule_statistics(world.task.pk)
+    assert len(sent) == 2
