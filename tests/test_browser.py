@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.request import Request, urlopen
@@ -112,3 +113,50 @@ def test_a_participant_uploads_through_the_web_form_and_finds_the_run_on_the_boa
     content = screenshot.read_bytes()
     assert content.startswith(PNG_SIGNATURE) and len(content) > 1000
     page.close()
+
+
+@pytest.fixture
+def queued_run(world: World, live_server: Any) -> Any:
+    """A run waiting for a worker (no job was sent), made before Playwright's event loop starts."""
+    from tasks import services
+    from tasks.models import Run
+
+    content = run_bytes(world.gold, noise=0.4, seed=5)
+    return Run.objects.create(task=world.task, team=world.alice.teams.get(), submitted_by=world.alice,
+                              name="waiting-run", file_sha256=services.store_run_file(content),
+                              file_size=len(content), has_quality=True, has_nugget=True,
+                              gold_version=world.gold_version)
+
+
+def test_the_run_page_follows_a_queued_run_until_it_is_done(live_server: Any, queued_run: Any, browser: Any) -> None:
+    """The run page's script polls the API and shows the scores once a worker has finished."""
+    from tasks import services
+
+    run = queued_run
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pass-1")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert page.text_content("#run-status") == "queued"
+    assert page.locator("#run-script").count() == 1
+    # What a worker would do while the page is open. In another thread: Playwright's event loop
+    # in this one makes Django refuse database calls here.
+    outcome: list[str] = []
+
+    def work() -> None:
+        from django.db import connection
+
+        outcome.append(services.score_run(run.pk))
+        connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome == ["done"]
+    page.wait_for_selector('#run-status[data-status="done"]', timeout=20_000)
+    page.wait_for_selector("#run-scores table", timeout=20_000)
+    assert page.locator("#run-script").count() == 0  # the reloaded page stops polling
+    assert "RSNOD" in page.text_content("#run-scores")
