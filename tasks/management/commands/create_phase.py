@@ -1,0 +1,71 @@
+"""``manage.py create_phase SLUG NAME --kind test --starts ... --ends ...``: add a phase to a task."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tasks.models import Phase, Task
+
+
+def _utc(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CommandError(f"not an ISO date and time: {text!r} (e.g. 2026-12-01T00:00)", returncode=2) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+class Command(BaseCommand):
+    help = "Add a phase (development, test or final) with its gold version, dates (UTC) and quotas."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("name")
+        parser.add_argument("--kind", choices=[kind for kind, _ in Phase.KINDS], default=Phase.DEVELOPMENT)
+        parser.add_argument("--gold-version", type=int, default=None, help="default: the latest")
+        parser.add_argument("--starts", required=True, help="ISO date and time, UTC unless an offset is given")
+        parser.add_argument("--ends", required=True)
+        parser.add_argument("--daily-quota", type=int, default=20)
+        parser.add_argument("--total-quota", type=int, default=200)
+        parser.add_argument("--live-subset", type=int, default=None,
+                            help="test phase: score the live leaderboard on this many dialogues")
+        parser.add_argument("--subset-seed", type=int, default=0)
+        parser.add_argument("--no-per-dialogue-feedback", action="store_true")
+        parser.add_argument("--require-description", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        task = Task.objects.filter(slug=options["slug"]).first()
+        if task is None:
+            raise CommandError(f"no task {options['slug']!r}", returncode=2)
+        versions = task.gold_versions.all()
+        version = (versions.filter(number=options["gold_version"]).first() if options["gold_version"]
+                   else versions.order_by("-number").first())
+        if version is None:
+            raise CommandError("no such gold version; load gold first (load_gold)", returncode=2)
+        phase = Phase(task=task, name=options["name"], kind=options["kind"], gold_version=version,
+                      starts_at=_utc(options["starts"]), ends_at=_utc(options["ends"]),
+                      daily_quota=options["daily_quota"], total_quota=options["total_quota"],
+                      live_subset_size=options["live_subset"], live_subset_seed=options["subset_seed"],
+                      per_dialogue_feedback=not options["no_per_dialogue_feedback"],
+                      requires_method_description=options["require_description"])
+        problems = []
+        if phase.ends_at <= phase.starts_at:
+            problems.append("--ends must be after --starts")
+        if phase.live_subset_size is not None and not 1 <= phase.live_subset_size < version.n_dialogues:
+            problems.append(f"--live-subset must be between 1 and {version.n_dialogues - 1}")
+        if min(phase.daily_quota, phase.total_quota) < 1:
+            problems.append("quotas must be at least 1")
+        try:
+            phase.full_clean()
+        except ValidationError as error:
+            problems += [" ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
+                         for field, messages in error.message_dict.items()]
+        if problems:
+            raise CommandError("; ".join(problems), returncode=2)
+        phase.save()
+        self.stdout.write(f"{task.slug}: phase {phase.name} ({phase.kind}) on gold v{version.number}, "
+                          f"{phase.starts_at:%Y-%m-%d %H:%M} to {phase.ends_at:%Y-%m-%d %H:%M} UTC")
