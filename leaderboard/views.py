@@ -264,7 +264,6 @@ def _run_name(board: Board, run_id: int) -> str:
 
 def _result_from(entry: dict, record: Any) -> Any:
     """A TukeyHSDResult rebuilt from stored numbers, for the export functions."""
-
     from scoring.stats import TukeyHSDResult
 
     return TukeyHSDResult.from_stored(entry, permutations=record.permutations, seed=record.seed,

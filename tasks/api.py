@@ -8,7 +8,7 @@ from django.conf import settings
 from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import api_view, parser_classes, permission_classes, throttle_classes
 from rest_framework.parsers import MultiPartParser
@@ -173,5 +173,3 @@ def my_runs(request: Request, slug: str) -> Response:
 def not_found(request: Request, *args: Any, **kwargs: Any) -> Response:
     raise exceptions.NotFound("no such API endpoint; see /api/v1/docs/")
 
-
-__all__ = ["OpenApiResponse", "exception_handler", "my_runs", "not_found", "run_detail", "upload_run"]

@@ -49,6 +49,17 @@ def browser() -> Any:
             browser.close()
 
 
+def signed_in_page(browser: Any, base_url: str) -> Any:
+    """A new page signed in as alice through the sign-in form."""
+    page = browser.new_page()
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pass-1")
+    page.click("form.stacked button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+    return page
+
+
 def leaderboard(base_url: str, slug: str) -> dict[str, Any]:
     with urlopen(Request(f"{base_url}/api/v1/tasks/{slug}/leaderboard/", headers={"Accept": "application/json"}),
                  timeout=15) as response:
@@ -75,13 +86,7 @@ def test_a_participant_uploads_through_the_web_form_and_finds_the_run_on_the_boa
     run_file = tmp_path / f"{RUN_NAME}.json"
     run_file.write_bytes(run_bytes(world.gold, noise=0.2, seed=21))
     slug = world.task.slug
-    page = browser.new_page()
-
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pass-1")
-    page.click("form.stacked button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page = signed_in_page(browser, live_server.url)
     assert "Sign out (alice)" in page.inner_text("header")
 
     page.goto(f"{live_server.url}/tasks/{slug}/upload/")
@@ -133,12 +138,7 @@ def test_the_run_page_follows_a_queued_run_until_it_is_done(live_server: Any, qu
     from tasks import services
 
     run = queued_run
-    page = browser.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pass-1")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page = signed_in_page(browser, live_server.url)
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     assert page.text_content("#run-status") == "queued"
     assert page.locator("#run-script").count() == 1
