@@ -49,7 +49,8 @@ def gather_matrices(board: Board, subtask: str) -> Matrices:
         if key not in by_key:
             by_key[key] = np.full((array.size, len(run_ids)), np.nan)
         by_key[key][:, column[run_id]] = array
-    complete = {key: matrix for key, matrix in by_key.items() if not np.isnan(matrix).any()}
+    # In the board's column order, so statistics and their pages list measures the same way each time.
+    complete = {key: by_key[key] for key in keys if key in by_key and not np.isnan(by_key[key]).any()}
     return Matrices(run_ids, complete)
 
 
