@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +21,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tasks import access
 from tasks.models import Run
-from tasks.services import Rejected, Submission, submit_run
+from tasks.services import TRANSIENT_DB_ERRORS, Rejected, Submission, submit_run
+
+log = logging.getLogger(__name__)
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
@@ -29,6 +32,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return Response({"errors": exc.errors}, status=exc.status)
     if isinstance(exc, Http404):
         return Response({"errors": [str(exc) or "not found"]}, status=404)
+    if isinstance(exc, TRANSIENT_DB_ERRORS):
+        # The database is down or restarting: a temporary state, not a bug; clients may retry.
+        log.error("database unavailable: %s", exc)
+        return Response({"errors": ["the database is unavailable at the moment; please try again in a minute"]},
+                        status=503, headers={"Retry-After": "30"})
     response = drf_exception_handler(exc, context)
     if response is not None:
         response.data = {"errors": _flatten(response.data)}

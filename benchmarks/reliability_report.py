@@ -1,0 +1,664 @@
+#!/usr/bin/env python3
+"""Reliability report: hostile uploads, injected faults and load against real servers, in one table.
+
+Sets everything up itself, on loopback only, and removes it afterwards: a scratch database on
+the shared PostgreSQL (``--database``, dropped and re-created), gunicorn (4 workers x 4 threads)
+with its leaderboard cache in Redis, Celery workers (``--pool=solo``) on queues of their own,
+and, for the database restart, a private PostgreSQL cluster on a free port (the shared server is
+never stopped). Scoring limits are short (4 s hard limit, 1 s grace) so dead attempts go stale
+in seconds.
+
+1. Hostile inputs: every case of ``tests/hostile_corpus.py`` plus malformed requests, uploaded
+   over HTTP; a case passes when the status and the listed messages are the expected ones, no
+   traceback is shown, and no table row, stored file or quota changed.
+2. Faults: a worker SIGKILLed mid-scoring (RabbitMQ and Redis), a worker hung past the time
+   limit (SIGSTOP), the broker unreachable at upload time (both brokers), PostgreSQL restarted
+   under traffic with a run being scored. Every accepted run must end scored exactly once.
+3. Load: 20 teams x 5 simultaneous uploads near a deadline (quota 3 a day), then 50 concurrent
+   readers of the leaderboard JSON and page with 500 runs on the board.
+
+Prints one table. Exit status 1 when a must-be-zero figure is not zero or a fault was not
+recovered, 2 when the set-up failed.
+
+    .venv/bin/python benchmarks/reliability_report.py            # about 5 minutes
+    .venv/bin/python benchmarks/reliability_report.py --quick    # fewer requests, about 3 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
+from tests.workers import (  # noqa: E402
+    BROKERS,
+    FAULT_LIMITS,
+    VECTORS_PER_SCORE,
+    LoadResult,
+    Process,
+    Reply,
+    big_gold,
+    big_run,
+    call,
+    count_rows,
+    drop_database,
+    free_port,
+    looks_like_traceback,
+    manage,
+    multipart,
+    new_queue,
+    postgres_bin,
+    postgres_restart_drill,
+    queue_length,
+    reachable,
+    read_load_processes,
+    remove_queue,
+    scratch_database,
+    seed_site,
+    site_env,
+    start_gunicorn,
+    start_worker,
+    upload,
+    wait_until,
+)
+
+TEAMS, UPLOADS_PER_TEAM, DAILY_QUOTA = 20, 5, 3
+BOARD_RUNS = 500
+BIG_DIALOGUES = 20_000
+JSON_TARGET_P95 = 0.200
+CACHE_DB = 12
+
+
+def say(message: str) -> None:
+    print(f"[reliability] {message}", flush=True)
+
+
+@dataclass
+class Fault:
+    name: str
+    ok: bool
+    outcome: str
+
+
+@dataclass
+class Tally:
+    inputs_tried: int = 0
+    rejected_correctly: int = 0
+    rejection_problems: list[str] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    accepted: set[int] = field(default_factory=set)  # runs answered 202 (or made to be scored) in the scratch db
+    tracebacks: int = 0
+    unclean: int = 0
+    quota_violations: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    phantoms: int = 0
+    drill_accepted: int = 0
+    load_rows: list[tuple[str, str]] = field(default_factory=list)
+    targets_missed: list[str] = field(default_factory=list)
+
+    def see(self, reply: Reply) -> Reply:
+        if looks_like_traceback(reply):
+            self.tracebacks += 1
+        return reply
+
+
+# The database, straight ----------------------------------------------------------------------------
+
+class Database:
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.url = url
+        self.connection = psycopg.connect(url, autocommit=True)
+
+    def one(self, query: str, *params: Any) -> Any:
+        row = self.connection.execute(query, params).fetchone()
+        return None if row is None else (row[0] if len(row) == 1 else row)
+
+    def all(self, query: str, *params: Any) -> list[tuple]:
+        return self.connection.execute(query, params).fetchall()
+
+    def status(self, run_id: int) -> str:
+        return self.one("SELECT status FROM tasks_run WHERE id = %s", run_id)
+
+    def wait_status(self, run_id: int, wanted: set[str], timeout: float, *processes: Process,
+                    interval: float = 0.05) -> str:
+        wait_until(f"run {run_id} to be {sorted(wanted)}", lambda: self.status(run_id) in wanted, timeout,
+                   *processes, interval=interval)
+        return self.status(run_id)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+# A site: gunicorn and workers on one broker ---------------------------------------------------------
+
+class Site:
+    """gunicorn and Celery workers sharing one database, one broker queue and one upload folder."""
+
+    def __init__(self, label: str, env: dict[str, str], broker_url: str, queue: str, work_dir: Path) -> None:
+        self.label, self.env, self.broker_url, self.queue, self.work_dir = label, env, broker_url, queue, work_dir
+        self.processes: list[Process] = []
+        self.base_url = ""
+
+    def worker(self, node: str) -> Process:
+        worker = start_worker(self.env, self.queue, node, self.work_dir / f"{self.label}-{node}.log")
+        self.processes.append(worker)
+        worker.wait_for_log(" ready.")
+        return worker
+
+    def web(self, env: dict[str, str] | None = None, name: str = "web", workers: int = 4, threads: int = 4) -> str:
+        port = free_port()
+        web = start_gunicorn(env or self.env, port, self.work_dir / f"{self.label}-{name}.log", workers, threads)
+        self.processes.append(web)
+        base_url = f"http://127.0.0.1:{port}"
+        wait_until(f"{name} to answer", lambda: call(f"{base_url}/healthz").status == 200, 45, web)
+        if not self.base_url:
+            self.base_url = base_url
+        return base_url
+
+    def requeue_stuck(self) -> list[int]:
+        answer = manage(self.env, "requeue_stuck").strip()
+        return [int(run_id) for run_id in answer.split(": ", 1)[1].split(", ")] if ": " in answer else []
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+        remove_queue(self.broker_url, self.queue)
+
+
+@contextmanager
+def site(label: str, base_env: dict[str, str], broker: str, work_dir: Path) -> Iterator[Site]:
+    _, _, broker_url = BROKERS[broker]
+    queue = new_queue(f"evalserver-reliability-{label}")
+    env = {**base_env, "CELERY_BROKER_URL": broker_url, "EVALSERVER_TEST_QUEUE": queue}
+    current = Site(label, env, broker_url, queue, work_dir)
+    try:
+        yield current
+    finally:
+        current.close()
+
+
+# 1. Hostile inputs ---------------------------------------------------------------------------------------
+
+def stored_files(upload_dir: Path) -> list[str]:
+    return sorted(str(path) for path in upload_dir.rglob("*") if path.is_file())
+
+
+def hostile_inputs(tally: Tally, base_url: str, db: Database, token: str, upload_dir: Path) -> None:
+    from tests.workers import big_gold as gold_of
+
+    gold = gold_of(30)
+    slug = "corpus"
+    url = f"{base_url}/api/v1/tasks/{slug}/runs/"
+
+    def quota_used() -> int:
+        return call(f"{base_url}/api/v1/tasks/{slug}/my-runs/", token).json()["quota"]["total_used"]
+
+    def judged(name: str, send: Any, status: int, fragments: list[str], min_errors: int = 1) -> None:
+        before_rows, before_files, before_quota = count_rows(db.url), stored_files(upload_dir), quota_used()
+        reply = tally.see(send())
+        problems = []
+        if reply.status != status:
+            problems.append(f"status {reply.status}, expected {status}: {reply.body[:200]!r}")
+        else:
+            try:
+                errors = reply.json()["errors"]
+            except (ValueError, KeyError):
+                errors = []
+                problems.append(f"no JSON errors: {reply.body[:200]!r}")
+            if len(errors) < min_errors:
+                problems.append(f"{len(errors)} errors listed, expected at least {min_errors}")
+            problems += [f"missing message {fragment!r}" for fragment in fragments
+                         if not any(fragment in line for line in errors)]
+            if any(len(line) >= 400 for line in errors):
+                problems.append("an error line of 400 characters or more")
+        if looks_like_traceback(reply):
+            problems.append("a traceback was shown")
+        if count_rows(db.url) != before_rows:
+            problems.append("table rows changed")
+        if stored_files(upload_dir) != before_files:
+            problems.append("stored files changed")
+        if quota_used() != before_quota:
+            problems.append("quota used")
+        tally.inputs_tried += 1
+        if problems:
+            tally.rejection_problems.append(f"{name}: {'; '.join(problems)}")
+        else:
+            tally.rejected_correctly += 1
+
+    for case in CASES:
+        content = case.build(gold)
+        body, content_type = multipart(case.fields, case.filename, content)
+        judged(case.name, lambda body=body, content_type=content_type: call(url, token, body, content_type),
+               case.status, case.expect, case.min_errors)
+    valid = big_run(gold)
+    body, content_type = multipart({"name": "ok"}, "run.json", valid)
+    no_file, no_file_type = multipart({"name": "no-file"}, "run.json", b"")
+    no_file = no_file.replace(b'name="file"', b'name="attachment"')
+    requests = [
+        ("no token", lambda: call(url, None, body, content_type), 401, ["credentials were not provided"]),
+        ("wrong token", lambda: call(url, "0" * 40, body, content_type), 401, ["Invalid token"]),
+        ("GET on the upload URL", lambda: call(url, token), 405, ['Method "GET" not allowed']),
+        ("JSON body instead of multipart", lambda: call(url, token, valid, "application/json"), 415,
+         ["Unsupported media type"]),
+        ("multipart without the file field", lambda: call(url, token, no_file, no_file_type), 400,
+         ["file: missing"]),
+        ("truncated multipart body", lambda: call(url, token, body[: len(body) // 2], content_type), 400, []),
+        ("unknown task", lambda: call(f"{base_url}/api/v1/tasks/no-such-task/runs/", token, body, content_type),
+         404, []),
+    ]
+    for name, send, status, fragments in requests:
+        judged(name, send, status, fragments)
+
+
+# 2. Faults ------------------------------------------------------------------------------------------------
+
+def scored_once(db: Database, run_id: int) -> list[str]:
+    status, attempts = db.one("SELECT status, attempts FROM tasks_run WHERE id = %s", run_id)
+    problems = [] if status == "done" else [f"run {run_id} is {status}"]
+    scopes = [row[0] for row in db.all("SELECT s.scope FROM tasks_score s JOIN tasks_run r ON r.id = s.run_id "
+                                       "WHERE s.run_id = %s AND s.gold_version_id = r.gold_version_id", run_id)]
+    if "full" not in scopes or len(scopes) != len(set(scopes)):
+        problems.append(f"run {run_id} has scores {scopes}")
+    vectors = db.one("SELECT count(*) FROM tasks_scorevector v JOIN tasks_score s ON s.id = v.score_id "
+                     "WHERE s.run_id = %s AND s.scope = 'full'", run_id)
+    if vectors != VECTORS_PER_SCORE:
+        problems.append(f"run {run_id} has {vectors} vectors")
+    return problems
+
+
+def caught_mid_scoring(tally: Tally, site: Site, db: Database, token: str, worker: Process, act: Any,
+                       gold: list) -> int:
+    """Upload a 20,000-dialogue run and ``act`` (kill, pause) the moment its status says scoring."""
+    for attempt in range(3):
+        reply = tally.see(upload(site.base_url, "big", token, big_run(gold, noise=0.2 + 0.1 * attempt,
+                                                                       seed=attempt + 40), f"big-{attempt}",
+                                 timeout=120))
+        if reply.status != 202:
+            raise RuntimeError(f"big upload answered {reply.status}: {reply.body[:300]!r}")
+        run_id = reply.json()["id"]
+        tally.accepted.add(run_id)
+        db.wait_status(run_id, {"scoring", "done", "failed"}, 60, worker, interval=0.002)
+        act()
+        if db.status(run_id) == "scoring" and not db.one("SELECT count(*) FROM tasks_score WHERE run_id = %s",
+                                                           run_id):
+            return run_id
+    raise RuntimeError("three times the fault came after the end of scoring")
+
+
+def stale_wait(db: Database, run_id: int) -> None:
+    limit = float(FAULT_LIMITS["EVALSERVER_SCORING_TIME_LIMIT"]) + float(FAULT_LIMITS["EVALSERVER_STALE_GRACE_SECONDS"])
+    age = db.one("SELECT EXTRACT(EPOCH FROM now() - started_at) FROM tasks_run WHERE id = %s", run_id)
+    time.sleep(max(0.0, limit - float(age) + 0.3))
+
+
+def fault_kill(tally: Tally, site: Site, db: Database, token: str, gold: list, broker: str) -> Process:
+    """SIGKILL the worker mid-scoring; a new worker (and, on Redis, requeue_stuck) must finish the run."""
+    first = site.worker("doomed")
+    run_id = caught_mid_scoring(tally, site, db, token, first, first.kill, gold)
+    killed = time.monotonic()
+    second = site.worker("after-kill")
+    how = "redelivered at once, retried when the dead attempt went stale"
+    early: list[int] = []
+    requeued: list[int] = []
+    if broker == "redis":
+        early = site.requeue_stuck()
+        stale_wait(db, run_id)
+        requeued = site.requeue_stuck()
+        how = f"requeue_stuck once stale (before: {len(early)} re-sent, then {requeued})"
+    status = db.wait_status(run_id, {"done", "failed"}, 40, second)
+    took = time.monotonic() - killed
+    attempts = db.one("SELECT attempts FROM tasks_run WHERE id = %s", run_id)
+    problems = scored_once(db, run_id) + ([] if attempts >= 2 else [f"attempts {attempts}"])
+    if broker == "redis" and (early or requeued != [run_id]):
+        problems.append(f"requeue_stuck re-sent {early} before and {requeued} after the claim went stale")
+    tally.faults.append(Fault(f"worker SIGKILL mid-scoring ({broker})", not problems and status == "done",
+                              f"run {status} {took:.1f} s after the kill, attempts {attempts}; {how}"
+                              + (f"; PROBLEMS: {problems}" if problems else "")))
+    return second
+
+
+def fault_hung(tally: Tally, site: Site, db: Database, token: str, gold: list) -> Process:
+    """A worker stops (SIGSTOP) while scoring: past the time limit requeue_stuck hands the run to another
+    worker; the hung one, resumed, must not write its late result."""
+    hung = site.worker("hung")
+    run_id = caught_mid_scoring(tally, site, db, token, hung, hung.pause, gold)
+    paused = time.monotonic()
+    other = site.worker("takes-over")
+    early = site.requeue_stuck()
+    stale_wait(db, run_id)
+    requeued = site.requeue_stuck()
+    status = db.wait_status(run_id, {"done", "failed"}, 40, other)
+    took = time.monotonic() - paused
+    finished = db.one("SELECT finished_at FROM tasks_run WHERE id = %s", run_id)
+    hung.resume()
+    hung.wait_for_log("skipped: another attempt took the run over", timeout=40)
+    late_write = db.one("SELECT finished_at FROM tasks_run WHERE id = %s", run_id) != finished
+    attempts = db.one("SELECT attempts FROM tasks_run WHERE id = %s", run_id)
+    problems = scored_once(db, run_id) + (["the late attempt wrote"] if late_write else [])
+    tally.faults.append(Fault("worker hung past the time limit (SIGSTOP, redis)", not problems and not early
+                              and requeued == [run_id],
+                              f"requeue_stuck re-sent it once stale ({len(early)} before); run {status} "
+                              f"{took:.1f} s after the hang, attempts {attempts}; late result refused"
+                              + (f"; PROBLEMS: {problems}" if problems else "")))
+    hung.stop()
+    return other
+
+
+def fault_broker_down(tally: Tally, site: Site, db: Database, token: str, broker: str, worker: Process) -> None:
+    """Uploads through a web process whose broker address is dead: accepted and kept, or refused;
+    an accepted run is scored once requeue_stuck runs with the broker back."""
+    dead_url = ("amqp://guest:guest@127.0.0.1:{}//" if broker == "rabbitmq"
+                else "redis://127.0.0.1:{}/13").format(free_port())
+    dead_web = site.web({**site.env, "CELERY_BROKER_URL": dead_url}, name="dead-broker-web", workers=1, threads=2)
+    gold = big_gold(30)
+    reply = tally.see(upload(dead_web, "corpus-free", token, big_run(gold, seed=61), f"broker-down-{broker}"))
+    if reply.status == 202:
+        run_id = reply.json()["id"]
+        tally.accepted.add(run_id)
+        queued = db.status(run_id)
+        on_queue = queue_length(site.broker_url, site.queue)
+        # celery beat runs requeue_stuck every minute and re-sends runs queued for two minutes:
+        # age the run instead of waiting.
+        db.one("UPDATE tasks_run SET queued_at = now() - interval '3 minutes' WHERE id = %s RETURNING id", run_id)
+        requeued = site.requeue_stuck()
+        status = db.wait_status(run_id, {"done", "failed"}, 30, worker)
+        problems = scored_once(db, run_id)
+        tally.faults.append(Fault(f"broker down at upload ({broker})", not problems and queued == "queued"
+                                  and on_queue == 0 and requeued == [run_id],
+                                  f"accepted (202 in {reply.seconds:.1f} s), kept queued, {status} after "
+                                  f"requeue_stuck" + (f"; PROBLEMS: {problems}" if problems else "")))
+    else:
+        clean = reply.status in (503,) and "errors" in reply.body.decode(errors="replace")
+        tally.faults.append(Fault(f"broker down at upload ({broker})", clean,
+                                  f"refused with {reply.status}: {reply.body[:120]!r}"))
+
+
+# 3. Load ---------------------------------------------------------------------------------------------------
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def describe(result: LoadResult) -> str:
+    others = {status: count for status, count in result.statuses.items() if status != 200}
+    return (f"{result.requests} requests, {result.throughput:.0f}/s, p50 {ms(result.percentile(0.5))}, "
+            f"p95 {ms(result.percentile(0.95))}" + (f", NOT 200: {others}" if others else ", all 200"))
+
+
+def upload_rush(tally: Tally, site: Site, db: Database, tokens: dict[str, str], worker: Process) -> None:
+    import orjson
+
+    from fixtures.synthetic import generate_run
+
+    gold = big_gold(300)
+    teams = sorted(tokens)[:TEAMS]
+    contents = {(team, k): orjson.dumps(generate_run(gold, "noisy", noise=0.1 + 0.15 * k, seed=100 * i + k))
+                for i, team in enumerate(teams) for k in range(UPLOADS_PER_TEAM)}
+    gate = threading.Barrier(len(contents))
+    replies: dict[tuple[str, int], Reply] = {}
+    lock = threading.Lock()
+
+    def send(key: tuple[str, int]) -> None:
+        gate.wait(timeout=60)
+        reply = upload(site.base_url, "rel", tokens[key[0]], contents[key], f"{key[0]}-{key[1]}")
+        with lock:
+            replies[key] = reply
+
+    threads = [threading.Thread(target=send, args=(key,)) for key in contents]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    answered = time.monotonic() - started
+    for reply in replies.values():
+        tally.see(reply)
+    statuses = Counter(reply.status for reply in replies.values())
+    accepted = [reply.json()["id"] for reply in replies.values() if reply.status == 202]
+    tally.accepted.update(accepted)
+    for team in teams:
+        got = sum(replies[(team, k)].status == 202 for k in range(UPLOADS_PER_TEAM))
+        refused = [replies[(team, k)] for k in range(UPLOADS_PER_TEAM) if replies[(team, k)].status == 429]
+        if got != DAILY_QUOTA or len(refused) != UPLOADS_PER_TEAM - DAILY_QUOTA or not all(
+                "quota" in reply.json()["errors"][0] for reply in refused):
+            tally.quota_violations += 1
+    stored = db.one("SELECT count(*) FROM tasks_run r JOIN tasks_phase p ON p.id = r.phase_id JOIN tasks_task t "
+                    "ON t.id = r.task_id WHERE t.slug = 'rel' AND r.name NOT LIKE 'board-%%' "
+                    "AND r.name <> 'seed-run'")
+    if stored != len(accepted):
+        tally.quota_violations += abs(stored - len(accepted))
+    wait_until("every accepted run to be scored", lambda: not db.one(
+        "SELECT count(*) FROM tasks_run WHERE id = ANY(%s) AND status <> 'done'", accepted), 120, worker)
+    scored = time.monotonic() - started
+    other = {status: count for status, count in statuses.items() if status not in (202, 429)} or "none"
+    latencies = sorted(reply.seconds for reply in replies.values())
+    rush = LoadResult(latencies=latencies)
+    tally.load_rows.append((
+        f"{TEAMS} teams x {UPLOADS_PER_TEAM} simultaneous uploads, quota {DAILY_QUOTA}/day",
+        f"{statuses.get(202, 0)} accepted (202), {statuses.get(429, 0)} refused (429), other {other}; "
+        f"answers p50 {ms(rush.percentile(0.5))}, "
+        f"p95 {ms(rush.percentile(0.95))}, all in {answered:.1f} s; all {len(accepted)} scored {scored:.1f} s "
+        f"after the first upload"))
+
+
+def board_load(tally: Tally, site: Site, db: Database, late_token: str, worker: Process, quick: bool) -> None:
+    json_path, page_path = "/api/v1/tasks/rel/leaderboard/", "/tasks/rel/"
+    board = call(site.base_url + json_path).json()
+    rows = len(board["runs"])
+    readers = 50
+    # Saturated: each reader asks again as soon as it is answered (the server's capacity);
+    # paced: each pauses 0.5 s between requests, like people refreshing a page near a deadline.
+    saturated = read_load_processes(site.base_url, [json_path], readers, 10 if quick else 40, processes=4)
+    paced = read_load_processes(site.base_url, [json_path], readers, 10 if quick else 30, processes=4, pause=0.5)
+    page_load = read_load_processes(site.base_url, [page_path], readers if not quick else 10, 1, processes=4,
+                                    timeout=180)
+    for label, result in (("saturated", saturated), ("paced 0.5 s", paced)):
+        p95 = result.percentile(0.95)
+        if p95 > JSON_TARGET_P95:
+            tally.targets_missed.append(f"leaderboard JSON ({label}) p95 {ms(p95)} > {ms(JSON_TARGET_P95)}")
+        tally.unclean += result.statuses.get(0, 0)
+        tally.load_rows.append((f"leaderboard JSON, {rows} runs, {readers} readers, {label}",
+                                describe(result) + f" (target p95 <= {ms(JSON_TARGET_P95)}: "
+                                f"{'met' if p95 <= JSON_TARGET_P95 else 'MISSED'})"))
+    tally.unclean += page_load.statuses.get(0, 0)
+    tally.load_rows.append((f"leaderboard page (HTML), {rows} runs, {page_load.requests} readers at once",
+                            describe(page_load)))
+    # A new score reaches the cached JSON at once: its cache key follows the task's scores.
+    reply = tally.see(upload(site.base_url, "rel", late_token, big_run(big_gold(300), seed=555), "late-run"))
+    if reply.status != 202:
+        raise RuntimeError(f"late upload answered {reply.status}: {reply.body[:300]!r}")
+    run_id = reply.json()["id"]
+    tally.accepted.add(run_id)
+    db.wait_status(run_id, {"done"}, 30, worker)
+    done_at = time.monotonic()
+    wait_until("the new run on the leaderboard JSON",
+               lambda: any(entry["id"] == run_id for entry in call(site.base_url + json_path).json()["runs"]), 10)
+    tally.load_rows.append(("new score on the cached leaderboard JSON",
+                            f"shown {ms(time.monotonic() - done_at)} after the run was done ({rows + 1} runs)"))
+
+
+# Accounting -----------------------------------------------------------------------------------------------
+
+def account(tally: Tally, db: Database) -> None:
+    for run_id in sorted(tally.accepted):
+        if db.status(run_id) != "done":
+            tally.lost += 1
+    tally.duplicates = db.one("SELECT count(*) FROM (SELECT 1 FROM tasks_score GROUP BY run_id, gold_version_id, "
+                              "scope HAVING count(*) > 1) AS twice") + db.one(
+        "SELECT count(*) FROM (SELECT s.id FROM tasks_score s LEFT JOIN tasks_scorevector v ON v.score_id = s.id "
+        "GROUP BY s.id HAVING count(v.id) <> %s) AS odd", VECTORS_PER_SCORE)
+    # A participant's run that no 202 answer announced: stored behind the participant's back.
+    tally.phantoms = db.one("SELECT count(*) FROM tasks_run WHERE NOT is_baseline AND name NOT LIKE 'board-%%' "
+                            "AND name <> 'seed-run' AND NOT (id = ANY(%s))", sorted(tally.accepted))
+
+
+def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tuple[str, bool]:
+    faults_ok = all(fault.ok for fault in tally.faults)
+    must_be_zero = {
+        "inputs not rejected correctly": tally.inputs_tried - tally.rejected_correctly,
+        "runs lost": tally.lost + (drill.lost if drill else 0),
+        "duplicates (second score, odd vector count, run without a 202)": tally.duplicates + tally.phantoms,
+        "quota violations": tally.quota_violations,
+        "tracebacks or dropped connections shown": tally.tracebacks + tally.unclean + (drill.unclean if drill else 0)
+        + (drill.failed_after if drill else 0),
+    }
+    rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of tests/hostile_corpus.py, "
+                                     f"{tally.inputs_tried - len(CASES)} malformed requests)"),
+            ("rejected correctly", f"{tally.rejected_correctly} (expected status and messages; no row, file or "
+                                   "quota changed)"),
+            ("faults injected", str(len(tally.faults)))]
+    rows += [(f"- {fault.name}", ("" if fault.ok else "NOT RECOVERED: ") + fault.outcome) for fault in tally.faults]
+    rows.append(("runs accepted and followed", str(len(tally.accepted) + (len(drill.accepted) if drill else 0))))
+    rows += [(f"{name} (must be 0)", str(value)) for name, value in must_be_zero.items()]
+    rows += [(f"load: {name}", value) for name, value in tally.load_rows]
+    ok = faults_ok and not any(must_be_zero.values())
+    width = max(len(name) for name, _ in rows)
+    lines = [f"Reliability report ({'quick' if args.quick else 'full'} run, {os.cpu_count()} cores, "
+             f"{wall:.0f} s): {'PASS' if ok else 'FAIL'}", "",
+             f"| {'check'.ljust(width)} | result |", f"|{'-' * (width + 2)}|--------|"]
+    lines += [f"| {name.ljust(width)} | {value} |" for name, value in rows]
+    if tally.rejection_problems:
+        lines += ["", "inputs not rejected correctly:", *[f"  {line}" for line in tally.rejection_problems]]
+    if tally.targets_missed:
+        lines += ["", "targets missed: " + "; ".join(tally.targets_missed)]
+    return "\n".join(lines), ok
+
+
+# Main -------------------------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer reader requests and a shorter outage")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432", help="server URL, no database")
+    parser.add_argument("--database", default="evalserver_reliability",
+                        help="scratch database (dropped and re-created)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database and the temporary folder")
+    return parser.parse_args(argv)
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for name, port in (("PostgreSQL", 5432), ("Redis", 6379), ("RabbitMQ", 5672)):
+        if not reachable(port):
+            say(f"{name} is not reachable on 127.0.0.1:{port}")
+            return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    work_dir = Path(tempfile.mkdtemp(prefix="evalserver-reliability-"))
+    started = time.monotonic()
+    try:
+        database_url = scratch_database(args.postgres, args.database)
+        tally, drill = run(args, work_dir, database_url)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 2
+    except RuntimeError as error:
+        say(f"failed: {error}")
+        return 2
+    finally:
+        if args.keep:
+            say(f"kept {work_dir} and database {args.database}")
+        else:
+            drop_database(args.postgres, args.database)
+            shutil.rmtree(work_dir, ignore_errors=True)
+    text, ok = table(tally, drill, args, time.monotonic() - started)
+    print()
+    print(text)
+    return 0 if ok else 1
+
+
+def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Tally, Any]:
+    var_dir = work_dir / "var"
+    base_env = site_env(database_url, var_dir, queue="unused", CACHE_URL=f"rediscache://127.0.0.1:6379/{CACHE_DB}",
+                        **FAULT_LIMITS)
+    base_env.pop("CELERY_BROKER_URL", None)
+    say(f"scratch database {args.database}, files in {work_dir}; seeding three tasks")
+    corpus = seed_site(base_env, {"slug": "corpus", "dialogues": 30, "teams": 1, "phase": {"daily_quota": 5}})
+    free = seed_site(base_env, {"slug": "corpus-free", "dialogues": 30, "teams": 1, "team_prefix": "Free"})
+    load = seed_site(base_env, {"slug": "rel", "dialogues": 300, "teams": TEAMS + 1, "team_prefix": "Load",
+                                "phase": {"daily_quota": DAILY_QUOTA, "ends_in": 900},
+                                "board": BOARD_RUNS - TEAMS * DAILY_QUOTA - 1})
+    big = seed_site(base_env, {"slug": "big", "dialogues": BIG_DIALOGUES, "teams": 1, "team_prefix": "Big"})
+    big_token = next(iter(big["tokens"].values()))
+    gold = big_gold(BIG_DIALOGUES)
+    tally = Tally()
+    db = Database(database_url)
+    upload_dir = var_dir / "uploads"
+    try:
+        with site("redis", base_env, "redis", work_dir) as redis_site:
+            worker = redis_site.worker("main")
+            redis_site.web()
+            say("1. hostile inputs")
+            # The corpus's oversized file is sized for a 12 MiB limit; the 20,000-dialogue runs are 17 MB.
+            corpus_web = redis_site.web({**redis_site.env, "EVALSERVER_RUN_MAX_BYTES": str(CORPUS_MAX_BYTES)},
+                                        name="corpus-web", workers=2, threads=2)
+            hostile_inputs(tally, corpus_web, db, next(iter(corpus["tokens"].values())), upload_dir)
+            say(f"   {tally.rejected_correctly}/{tally.inputs_tried} rejected correctly")
+            say("3. load: the upload rush")
+            load_tokens = dict(sorted(load["tokens"].items()))
+            upload_rush(tally, redis_site, db, load_tokens, worker)
+            say("3. load: readers of a full board")
+            board_load(tally, redis_site, db, load_tokens[sorted(load_tokens)[-1]], worker, args.quick)
+            say("2. faults over Redis: hung worker, killed worker, broker down")
+            worker.stop()
+            other = fault_hung(tally, redis_site, db, big_token, gold)
+            other.stop()
+            survivor = fault_kill(tally, redis_site, db, big_token, gold, "redis")
+            fault_broker_down(tally, redis_site, db, next(iter(free["tokens"].values())), "redis", survivor)
+        with site("rabbitmq", base_env, "rabbitmq", work_dir) as rabbit_site:
+            rabbit_site.web(workers=2, threads=2)
+            say("2. faults over RabbitMQ: killed worker, broker down")
+            survivor = fault_kill(tally, rabbit_site, db, big_token, gold, "rabbitmq")
+            fault_broker_down(tally, rabbit_site, db, next(iter(free["tokens"].values())), "rabbitmq", survivor)
+        account(tally, db)
+    finally:
+        db.close()
+    drill = None
+    if postgres_bin() is None:
+        tally.faults.append(Fault("PostgreSQL restart under traffic", False, "initdb/pg_ctl not installed"))
+    else:
+        say("2. faults: PostgreSQL restart under traffic, on a private cluster")
+        outage = 3.0 if args.quick else 5.0
+        drill = postgres_restart_drill(work_dir / "pg", BROKERS["redis"][2], new_queue("evalserver-reliability-pg"),
+                                       outage=outage, readers_per_path=1 if args.quick else 3, fast=False,
+                                       big_dialogues=BIG_DIALOGUES, log=say)
+        during = sum(drill.during.values())
+        refused = sum(count for (_, status, _), count in drill.during.items() if status not in (200, 202))
+        kinds: Counter = Counter()
+        for (_, status, _), count in drill.during.items():
+            if status not in (200, 202):
+                kinds[status] += count
+        ok = drill.unclean == 0 and drill.failed_after == 0 and drill.lost == 0 and drill.processes_kept
+        tally.faults.append(Fault(
+            "PostgreSQL restart under traffic (private cluster)", ok,
+            f"down {drill.outage_seconds:.1f} s with a 20,000-dialogue run being scored; {during} requests, "
+            f"{refused} refused cleanly ({dict(kinds)}: JSON errors from the API, the error page elsewhere), "
+            f"{drill.unclean} unclean; healthy {drill.recovery_seconds:.1f} s after the restart, no process "
+            f"restarted: {drill.processes_kept}; {len(drill.accepted)} runs accepted around it, all scored: "
+            f"{drill.lost == 0}; left 'scoring' by the cut and re-sent by requeue_stuck: {drill.requeued or 'none'}"))
+    return tally, drill
+
+
+if __name__ == "__main__":
+    sys.exit(main())
