@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
 from django.db import models
 
 
 class TaskStatistics(models.Model):
     """Randomised Tukey HSD, bootstrap intervals and meta-evaluation over a leaderboard's runs.
 
-    ``data`` holds, per measure key (``quality.A.rsnod``, ``nugget.jsd``): the run ids in
-    matrix order, means, interval bounds, p-values, differences, effect sizes and Monte Carlo
-    standard errors; ``meta`` holds discriminative power, delta required and Kendall's tau.
+    One record per board (task, or task and phase): when and over which runs the numbers were
+    computed, and ``meta`` (discriminative power, delta required, Kendall's tau). The numbers of
+    each measure are in :class:`MeasureStatistics` rows, so that a page showing one measure
+    reads one small row instead of every measure's k x k matrices (with 100 runs and 24
+    measures those are about a million numbers).
     """
 
     task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="statistics")
@@ -19,7 +25,6 @@ class TaskStatistics(models.Model):
     scope = models.CharField(max_length=10)
     run_ids = models.JSONField(default=list)
     run_labels = models.JSONField(default=dict)
-    data = models.JSONField(default=dict)
     meta = models.JSONField(default=dict)
     permutations = models.PositiveIntegerField()
     seed = models.PositiveIntegerField()
@@ -38,3 +43,76 @@ class TaskStatistics(models.Model):
 
     def __str__(self) -> str:
         return f"statistics of {self.task} ({self.phase or 'no phase'})"
+
+    def summaries(self) -> dict[str, dict[str, Any]]:
+        """Per measure key, its summary (run ids, means, intervals, top group), in one query
+        that leaves the pairwise matrices in the database."""
+        return {row.key: row.summary for row in self.measures.defer("pairwise").order_by("pk")}
+
+    def measure(self, key: str, pairwise: bool = False) -> MeasureStatistics | None:
+        rows = self.measures.filter(key=key)
+        row = (rows if pairwise else rows.defer("pairwise")).first()
+        if row is not None:
+            row.statistics = self  # its B rebuilds the p-values; spare the query
+        return row
+
+
+class MeasureStatistics(models.Model):
+    """The statistics of one measure (``quality.A.rsnod``, ``nugget.jsd``) on one board.
+
+    ``summary`` is what leaderboard pages need: ``run_ids`` (matrix order), ``means``,
+    ``ci_low``/``ci_high`` (95% bootstrap interval), ``top_group`` (run ids not significantly
+    different from the best), ``residual_variance`` and ``effect_sizes_defined``.
+
+    ``pairwise`` holds, for every pair i < j in row-major order, the number of permutations
+    whose range reached the pair's difference, as little-endian uint32: 4 bytes a pair, where
+    the four k x k float64 matrices would take 64 (with 500 runs and 24 measures, 12 MB per
+    recomputation instead of 190 MB). :meth:`matrices` rebuilds p-values, differences, effect
+    sizes and Monte Carlo standard errors from it with the formulas of ``scoring.stats``, bit for
+    bit (tested).
+    """
+
+    statistics = models.ForeignKey(TaskStatistics, on_delete=models.CASCADE, related_name="measures")
+    key = models.CharField(max_length=64)
+    summary = models.JSONField(default=dict)
+    pairwise = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["statistics", "key"], name="one_row_per_measure")]
+
+    def __str__(self) -> str:
+        return f"{self.key} of {self.statistics}"
+
+    @staticmethod
+    def pack(pvalues: np.ndarray, n_permutations: int) -> bytes:
+        """The exceedance counts behind ``pvalues = (count + 1) / (B + 1)`` of the pairs i < j."""
+        upper = pvalues[np.triu_indices(pvalues.shape[0], 1)]
+        counts = np.rint(upper * (n_permutations + 1)).astype(np.int64) - 1
+        if counts.size and (counts.min() < 0 or counts.max() > n_permutations):
+            raise ValueError("p-values are not of the form (count + 1) / (B + 1)")
+        return counts.astype("<u4").tobytes()
+
+    def matrices(self, n_permutations: int | None = None) -> dict[str, np.ndarray]:
+        """``pvalues``, ``differences``, ``effect_sizes`` (NaN where undefined) and ``mc_se``,
+        indexed like ``summary["run_ids"]``."""
+        n_permutations = n_permutations or self.statistics.permutations
+        k = len(self.summary["run_ids"])
+        counts = np.frombuffer(bytes(self.pairwise), dtype="<u4").astype(np.int64)
+        upper = np.triu_indices(k, 1)
+        if counts.size != upper[0].size:
+            raise ValueError(f"stored statistics of {self.key} hold {counts.size} pairs, expected {upper[0].size}")
+        pvalues = np.ones((k, k))
+        pvalues[upper] = (counts + 1) / (n_permutations + 1)
+        pvalues[upper[1], upper[0]] = pvalues[upper]
+        means = np.asarray(self.summary["means"], dtype=np.float64)
+        differences = means[:, None] - means[None, :]
+        if self.summary.get("effect_sizes_defined", True):
+            effect_sizes = differences / math.sqrt(self.summary["residual_variance"])
+        else:
+            effect_sizes = np.full_like(differences, np.nan)
+        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+        return {"pvalues": pvalues, "differences": differences, "effect_sizes": effect_sizes, "mc_se": mc_se}
+
+    def entry(self) -> dict[str, Any]:
+        """Summary and matrices in one mapping (what :meth:`scoring.stats.TukeyHSDResult.from_stored` reads)."""
+        return {**self.summary, **self.matrices(), "measure": self.key}

@@ -15,7 +15,7 @@ import numpy as np
 from django.db import transaction
 
 from leaderboard.board import Board, build_board
-from leaderboard.models import TaskStatistics
+from leaderboard.models import MeasureStatistics, TaskStatistics
 from scoring import stats
 from tasks.models import Phase, ScoreVector, Task
 
@@ -60,7 +60,8 @@ def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics 
     board = build_board(task, phase, organiser=False)
     if board.hidden_reason or board.gold_version is None:
         return None
-    data: dict[str, Any] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    pairwise: dict[str, bytes] = {}
     meta: dict[str, Any] = {}
     n_dialogues = 0
     for offset, subtask in enumerate(SUBTASKS):
@@ -76,37 +77,35 @@ def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics 
             result = tukey[key]
             intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=min(task.permutations, 10_000),
                                                              seed=seed)
-            data[key] = {
+            summaries[key] = {
                 "run_ids": matrices.run_ids,
                 "means": result.means.tolist(),
                 "ci_low": intervals.lower.tolist(),
                 "ci_high": intervals.upper.tolist(),
-                "pvalues": np.round(result.pvalues, 10).tolist(),
-                "differences": result.differences.tolist(),
-                "effect_sizes": _finite(result.effect_sizes),
-                "mc_se": np.round(result.mc_standard_errors, 10).tolist(),
                 "top_group": [matrices.run_ids[i] for i in result.top_group(alpha=0.05)],
                 "residual_variance": float(result.residual_variance),
+                "effect_sizes_defined": bool(np.isfinite(result.effect_sizes).all()),
             }
+            pairwise[key] = MeasureStatistics.pack(result.pvalues, task.permutations)
         meta[subtask] = _json_ready(stats.meta_evaluate(tukey, matrices.by_key, n_resamples=1000, seed=seed))
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
     with transaction.atomic():
         record, _ = TaskStatistics.objects.update_or_create(
             task=task, phase=phase,
             defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
-                      "run_ids": [row["id"] for row in board.rows], "run_labels": labels, "data": data,
+                      "run_ids": [row["id"] for row in board.rows], "run_labels": labels,
                       "meta": meta, "permutations": task.permutations, "seed": task.statistics_seed,
                       "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
                       "scores_as_of": task.scores_changed_at})
+        record.measures.all().delete()
+        MeasureStatistics.objects.bulk_create([
+            MeasureStatistics(statistics=record, key=key, summary=summary, pairwise=pairwise[key])
+            for key, summary in summaries.items()])
     return record
 
 
 def _gold_version_id(task: Task, phase: Phase | None) -> int:
     return phase.gold_version_id if phase else task.latest_gold().pk
-
-
-def _finite(matrix: np.ndarray) -> list:
-    return [[None if not np.isfinite(value) else float(value) for value in row] for row in matrix]
 
 
 def _json_ready(value: Any) -> Any:
@@ -142,19 +141,16 @@ def stored_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
     return TaskStatistics.objects.filter(task=task, phase=phase).first()
 
 
-def top_group_for(task: Task, board: Board, key: str) -> set[int]:
-    record = stored_statistics(task, Phase.objects.filter(pk=board.phase_id).first() if board.phase_id else None)
-    if record is None or key not in record.data:
-        return set()
-    return set(record.data[key]["top_group"])
+def measure_summary(task: Task, phase_id: int | None, key: str) -> dict[str, Any] | None:
+    """The stored summary of one measure of a board (one small query; no pairwise matrices)."""
+    return (MeasureStatistics.objects.filter(statistics__task=task, statistics__phase_id=phase_id, key=key)
+            .values_list("summary", flat=True).first())
 
 
-def interval_chart(task: Task, board: Board, rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
     """Geometry of an SVG interval chart (mean and 95% interval per run, in the table's order)."""
-    record = stored_statistics(task, Phase.objects.filter(pk=board.phase_id).first() if board.phase_id else None)
-    if record is None or key not in record.data:
+    if entry is None:
         return None
-    entry = record.data[key]
     where = {run_id: i for i, run_id in enumerate(entry["run_ids"])}
     shown = [row for row in rows if row["id"] in where]
     if not shown:

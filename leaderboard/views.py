@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
 import io
+import re
 from typing import Any
 
 import orjson
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.utils.cache import patch_vary_headers
+from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -17,7 +23,8 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from leaderboard.board import Board, board_cache_key, board_phase, get_board
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
+from leaderboard.tables import board_table, sort_link
 from tasks import access
 from tasks.models import Task
 from tasks.phases import quota_status
@@ -39,30 +46,55 @@ def _board_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, bool]
 
 @require_GET
 def task_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phase, board, organiser = _board_for(request, slug)
-    subtask = request.GET.get("tab", "quality" if board.columns_for("quality") else "nugget")
-    if subtask not in ("quality", "nugget"):
-        subtask = "quality"
-    sort_key = request.GET.get("sort", "")
+    task = access.get_task_for_user(request.user, slug)
+    phase = board_phase(task, request.GET.get("phase") or None)
+    organiser = task.is_organiser(request.user)
+    # Only values that can name a tab or a column reach the cache key, so requests cannot fill
+    # the cache with variants; anything else means "the default".
+    config = task.scoring_config
+    known = {f"quality.{dim}.{name}" for dim in config.quality_dimensions for name in config.quality_measures}
+    known |= {f"nugget.{name}" for name in config.nugget_measures}
+    tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
+    sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
+    from leaderboard.models import TaskStatistics
+
+    computed = (TaskStatistics.objects.filter(task=task, phase=phase).values_list("computed_at", flat=True)
+                .first())
+    key = (f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:"
+           f"{computed.timestamp() if computed else 0}")
+    section = cache.get(key)
+    if section is None:
+        section = _board_section(task, phase, organiser, tab, sort)
+        cache.set(key, section, CACHE_SECONDS)
+    team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
+    return render(request, "leaderboard/task.html", {
+        "task": task, "phase": phase, "phases": list(task.phases.all()), "section": section, "team": team,
+        "quota": quota_status(task, request.user) if team else None})
+
+
+def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: str) -> str:
+    """The board part of a task page (everything but the visitor's own upload box), rendered once
+    per board, tab, sort and statistics and then served from the cache."""
+    from leaderboard.statistics import interval_chart, measure_summary
+
+    board = get_board(task, phase, organiser)
+    subtask = tab or ("quality" if board.columns_for("quality") else "nugget")
     columns = board.columns_for(subtask)
     if sort_key not in {column.key for column in columns}:
         sort_key = columns[0].key if columns else ""
     rows = [row for row in board.rows if row[f"has_{subtask}"]]
     rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
-    team = None
-    if request.user.is_authenticated:
-        team = request.user.teams.order_by("pk").first()
-    from leaderboard.statistics import interval_chart, top_group_for
-
-    context = {
-        "task": task, "phase": phase, "phases": list(task.phases.all()), "board": board, "subtask": subtask,
-        "columns": columns, "rows": rows, "sort_key": sort_key, "organiser": organiser, "team": team,
-        "quota": quota_status(task, request.user) if team else None,
-        "top_group": top_group_for(task, board, sort_key),
-        "dimensions": board.dimensions() if subtask == "quality" else [],
-        "chart": interval_chart(task, board, rows, sort_key) if sort_key else None,
-    }
-    return render(request, "leaderboard/task.html", context)
+    summary = measure_summary(task, phase.pk if phase else None, sort_key) if sort_key else None
+    top_group = summary["top_group"] if summary else []
+    phase_name = phase.name if phase else None
+    table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,
+                        phase_name, top_group) if rows else ""
+    return render_to_string("leaderboard/board_section.html", {
+        "task": task, "phase": phase, "board": board, "subtask": subtask, "organiser": organiser,
+        "table": table, "top_group": top_group, "chart": interval_chart(summary, rows, sort_key),
+        "tabs": [(name, title, sort_link(phase_name, name, "")) for name, title in (
+            ("quality", "Dialogue quality (DQ)"), ("nugget", "Nugget detection (ND)")) if board.columns_for(name)],
+    })
 
 
 @require_GET
@@ -109,11 +141,15 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
     phase = board_phase(task, request.GET.get("phase") or None)
     organiser = task.is_organiser(request.user)
-    # The rendered JSON is cached with the board: under load, a request is two small queries
-    # (task, phase) and a cache read.
+    # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
+    # every score: a request is two small queries and a cache read, or no body at all when the
+    # reader sends back the ETag it has.
     key = "json:" + board_cache_key(task, phase, organiser)
-    body = cache.get(key)
-    if body is None:
+    etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
+    if etag in parse_etags(request.headers.get("If-None-Match", "")):
+        return _board_caching_headers(HttpResponseNotModified(), etag, organiser)
+    bodies = cache.get(key)
+    if bodies is None:
         board = get_board(task, phase, organiser)
         body = orjson.dumps({
             "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
@@ -122,8 +158,26 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
             "runs": [{key: row[key] for key in ("id", "team", "name", "description", "is_baseline", "priority",
                                                 "submitted_at", "scores", "ranks")} for row in board.rows],
         })
-        cache.set(key, body, 600)
-    return HttpResponse(body, content_type="application/json")
+        bodies = (body, gzip.compress(body, compresslevel=6, mtime=0))
+        cache.set(key, bodies, CACHE_SECONDS)
+    if _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")):
+        response = HttpResponse(bodies[1], content_type="application/json")
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(bodies[0], content_type="application/json")
+    return _board_caching_headers(response, etag, organiser)
+
+
+_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
+
+
+def _board_caching_headers(response: HttpResponse, etag: str, organiser: bool) -> HttpResponse:
+    """Readers may keep the body but must ask again each time (a new score shows at once); an
+    organiser's board, which lists hidden runs, is never kept by shared caches."""
+    response["ETag"] = etag
+    response["Cache-Control"] = f"{'private' if organiser else 'public'}, no-cache"
+    patch_vary_headers(response, ("Accept-Encoding", "Authorization", "Cookie"))
+    return response
 
 
 @extend_schema(summary="Public tasks", responses={200: OpenApiTypes.OBJECT})
@@ -148,25 +202,24 @@ def _statistics_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, 
 @require_GET
 def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     task, phase, board, record = _statistics_for(request, slug)
-    labels = {row["id"]: f"{row['team']} / {row['name']}" for row in board.rows}
     measures = []
+    taus = []
     if record is not None:
+        summaries = record.summaries()
         for column in board.columns:
-            entry = record.data.get(column.key)
-            if entry is None:
+            summary = summaries.get(column.key)
+            if summary is None:
                 continue
             meta = record.meta.get(column.subtask, {}).get("measures", {}).get(column.key, {})
             measures.append({"key": column.key, "title": f"{column.dimension + ' ' if column.dimension else ''}"
-                                                         f"{column.title}", "runs": len(entry["run_ids"]),
-                             "top_group": len(entry["top_group"]), **meta})
-    taus = []
-    if record is not None:
+                                                         f"{column.title}", "runs": len(summary["run_ids"]),
+                             "top_group": len(summary["top_group"]), **meta})
         for subtask in ("quality", "nugget"):
             taus += record.meta.get(subtask, {}).get("kendall_tau", [])
     stale = record is not None and record.scores_as_of < task.scores_changed_at
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "stale": stale, "labels": labels, "exports_allowed": _exports_allowed(request, task, phase),
+        "stale": stale, "exports_allowed": _exports_allowed(request, task, phase),
         "run_labels": [record.run_labels.get(str(run_id), str(run_id)) for run_id in record.run_ids] if record else [],
     })
 
@@ -174,16 +227,16 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     task, phase, board, record = _statistics_for(request, slug)
-    if record is None or key not in record.data:
-        from django.http import Http404
-
+    stored = record.measure(key, pairwise=True) if record is not None else None
+    if stored is None:
         raise Http404("no statistics for this measure yet")
-    entry = record.data[key]
+    entry = stored.entry()
     labels = [record.run_labels.get(str(run_id), str(run_id)) for run_id in entry["run_ids"]]
     order = sorted(range(len(labels)), key=lambda i: entry["means"][i])
+    pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
     rows = [{"label": labels[i], "mean": entry["means"][i],
-             "cells": [{"p": entry["pvalues"][i][j], "diff": entry["differences"][i][j], "self": i == j,
-                        "shade": _shade(entry["pvalues"][i][j])} for j in order]} for i in order]
+             "cells": [{"p": pvalues[i][j], "diff": differences[i][j], "self": i == j,
+                        "shade": _shade(pvalues[i][j])} for j in order]} for i in order]
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "rows": rows,
         "labels": [labels[i] for i in order]})
@@ -209,13 +262,14 @@ def _exports_allowed(request: HttpRequest, task: Task, phase: Any) -> bool:
 
 @require_GET
 def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> HttpResponse:
-    from django.http import Http404
-
     from scoring import exports
     from tasks.models import AccessLog
 
     task, phase, board, record = _statistics_for(request, slug)
-    if record is None or (key != "all" and key not in record.data):
+    stored = None
+    if record is not None and key != "all":
+        stored = record.measure(key, pairwise=kind in ("pvalues.txt", "pvalues.csv"))
+    if record is None or (key != "all" and stored is None):
         raise Http404("no statistics for this measure yet")
     needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
     if needs_matrix and not _exports_allowed(request, task, phase):
@@ -227,7 +281,8 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         matrices = gather_matrices(board, subtask)
         if key not in matrices.by_key:
             raise Http404("no per-dialogue scores for this measure")
-        labels = [_run_name(board, run_id) for run_id in matrices.run_ids]
+        names = _run_names(board)
+        labels = [names.get(run_id, str(run_id)) for run_id in matrices.run_ids]
         gold = task.gold_versions.get(number=board.gold_version).load()
         ids = gold.dialogue_ids
         if board.scope == "live" and phase is not None and phase.live_subset() is not None:
@@ -240,9 +295,10 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
                                  what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
                                  ip_address=request.META.get("REMOTE_ADDR"))
-    elif kind in ("pvalues.txt", "pvalues.csv"):
-        entry = record.data[key]
-        labels = [_run_name(board, run_id) for run_id in entry["run_ids"]]
+    elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
+        entry = stored.entry()
+        names = _run_names(board)
+        labels = [names.get(run_id, str(run_id)) for run_id in entry["run_ids"]]
         result = _result_from(entry, record)
         body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
         content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
@@ -255,11 +311,8 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     return response
 
 
-def _run_name(board: Board, run_id: int) -> str:
-    for row in board.rows:
-        if row["id"] == run_id:
-            return f"{row['team']}/{row['name']}"
-    return str(run_id)
+def _run_names(board: Board) -> dict[int, str]:
+    return {row["id"]: f"{row['team']}/{row['name']}" for row in board.rows}
 
 
 def _result_from(entry: dict, record: Any) -> Any:
@@ -273,10 +326,11 @@ def _result_from(entry: dict, record: Any) -> Any:
 def _latex(board: Board, record: Any) -> str:
     from scoring import exports
 
-    keys = [column.key for column in board.columns if column.key in record.data]
-    run_ids = sorted({run_id for key in keys for run_id in record.data[key]["run_ids"]})
+    summaries = record.summaries()
+    keys = [column.key for column in board.columns if column.key in summaries]
+    run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]})
+    names = _run_names(board)
     return exports.latex_means_table(
-        [_run_name(board, run_id) for run_id in run_ids], keys,
-        {key: {run_id: mean for run_id, mean in zip(record.data[key]["run_ids"], record.data[key]["means"],
-                                                      strict=True)} for key in keys},
-        {key: set(record.data[key]["top_group"]) for key in keys}, run_ids)
+        [names.get(run_id, str(run_id)) for run_id in run_ids], keys,
+        {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
+        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids)

@@ -131,13 +131,17 @@ class TukeyHSDResult:
     def from_stored(cls, entry: Mapping[str, Any], *, permutations: int, seed: int, n_dialogues: int) -> TukeyHSDResult:
         """Rebuild a result from stored JSON numbers (e.g. to feed :mod:`scoring.exports`).
 
-        ``entry`` holds lists under ``means``, ``pvalues``, ``differences``, ``effect_sizes``
-        (None read as NaN), ``mc_se`` and, optionally, ``residual_variance`` and ``measure``;
+        ``entry`` holds lists (or arrays) under ``means``, ``pvalues``, ``differences``,
+        ``effect_sizes`` (None read as NaN), ``mc_se`` and, optionally, ``residual_variance`` and ``measure``;
         other keys are ignored. Only the stored numbers come back: nothing is recomputed.
         """
 
         def square(key: str) -> np.ndarray:
-            values = np.array([[np.nan if v is None else v for v in row] for row in entry[key]], dtype=np.float64)
+            stored = entry[key]
+            if isinstance(stored, np.ndarray):  # binary storage: NaN is already NaN
+                values = np.array(stored, dtype=np.float64)
+            else:
+                values = np.array([[np.nan if v is None else v for v in row] for row in stored], dtype=np.float64)
             if values.shape != (n_runs, n_runs):
                 raise ValueError(f"stored {key!r} must be {n_runs} x {n_runs}; got shape {values.shape}")
             return values

@@ -1,0 +1,121 @@
+"""The cached leaderboard: the HTML table built in Python, and the JSON's ETag and gzip.
+
+Cached pages and bodies must change the moment a score, a run's visibility or the statistics
+change; these tests read the board before and after each of those.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import orjson
+import pytest
+from django.test import Client
+
+from leaderboard.statistics import compute_task_statistics
+from tasks import services
+from tasks.models import Run
+from tests.conftest import World, committing, run_bytes
+
+
+def submit(world: World, user, noise: float, seed: int, name: str, public: bool = True) -> Run:
+    with committing():
+        return services.submit_run(world.task, user, services.Submission(
+            content=run_bytes(world.gold, noise, seed), name=name, is_public=public))
+
+
+def board_rows(page: str) -> list[tuple[str, list[str]]]:
+    """(run name, [cell texts]) per table row, in page order."""
+    rows = []
+    for row in re.findall(r"<tr[^>]*data-run=[^>]*>(.*?)</tr>", page, flags=re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)
+        name = re.search(r"<span title=\"[^\"]*\">(.*?)</span>", cells[2]).group(1)
+        rows.append((name, cells))
+    return rows
+
+
+@pytest.mark.django_db
+def test_the_table_shows_every_score_to_four_places_with_its_rank(world: World) -> None:
+    runs = [submit(world, world.alice, noise, seed, f"run-{seed}") for seed, noise in enumerate((0.1, 0.5, 0.9))]
+    api = {run["name"]: run for run in Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()["runs"]}
+    page = Client().get(f"/tasks/{world.task.slug}/?tab=quality&sort=quality.S.nmd").content.decode()
+    rows = board_rows(page)
+    assert [name for name, _ in rows] == sorted(api, key=lambda name: api[name]["scores"]["quality"]["S"]["nmd"])
+    assert len(rows) == len(runs) + 2  # and the two baselines
+    columns = [f"quality.{dim}.{name}" for dim in "ASE" for name in ("rsnod", "nmd", "snod", "jsd", "rnss", "nvd")]
+    for position, (name, cells) in enumerate(rows, start=1):
+        assert cells[0].startswith(str(position))  # rank on the sorted measure
+        for column, cell in zip(columns, cells[3:], strict=True):
+            _, dim, measure = column.split(".")
+            value = api[name]["scores"]["quality"][dim][measure]
+            assert cell == f"{value:.4f}<sub>{api[name]['ranks'][column]}</sub>"
+
+
+@pytest.mark.django_db
+def test_the_cached_page_follows_new_scores_visibility_and_statistics(world: World, settings) -> None:
+    url = f"/tasks/{world.task.slug}/?sort=quality.A.rsnod"
+    first = submit(world, world.alice, 0.1, 1, "first-run")
+    page = Client().get(url).content.decode()
+    assert "first-run" in page and '<span class="top"' not in page  # no statistics yet
+
+    submit(world, world.bob, 0.3, 2, "second-run")
+    assert "second-run" in Client().get(url).content.decode()
+
+    Client().get(url)  # cached again; hiding the run must show at once
+    owner = Client()
+    owner.force_login(world.alice)
+    owner.post(f"/runs/{first.pk}/visibility/", {"action": "hide"})
+    assert "first-run" not in Client().get(url).content.decode()
+
+    compute_task_statistics(world.task.pk)
+    page = Client().get(url).content.decode()
+    assert '<span class="top"' in page and "95% bootstrap confidence interval" in page
+
+
+@pytest.mark.django_db
+def test_leaderboard_json_etag_gzip_and_invalidation(world: World) -> None:
+    url = f"/api/v1/tasks/{world.task.slug}/leaderboard/"
+    submit(world, world.alice, 0.2, 1, "json-run")
+    client = Client()
+    plain = client.get(url)
+    etag = plain["ETag"]
+    assert plain.status_code == 200 and etag.startswith('"') and "no-cache" in plain["Cache-Control"]
+    assert "Accept-Encoding" in plain["Vary"]
+    packed = client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+    assert packed["Content-Encoding"] == "gzip"
+    assert gzip.decompress(packed.content) == plain.content
+    assert len(packed.content) < len(plain.content) / 2
+
+    again = client.get(url, HTTP_IF_NONE_MATCH=etag)
+    assert again.status_code == 304 and again.content == b"" and again["ETag"] == etag
+
+    submit(world, world.bob, 0.4, 2, "newer-run")
+    changed = client.get(url, HTTP_IF_NONE_MATCH=etag)
+    assert changed.status_code == 200 and changed["ETag"] != etag
+    assert "newer-run" in {run["name"] for run in orjson.loads(changed.content)["runs"]}
+
+
+@pytest.mark.django_db
+def test_an_organisers_board_is_private_and_has_its_own_etag(world: World) -> None:
+    submit(world, world.alice, 0.2, 1, "hidden-run", public=False)
+    url = f"/api/v1/tasks/{world.task.slug}/leaderboard/"
+    public = Client().get(url)
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    private = organiser.get(url)
+    assert "hidden-run" not in {run["name"] for run in public.json()["runs"]}
+    assert "hidden-run" in {run["name"] for run in private.json()["runs"]}
+    assert private["Cache-Control"].startswith("private") and public["Cache-Control"].startswith("public")
+    # The public ETag does not unlock the organiser's body, nor the other way round.
+    assert organiser.get(url, HTTP_IF_NONE_MATCH=public["ETag"]).status_code == 200
+    assert Client().get(url, HTTP_IF_NONE_MATCH=private["ETag"]).status_code == 200
+
+
+@pytest.mark.django_db
+def test_unknown_tab_and_sort_fall_back_to_the_defaults(world: World) -> None:
+    submit(world, world.alice, 0.2, 1, "some-run")
+    default = Client().get(f"/tasks/{world.task.slug}/").content.decode()
+    odd = Client().get(f"/tasks/{world.task.slug}/?tab=<x>&sort=quality.A.nope").content.decode()
+    assert board_rows(odd) == board_rows(default)
+    assert "RSNOD ▲" in default  # the first official DQ measure

@@ -1,0 +1,58 @@
+"""Migrations: the models and the migration files agree, and data migrations keep stored numbers."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+
+@pytest.mark.django_db
+def test_no_model_change_is_missing_a_migration() -> None:
+    out = io.StringIO()
+    call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=out)
+    assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statistics_stored_as_json_are_moved_to_one_row_per_measure(world: Any) -> None:
+    before, after = [("leaderboard", "0001_initial")], [("leaderboard", "0002_measure_statistics")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    # What the JSON storage held for three runs and B = 200 (p-values rounded to 10 places).
+    p = [round((count + 1) / 201, 10) for count in (0, 57, 200)]
+    pvalues = [[1.0, p[0], p[1]], [p[0], 1.0, p[2]], [p[1], p[2], 1.0]]
+    means = [0.1, 0.3, 0.25]
+    differences = [[a - b for b in means] for a in means]
+    entry = {"run_ids": [7, 9, 11], "means": means, "ci_low": [0.05, 0.25, 0.2], "ci_high": [0.15, 0.35, 0.3],
+             "top_group": [7], "residual_variance": 0.04, "pvalues": pvalues, "differences": differences,
+             "effect_sizes": [[d / 0.2 for d in row] for row in differences],
+             "mc_se": [[round((v * (1 - v) / 200) ** 0.5, 10) for v in row] for row in pvalues]}
+    old.get_model("leaderboard", "TaskStatistics").objects.create(
+        task_id=world.task.pk, gold_version_id=world.gold_version.pk, scope="full", run_ids=[7, 9, 11],
+        data={"quality.A.rsnod": entry}, meta={}, permutations=200, seed=1, scores_as_of=timezone.now())
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+
+    from leaderboard.models import TaskStatistics
+
+    record = TaskStatistics.objects.get(task=world.task)
+    stored = record.measure("quality.A.rsnod", pairwise=True)
+    assert stored.summary == {**{key: entry[key] for key in ("run_ids", "means", "ci_low", "ci_high", "top_group",
+                                                              "residual_variance")}, "effect_sizes_defined": True}
+    matrices = stored.matrices()
+    exact = [(count + 1) / 201 for count in (0, 57, 200)]
+    assert matrices["pvalues"].tolist() == [[1.0, exact[0], exact[1]], [exact[0], 1.0, exact[2]],
+                                            [exact[1], exact[2], 1.0]]
+    assert np.array_equal(matrices["differences"], np.array(entry["differences"]))
+    assert np.allclose(matrices["effect_sizes"], np.array(entry["effect_sizes"]), rtol=1e-12)
+    assert np.allclose(matrices["mc_se"], np.array(entry["mc_se"]), atol=1e-10)
