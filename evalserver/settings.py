@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A database outage on an HTML page: 503 "try again in a minute", not the generic 500 page.
+    "evalserver.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "evalserver.urls"

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.models import Run
 from tasks.services import TRANSIENT_DB_ERRORS, Rejected, Submission, submit_run
@@ -35,8 +36,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, TRANSIENT_DB_ERRORS):
         # The database is down or restarting: a temporary state, not a bug; clients may retry.
         log.error("database unavailable: %s", exc)
-        return Response({"errors": ["the database is unavailable at the moment; please try again in a minute"]},
-                        status=503, headers={"Retry-After": "30"})
+        return Response({"errors": [API_MESSAGE]}, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     response = drf_exception_handler(exc, context)
     if response is not None:
         response.data = {"errors": _flatten(response.data)}

@@ -14,19 +14,42 @@ from tasks import services
 log = logging.getLogger(__name__)
 
 
+# A database restart or a cut connection: retry after 1, 2, 4, ... s, at most a minute apart,
+# for about two minutes in all.
+DB_RETRIES = 7
+DB_RETRY_BACKOFF_MAX = 60
+
+
+def db_retry_countdown(retries: int) -> int:
+    """Seconds before the next retry after a transient database error: exponential, capped."""
+    return min(DB_RETRY_BACKOFF_MAX, 2 ** retries)
+
+
 @app.task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=services.TRANSIENT_DB_ERRORS,
-    retry_backoff=2,
-    retry_backoff_max=60,
-    max_retries=6,
     soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
     time_limit=settings.CELERY_TASK_TIME_LIMIT,
 )
-def score_run_task(self, run_id: int) -> str:
-    outcome = services.score_run(run_id)
+def score_run_task(self, run_id: int, reclaim_attempt: int | None = None) -> str:
+    """Score a run; retry transient database errors only, taking back this job's own claim.
+
+    Not ``autoretry_for``: a retry must carry the attempt number that the cut job claimed
+    (``reclaim_attempt``), or it would find the run ``scoring`` under its own earlier attempt,
+    answer "skipped" and leave the run to ``requeue_stuck`` until the claim is stale. Once
+    ``DB_RETRIES`` are spent the error is raised and ``requeue_stuck`` re-sends the run later.
+    """
+    retry = {"countdown": db_retry_countdown(self.request.retries), "max_retries": DB_RETRIES}
+    try:
+        outcome = services.score_run(run_id, reclaim_attempt=reclaim_attempt)
+    except services.ScoringInterrupted as interrupted:
+        raise self.retry(args=(run_id,), kwargs={"reclaim_attempt": interrupted.attempt}, exc=interrupted,
+                         **retry) from interrupted
+    except services.TRANSIENT_DB_ERRORS as error:
+        # Before any claim (the claim itself failed, or the run could not be read): nothing
+        # changed; keep whatever attempt this job was allowed to take back.
+        raise self.retry(args=(run_id,), kwargs={"reclaim_attempt": reclaim_attempt}, exc=error, **retry) from error
     if outcome.startswith("skipped") and (self.request.delivery_info or {}).get("redelivered"):
         # The broker redelivered this job because the worker that had it died (acks_late): the run
         # still says "scoring" under the dead attempt. Try again once that attempt is stale.

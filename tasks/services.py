@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import F, Max, Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, parse_json
@@ -300,28 +300,75 @@ def seconds_until_claimable(run_id: int) -> float | None:
     return max(0.0, (started + stale_after() - timezone.now()).total_seconds())
 
 
-def score_run(run_id: int) -> str:
+class ScoringInterrupted(Exception):
+    """A transient database error cut a scoring job after it had claimed its run.
+
+    The claim is left in place: resetting it would need the database that just failed. The run
+    stays ``scoring`` under ``attempt``, and a retry that passes ``reclaim_attempt=attempt`` to
+    ``score_run`` takes it back at once, instead of finding it held and waiting for
+    ``requeue_stuck`` to see the claim go stale (hard time limit + grace, 3.5 minutes by default).
+    """
+
+    def __init__(self, run_id: int, attempt: int, reason: str) -> None:
+        super().__init__(run_id, attempt, reason)  # every argument in args: it pickles (Celery needs that)
+        self.run_id, self.attempt, self.reason = run_id, attempt, reason
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, attempt {self.attempt}: {self.reason}"
+
+
+def score_run(run_id: int, reclaim_attempt: int | None = None) -> str:
     """Score one run: claim it, compute every measure, store means and per-dialogue scores.
 
     Safe to run twice or concurrently: the claim is a conditional UPDATE, and the final write
-    only happens if this attempt still holds the claim.
+    only happens if this attempt still holds the claim (status ``scoring``, ``attempts`` unchanged).
+
+    ``reclaim_attempt`` is for the retry of a job that a database error cut after its claim
+    (``ScoringInterrupted.attempt``): the run may then also be claimed while it is ``scoring``
+    under exactly that attempt number. Every claim adds one to ``attempts``, so that is only
+    true if no other attempt claimed the run since; a late or duplicate job is still refused.
+
+    A transient database error before the claim propagates as it is (nothing was changed, the
+    job retries with the ``reclaim_attempt`` it had); after the claim it becomes
+    ``ScoringInterrupted``. Any other error fails the run with a reason.
     """
-    now = timezone.now()
-    claimable = Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
-    claimed = Run.objects.filter(claimable, pk=run_id).update(
-        status=Run.SCORING, started_at=now, attempts=F("attempts") + 1)
-    if not claimed:
+    attempt = _claim(run_id, reclaim_attempt)
+    if attempt is None:
         return "skipped: not queued (already scored, or another worker holds it)"
+    try:
+        return _score_claimed(run_id, attempt)
+    except TRANSIENT_DB_ERRORS as error:
+        raise ScoringInterrupted(run_id, attempt, f"{type(error).__name__}: {str(error).strip()[:300]}") from error
+
+
+def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
+    """Claim the run for a new attempt and return its number, or None if it is not claimable.
+
+    ``attempts`` is read first and the UPDATE requires it unchanged (compare-and-set), so the
+    job knows its own attempt number without another read after the claim.
+    """
+    held = Run.objects.filter(pk=run_id).values_list("attempts", flat=True).first()
+    if held is None:
+        return None
+    claimable = Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
+    if reclaim_attempt is not None:
+        claimable |= Q(status=Run.SCORING, attempts=reclaim_attempt)
+    claimed = Run.objects.filter(claimable, pk=run_id, attempts=held).update(
+        status=Run.SCORING, started_at=timezone.now(), attempts=held + 1)
+    return held + 1 if claimed else None
+
+
+def _score_claimed(run_id: int, attempt: int) -> str:
     run = Run.objects.select_related("task", "phase", "gold_version").get(pk=run_id)
+    if run.status != Run.SCORING or run.attempts != attempt:
+        return "skipped: another attempt took the run over"
     try:
         result, live = _compute(run)
     except ValidationFailed as error:
         _finish_failed(run, error.errors, server_side=False)
         return "failed: invalid run"
     except TRANSIENT_DB_ERRORS:
-        Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
-            status=Run.QUEUED, queued_at=timezone.now())
-        raise
+        raise  # not the run's fault: score_run keeps the claim for the retry
     except Exception as error:
         from celery.exceptions import SoftTimeLimitExceeded
 
@@ -336,7 +383,7 @@ def score_run(run_id: int) -> str:
     try:
         with transaction.atomic():
             current = Run.objects.select_for_update().get(pk=run.pk)
-            if current.status != Run.SCORING or current.attempts != run.attempts:
+            if current.status != Run.SCORING or current.attempts != attempt:
                 return "skipped: another attempt took the run over"
             Score.objects.filter(run=run, gold_version=run.gold_version).delete()
             _store(run, result, Score.FULL)

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
@@ -153,3 +154,227 @@ def test_generated_gold_has_the_stc3_shape() -> None:
     assert all(len(d["annotations"]) == 19 for d in gold)
     counts = load_gold(gold, STC3).quality_counts["A"]
     assert (counts == 0).any(axis=1).mean() > 0.5  # skewed: most dialogues leave a bin empty
+
+
+# A database connection cut after the claim -------------------------------------------------------------
+
+def queued_run(world: World, phase=None, seed: int = 1) -> Run:
+    """A run stored and queued, with no job sent for it (``attempts == 0``)."""
+    content = run_bytes(world.gold, seed=seed)
+    return Run.objects.create(task=world.task, team=world.alice.teams.get(), phase=phase, name=f"cut-{seed}",
+                              file_sha256=services.store_run_file(content), file_size=len(content),
+                              has_quality=True, has_nugget=True, gold_version=world.gold_version)
+
+
+def cut_on_call(monkeypatch, target, name: str, *calls: int) -> list[int]:
+    """Make ``target.name`` raise OperationalError (a connection cut by a database restart) on the
+    given calls (1 = the first); the other calls go through. Returns the call counter."""
+    original = getattr(target, name)
+    count = [0]
+
+    def maybe_cut(*args, **kwargs):
+        count[0] += 1
+        if count[0] in calls:
+            raise OperationalError("server closed the connection unexpectedly")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, maybe_cut)
+    return count
+
+
+def state(run: Run) -> tuple[str, int]:
+    run.refresh_from_db()
+    return run.status, run.attempts
+
+
+def scores_by_scope(run: Run) -> dict[str, int]:
+    return {scope: Score.objects.filter(run=run, scope=scope).count()
+            for scope in Score.objects.filter(run=run).values_list("scope", flat=True)}
+
+
+def live_phase(world: World):
+    from tasks.models import Phase
+
+    now = timezone.now()
+    return Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=world.gold_version,
+                                starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=1),
+                                live_subset_size=10)
+
+
+@pytest.mark.django_db
+def test_a_job_cut_in_the_final_write_takes_its_own_claim_back_at_once(world: World, monkeypatch) -> None:
+    run = queued_run(world, phase=live_phase(world))
+    # The full-set scores are written, then the connection drops while the live scores are.
+    cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 2)
+    with pytest.raises(services.ScoringInterrupted) as cut:
+        services.score_run(run.pk)
+    assert cut.value.attempt == 1
+    assert isinstance(cut.value.__cause__, OperationalError)
+    # The claim is kept (resetting it would need the database), the half-written scores are not.
+    assert state(run) == (Run.SCORING, 1)
+    assert not Score.objects.filter(run=run).exists()
+
+    # Any other job, or one carrying another attempt number, still finds the run held ...
+    assert services.score_run(run.pk).startswith("skipped")
+    assert services.score_run(run.pk, reclaim_attempt=0).startswith("skipped")
+    assert services.score_run(run.pk, reclaim_attempt=2).startswith("skipped")
+    assert state(run) == (Run.SCORING, 1)
+    # ... but the retry of the cut job takes it back without waiting for it to go stale.
+    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert state(run) == (Run.DONE, 2)
+    assert scores_by_scope(run) == {Score.FULL: 1, Score.LIVE: 1}
+    assert ScoreVector.objects.filter(score__run=run).count() == 42
+    # A late duplicate of that retry finds the run done.
+    assert services.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
+    assert state(run) == (Run.DONE, 2)
+
+
+@pytest.mark.django_db
+def test_a_job_cut_while_computing_takes_its_own_claim_back(world: World, monkeypatch) -> None:
+    run = queued_run(world)
+    cut_on_call(monkeypatch, services, "_compute", 1)
+    with pytest.raises(services.ScoringInterrupted) as cut:
+        services.score_run(run.pk)
+    assert cut.value.attempt == 1
+    assert state(run) == (Run.SCORING, 1)  # not failed: the run is not at fault
+    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert state(run) == (Run.DONE, 2)
+    assert scores_by_scope(run) == {Score.FULL: 1}
+
+
+@pytest.mark.django_db
+def test_a_job_cut_while_locking_the_run_for_the_final_write_takes_its_claim_back(
+        world: World, monkeypatch) -> None:
+    from django.db.models import QuerySet
+
+    run = queued_run(world)
+    cut_on_call(monkeypatch, QuerySet, "select_for_update", 1)
+    with pytest.raises(services.ScoringInterrupted) as cut:
+        services.score_run(run.pk)
+    assert state(run) == (Run.SCORING, cut.value.attempt) == (Run.SCORING, 1)
+    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert state(run) == (Run.DONE, 2)
+    assert scores_by_scope(run) == {Score.FULL: 1}
+
+
+@pytest.mark.django_db
+def test_a_stale_attempt_number_is_refused_once_another_attempt_holds_the_run(world: World, monkeypatch) -> None:
+    run = queued_run(world)
+    cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 1, 2)
+    with pytest.raises(services.ScoringInterrupted):
+        services.score_run(run.pk)  # attempt 1, cut
+    # Its retry came too late: the claim went stale and another job claimed the run (attempt 2),
+    # which was cut in turn and now holds it.
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    with pytest.raises(services.ScoringInterrupted) as second:
+        services.score_run(run.pk)
+    assert second.value.attempt == 2 and state(run) == (Run.SCORING, 2)
+    assert services.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
+    assert state(run) == (Run.SCORING, 2)
+    assert services.score_run(run.pk, reclaim_attempt=2) == "done"
+    assert state(run) == (Run.DONE, 3)
+    assert scores_by_scope(run) == {Score.FULL: 1}
+
+
+@pytest.mark.django_db
+def test_a_database_error_before_the_claim_changes_nothing(world: World, monkeypatch) -> None:
+    run = queued_run(world)
+    cut_on_call(monkeypatch, Run.objects, "filter", 1)
+    with pytest.raises(OperationalError):
+        services.score_run(run.pk)
+    assert state(run) == (Run.QUEUED, 0)
+    assert services.score_run(run.pk) == "done"
+    assert state(run) == (Run.DONE, 1)
+
+
+class RetrySpy:
+    """Records every ``self.retry(...)`` of the scoring job (its kwargs), then lets Celery retry."""
+
+    def __init__(self, monkeypatch) -> None:
+        from celery import Task
+
+        from evalserver.celery import app
+
+        self.calls: list[dict] = []
+        task_class = type(app.tasks["tasks.jobs.score_run_task"])
+
+        def retry(task, *args, **kwargs):
+            self.calls.append(kwargs)
+            return Task.retry(task, *args, **kwargs)
+
+        monkeypatch.setattr(task_class, "retry", retry)
+
+
+@pytest.mark.django_db
+def test_the_job_retries_a_cut_with_its_attempt_number(world: World, monkeypatch) -> None:
+    from tasks import jobs
+
+    run = queued_run(world)
+    cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 1)
+    retries = RetrySpy(monkeypatch)
+    # apply() runs the job as Celery's eager mode does: the retry it schedules runs at once.
+    result = jobs.score_run_task.apply(args=(run.pk,))
+    assert result.successful() and result.get() == "done"
+    assert len(retries.calls) == 1
+    assert retries.calls[0]["args"] == (run.pk,)
+    assert retries.calls[0]["kwargs"] == {"reclaim_attempt": 1}
+    assert retries.calls[0]["countdown"] == 1 and retries.calls[0]["max_retries"] == jobs.DB_RETRIES
+    assert isinstance(retries.calls[0]["exc"], services.ScoringInterrupted)
+    assert state(run) == (Run.DONE, 2)
+    assert scores_by_scope(run) == {Score.FULL: 1}
+
+
+@pytest.mark.django_db
+def test_the_job_retries_an_error_before_the_claim_with_the_attempt_it_had(world: World, monkeypatch) -> None:
+    from tasks import jobs
+
+    run = queued_run(world)
+    cut_on_call(monkeypatch, Run.objects, "filter", 1)
+    retries = RetrySpy(monkeypatch)
+    result = jobs.score_run_task.apply(args=(run.pk,), kwargs={"reclaim_attempt": None})
+    assert result.get() == "done"
+    assert [call["kwargs"] for call in retries.calls] == [{"reclaim_attempt": None}]
+    assert isinstance(retries.calls[0]["exc"], OperationalError)
+    assert state(run) == (Run.DONE, 1)
+
+
+@pytest.mark.django_db
+def test_the_job_backs_off_and_gives_up_leaving_the_run_to_requeue_stuck(world: World, monkeypatch) -> None:
+    from tasks import jobs
+
+    run = queued_run(world)
+    cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", *range(1, 100))
+    retries = RetrySpy(monkeypatch)
+    result = jobs.score_run_task.apply(args=(run.pk,))
+    assert result.failed() and isinstance(result.result, services.ScoringInterrupted)
+    # Each retry took back the claim of the one before: 1 s, 2 s, 4 s ... apart, at most a minute.
+    assert [call["countdown"] for call in retries.calls] == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert [call["kwargs"]["reclaim_attempt"] for call in retries.calls] == list(range(1, 9))
+    assert state(run) == (Run.SCORING, jobs.DB_RETRIES + 1)
+    assert not Score.objects.filter(run=run).exists()
+    # requeue_stuck hands it on once the claim is stale.
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    monkeypatch.undo()
+    assert services.requeue_stuck_runs() == [run.pk]
+    assert state(run) == (Run.DONE, jobs.DB_RETRIES + 2)
+
+
+@pytest.mark.django_db
+def test_the_job_does_not_retry_other_errors(world: World, monkeypatch) -> None:
+    from tasks import jobs
+
+    run = queued_run(world)
+    services.run_file_path(run.file_sha256).unlink()
+    retries = RetrySpy(monkeypatch)
+    assert jobs.score_run_task.apply(args=(run.pk,)).get() == "failed: internal error"
+    assert retries.calls == []
+    assert state(run) == (Run.FAILED, 1)
+
+
+def test_the_interruption_survives_pickling() -> None:
+    from celery.utils.serialization import get_pickleable_exception
+
+    # Celery stores a failed job's exception; one it cannot pickle becomes an opaque wrapper.
+    interrupted = services.ScoringInterrupted(7, 2, "OperationalError: gone")
+    assert get_pickleable_exception(interrupted) is interrupted
+    assert str(interrupted) == "run 7, attempt 2: OperationalError: gone"

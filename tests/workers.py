@@ -801,9 +801,10 @@ def postgres_restart_drill(work_dir: Path, broker_url: str, queue: str, outage: 
         final = _final_statuses(base_url, tokens, 5)
         requeued: list[str] = []
         if not set(final.values()) <= {"done", "failed"}:
-            # A job whose database connection was cut after it claimed its run leaves the run
-            # "scoring", and its retry finds the run held and gives up. Celery beat's
-            # requeue_stuck hands the run on once the claim is stale (hard time limit + grace).
+            # A job whose database connection was cut after it claimed its run keeps the claim and
+            # its retry takes it back (reclaim_attempt); should that retry still be waiting out its
+            # backoff, or have given up, Celery beat's requeue_stuck hands the run on once the claim
+            # is stale (hard time limit + grace).
             stale = stopped + float(FAULT_LIMITS["EVALSERVER_SCORING_TIME_LIMIT"]) + float(
                 FAULT_LIMITS["EVALSERVER_STALE_GRACE_SECONDS"]) + 1
             time.sleep(max(0.0, stale - time.monotonic()))
