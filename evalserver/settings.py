@@ -103,6 +103,12 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://evalserver")}
+# Leaderboard requests find their task and phases in the cache (tasks.lookup) only when every
+# process shares it: a worker's new scores must renew the entry the web processes read. A
+# local-memory cache is per process, so by default it is used only with a shared cache.
+EVALSERVER_CACHE_TASK_LOOKUPS = env.bool(
+    "EVALSERVER_CACHE_TASK_LOOKUPS",
+    default=not CACHES["default"]["BACKEND"].endswith(("LocMemCache", "DummyCache")))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -53,16 +53,24 @@ class Board:
         return seen
 
 
-def board_phase(task: Task, phase_name: str | None = None) -> Phase | None:
-    """The phase a board shows: the named one, else the open one, else the latest that started."""
+def board_phase(task: Task, phase_name: str | None = None, phases: list[Phase] | None = None) -> Phase | None:
+    """The phase a board shows: the named one, else the open one, else the latest that started.
+
+    ``phases``: the task's phases if the caller has them (``tasks.lookup.cached_task``); else one
+    query for all of them (a handful), and the choice is made in Python either way.
+    """
     from django.utils import timezone
 
-    phases = task.phases.select_related("gold_version")
+    if phases is None:
+        phases = list(task.phases.all())  # gold_version (and its compiled gold) only when a board is built
     if phase_name:
-        return phases.filter(name=phase_name).first()
+        return next((phase for phase in phases if phase.name == phase_name), None)
     now = timezone.now()
-    return (phases.filter(starts_at__lte=now, ends_at__gt=now).order_by("starts_at").first()
-            or phases.filter(starts_at__lte=now).order_by("-starts_at").first())
+    started = [phase for phase in phases if phase.starts_at <= now]
+    open_now = [phase for phase in started if phase.ends_at > now]
+    if open_now:
+        return min(open_now, key=lambda phase: phase.starts_at)
+    return max(started, key=lambda phase: phase.starts_at, default=None)
 
 
 def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:

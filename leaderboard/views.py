@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
 from leaderboard.tables import board_table, sort_link
 from tasks import access
+from tasks.lookup import cached_task
 from tasks.models import Task
 from tasks.phases import quota_status
 
@@ -37,18 +38,26 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/home.html", {"tasks": tasks})
 
 
+def _find_board(request: HttpRequest, slug: str) -> tuple[Task, list[Any], Any, bool]:
+    """The task (404 unless public or organised by the user), its phases, the phase the request
+    asks for (or the open or latest one) and whether the user organises the task. No query for
+    anonymous readers while the cached task is current (``tasks.lookup``)."""
+    found = cached_task(slug)
+    organiser = found is not None and access.is_organiser(request.user, found[0])
+    if found is None or not (found[0].is_public or organiser):
+        raise Http404("no such task")
+    task, phases = found
+    return task, phases, board_phase(task, request.GET.get("phase") or None, phases), organiser
+
+
 def _board_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, bool]:
-    task = access.get_task_for_user(request.user, slug)
-    phase = board_phase(task, request.GET.get("phase") or None)
-    organiser = task.is_organiser(request.user)
+    task, _, phase, organiser = _find_board(request, slug)
     return task, phase, get_board(task, phase, organiser), organiser
 
 
 @require_GET
 def task_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task = access.get_task_for_user(request.user, slug)
-    phase = board_phase(task, request.GET.get("phase") or None)
-    organiser = task.is_organiser(request.user)
+    task, phases, phase, organiser = _find_board(request, slug)
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
     config = task.scoring_config
@@ -68,7 +77,7 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
-        "task": task, "phase": phase, "phases": list(task.phases.all()), "section": section, "team": team,
+        "task": task, "phase": phase, "phases": phases, "section": section, "team": team,
         "quota": quota_status(task, request.user) if team else None})
 
 
@@ -138,9 +147,7 @@ def _filename_safe(text: str) -> str:
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:
-    task = access.get_task_for_user(request.user, slug)
-    phase = board_phase(task, request.GET.get("phase") or None)
-    organiser = task.is_organiser(request.user)
+    task, _, phase, organiser = _find_board(request, slug)
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is two small queries and a cache read, or no body at all when the
     # reader sends back the ETag it has.
@@ -148,23 +155,25 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
         return _board_caching_headers(HttpResponseNotModified(), etag, organiser)
-    bodies = cache.get(key)
-    if bodies is None:
+    # Each encoding under its own key: a reader fetches only the bytes it is sent (about 100 kB
+    # gzipped for 500 runs, instead of that plus the 645 kB original).
+    encoding = "gzip" if _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")) else "identity"
+    body = cache.get(f"{key}:{encoding}")
+    if body is None:
         board = get_board(task, phase, organiser)
-        body = orjson.dumps({
+        plain = orjson.dumps({
             "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
             "gold_version": board.gold_version, "scope": board.scope, "lower_is_better": True,
             "note": board.hidden_reason or None,
             "runs": [{key: row[key] for key in ("id", "team", "name", "description", "is_baseline", "priority",
                                                 "submitted_at", "scores", "ranks")} for row in board.rows],
         })
-        bodies = (body, gzip.compress(body, compresslevel=6, mtime=0))
-        cache.set(key, bodies, CACHE_SECONDS)
-    if _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")):
-        response = HttpResponse(bodies[1], content_type="application/json")
+        bodies = {"identity": plain, "gzip": gzip.compress(plain, compresslevel=6, mtime=0)}
+        cache.set_many({f"{key}:{name}": value for name, value in bodies.items()}, CACHE_SECONDS)
+        body = bodies[encoding]
+    response = HttpResponse(body, content_type="application/json")
+    if encoding == "gzip":
         response["Content-Encoding"] = "gzip"
-    else:
-        response = HttpResponse(bodies[0], content_type="application/json")
     return _board_caching_headers(response, etag, organiser)
 
 

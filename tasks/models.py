@@ -55,10 +55,14 @@ class Task(models.Model):
         return user.is_staff or self.organisers.filter(pk=user.pk).exists()
 
     def touch_scores(self) -> None:
-        """Invalidate cached leaderboards: their cache keys include this timestamp."""
+        """Invalidate cached leaderboards: their cache keys include this timestamp, and the cached
+        task that carries it gets a new generation once the change commits."""
+        from tasks.lookup import forget_task
+
         now = timezone.now()
         Task.objects.filter(pk=self.pk).update(scores_changed_at=now)
         self.scores_changed_at = now
+        forget_task(self.slug)
 
 
 class GoldVersion(models.Model):

@@ -19,6 +19,12 @@ from tasks.models import Run
 from tests.conftest import World, committing, run_bytes
 
 
+@pytest.fixture(autouse=True)
+def _task_lookups_cached(settings) -> None:
+    """One process and its local-memory cache, as in a deployment with a shared cache."""
+    settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
+
+
 def submit(world: World, user, noise: float, seed: int, name: str, public: bool = True) -> Run:
     with committing():
         return services.submit_run(world.task, user, services.Submission(
@@ -119,3 +125,72 @@ def test_unknown_tab_and_sort_fall_back_to_the_defaults(world: World) -> None:
     odd = Client().get(f"/tasks/{world.task.slug}/?tab=<x>&sort=quality.A.nope").content.decode()
     assert board_rows(odd) == board_rows(default)
     assert "RSNOD ▲" in default  # the first official DQ measure
+
+
+@pytest.mark.django_db
+def test_an_anonymous_reader_of_a_cached_board_costs_almost_no_query(world: World) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    submit(world, world.alice, 0.2, 1, "some-run")
+    client = Client()
+    # The JSON: none at all. The page: one, for when the statistics it marks were computed.
+    for path, expected in ((f"/api/v1/tasks/{world.task.slug}/leaderboard/", []),
+                           (f"/tasks/{world.task.slug}/", ["leaderboard_taskstatistics"])):
+        client.get(path)  # fills the caches
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(path).status_code == 200
+        tables = [query["sql"].split(" FROM ")[1].split()[0].strip('"') for query in queries.captured_queries]
+        assert tables == expected
+
+
+@pytest.mark.django_db
+def test_the_cached_task_follows_every_change(world: World) -> None:
+    from tasks.lookup import _token_key, cached_task
+    from tasks.models import Task, Team
+
+    url = f"/api/v1/tasks/{world.task.slug}/leaderboard/"
+    submit(world, world.alice, 0.2, 1, "first-run")
+    assert Client().get(url).json()["runs"][-1]["team"] == "Aurora"
+
+    # A renamed team: its tasks' boards are rebuilt.
+    team = Team.objects.get(name="Aurora")
+    team.name = "Aurora Borealis Labs"
+    team.save()
+    assert "Aurora Borealis Labs" in {run["team"] for run in Client().get(url).json()["runs"]}
+
+    # A task made private disappears from the public at once.
+    task = Task.objects.get(pk=world.task.pk)
+    task.is_public = False
+    task.save()
+    assert Client().get(url).status_code == 404
+
+    # A new slug: the old one is forgotten, the new one found.
+    task.is_public, task.slug = True, "renamed-task"
+    task.save()
+    assert Client().get(url).status_code == 404
+    assert Client().get("/api/v1/tasks/renamed-task/leaderboard/").status_code == 200
+
+    # A task that did not exist a moment ago is found as soon as it does (no negative caching).
+    assert cached_task("brand-new") is None
+    services.create_task("brand-new", "stc3", "Brand new")
+    assert cached_task("brand-new")[0].title == "Brand new"
+    assert cache_token_changes(_token_key("renamed-task"))
+
+
+def cache_token_changes(key: str) -> bool:
+    """A change inside a transaction renews the token at once and again at the commit, so that
+    rows a reader cached in between (the old ones) are never served after the commit."""
+    from django.core.cache import cache
+    from django.db import transaction
+    from django.test import TestCase
+
+    from tasks.lookup import forget_task
+
+    slug = key.split(":", 1)[1]
+    before = cache.get(key)
+    with TestCase.captureOnCommitCallbacks(execute=True), transaction.atomic():
+        forget_task(slug)
+        during = cache.get(key)
+    after = cache.get(key)
+    return len({before, during, after}) == 3

@@ -123,7 +123,7 @@ def test_near_a_deadline_twenty_teams_uploading_five_runs_at_once_get_exactly_th
             board = call(live_server.url + json_path).json()
             assert len(board["runs"]) == BOARD_RUNS
             task = Task.objects.get(pk=world.task.pk)
-            assert cache.get("json:" + board_cache_key(task, phase, False)) is not None  # the body is cached
+            assert cache.get("json:" + board_cache_key(task, phase, False) + ":identity") is not None  # cached
             readers = read_load(live_server.url, [json_path], readers=20, requests_per_reader=10)
             # The page renders 500 rows (about a second each): a few readers check it answers.
             pages = read_load(live_server.url, [f"/tasks/{world.task.slug}/"], readers=3, requests_per_reader=1)

@@ -58,7 +58,8 @@ def test_phase_boundaries_are_exact(world: World) -> None:
     accepted = api_upload(world, run_bytes(world.gold))
     assert accepted.status_code == 202
     assert Run.objects.get(pk=accepted.json()["id"]).phase == phase
-    Phase.objects.filter(pk=phase.pk).update(ends_at=timezone.now() - timedelta(seconds=1))
+    phase.ends_at = timezone.now() - timedelta(seconds=1)  # as an organiser would, in the admin
+    phase.save()
     assert api_upload(world, run_bytes(world.gold, seed=2)).status_code == 403
 
 
@@ -149,8 +150,8 @@ def test_scores_on_test_data_stay_with_organisers_until_published(world: World) 
     page = alice.get(f"/runs/{run_id}/").content.decode()
     assert "Per-dialogue scores" not in page and "on the live subset" in page
     # Publication opens the full scores and the per-dialogue feedback.
-    Phase.objects.filter(pk=phase.pk).update(results_published=True)
-    world.task.touch_scores()
+    phase.results_published = True
+    phase.save()
     assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
     board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
@@ -158,18 +159,21 @@ def test_scores_on_test_data_stay_with_organisers_until_published(world: World) 
 
 
 @pytest.mark.django_db
-def test_final_board_is_hidden_until_published(world: World) -> None:
+@pytest.mark.parametrize("lookups_cached", [False, True])
+def test_final_board_is_hidden_until_published(world: World, settings, lookups_cached: bool) -> None:
+    settings.EVALSERVER_CACHE_TASK_LOOKUPS = lookups_cached
     test = add_phase(world, "test", live_subset_size=10)
     api_upload(world, run_bytes(world.gold), description="m")
-    Phase.objects.filter(pk=test.pk).update(ends_at=timezone.now() - timedelta(minutes=1),
-                                            starts_at=timezone.now() - timedelta(hours=2))
+    test.starts_at, test.ends_at = timezone.now() - timedelta(hours=2), timezone.now() - timedelta(minutes=1)
+    test.save()
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(seconds=-30), end=timedelta(days=30))
     public = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()
     assert public["runs"] == [] and "not published" in public["note"]
     organiser = APIClient()
     organiser.force_authenticate(world.organiser)
     assert len(organiser.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()["runs"]) == 1
-    Phase.objects.filter(pk=final.pk).update(results_published=True)
+    final.results_published = True  # ticked in the admin: the cached boards follow at once
+    final.save()
     published = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()
     assert [run["scores"]["n_dialogues"] for run in published["runs"]] == [30]
 

@@ -126,7 +126,8 @@ def test_per_dialogue_matrices_of_test_data_are_for_organisers_until_published(w
     organiser = Client()
     organiser.force_login(world.organiser)
     assert organiser.get(url).status_code == 200
-    Phase.objects.filter(pk=phase.pk).update(results_published=True)
+    phase.results_published = True
+    phase.save()
     assert Client().get(url).status_code == 200
 
 

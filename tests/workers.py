@@ -11,6 +11,7 @@ use it: failures raise ``RuntimeError`` with the end of the process's log.
 from __future__ import annotations
 
 import glob
+import gzip
 import http.client
 import json
 import math
@@ -565,24 +566,43 @@ class LoadResult:
         return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)] if ordered else math.nan
 
 
+CLIENTS = ("plain", "gzip", "revalidating")
+
+
 def _reader(host: str, port: int, paths: list[str], count: int, timeout: float, result: LoadResult,
-            lock: threading.Lock, check: Callable[[bytes], bool] | None, pause: float) -> None:
+            lock: threading.Lock, check: Callable[[bytes], bool] | None, pause: float, client: str) -> None:
     """One reader: ``count`` GETs over a kept-alive connection (re-opened when the server closes
-    it), ``pause`` seconds apart (0: the next as soon as the last is answered)."""
+    it), ``pause`` seconds apart (0: the next as soon as the last is answered).
+
+    ``client``: ``plain`` asks for the identity encoding and never revalidates (the worst case);
+    ``gzip`` sends ``Accept-Encoding: gzip`` and decompresses, as browsers, curl --compressed
+    and HTTP libraries do; ``revalidating`` also sends back the last ETag of each path
+    (``If-None-Match``), as a browser refreshing a page does, and counts a 304 as an answer.
+    """
     connection = None
     local = LoadResult()
+    etags: dict[str, str] = {}
     for number in range(count):
         if number and pause:
             time.sleep(pause)
         path = paths[number % len(paths)]
+        headers = {"Accept": "application/json, text/html"}
+        if client in ("gzip", "revalidating"):
+            headers["Accept-Encoding"] = "gzip"
+        if client == "revalidating" and path in etags:
+            headers["If-None-Match"] = etags[path]
         started = time.perf_counter()
         try:
             if connection is None:
                 connection = http.client.HTTPConnection(host, port, timeout=timeout)
-            connection.request("GET", path, headers={"Accept": "application/json, text/html"})
+            connection.request("GET", path, headers=headers)
             response = connection.getresponse()
             body = response.read()
             status = response.status
+            if response.getheader("content-encoding", "") == "gzip":
+                body = gzip.decompress(body)
+            if response.getheader("etag"):
+                etags[path] = response.getheader("etag")
             if response.getheader("connection", "").lower() == "close":
                 connection.close()
                 connection = None
@@ -604,13 +624,15 @@ def _reader(host: str, port: int, paths: list[str], count: int, timeout: float, 
 
 
 def read_load(base_url: str, paths: list[str], readers: int, requests_per_reader: int, timeout: float = 30,
-              check: Callable[[bytes], bool] | None = None, pause: float = 0.0) -> LoadResult:
+              check: Callable[[bytes], bool] | None = None, pause: float = 0.0, client: str = "plain") -> LoadResult:
     """``readers`` threads at once, each sending ``requests_per_reader`` GETs one after another."""
+    if client not in CLIENTS:
+        raise ValueError(f"client must be one of {', '.join(CLIENTS)}")
     parts = urlsplit(base_url)
     result, lock = LoadResult(), threading.Lock()
     threads = [threading.Thread(target=_reader, args=(parts.hostname, parts.port, paths[i % len(paths):]
                                                       + paths[:i % len(paths)], requests_per_reader, timeout,
-                                                      result, lock, check, pause), daemon=True)
+                                                      result, lock, check, pause, client), daemon=True)
                for i in range(readers)]
     started = time.perf_counter()
     for thread in threads:
@@ -622,12 +644,13 @@ def read_load(base_url: str, paths: list[str], readers: int, requests_per_reader
 
 
 def _read_load_process(args: tuple) -> LoadResult:
-    base_url, paths, readers, count, timeout, pause = args
-    return read_load(base_url, paths, readers, count, timeout, pause=pause)
+    base_url, paths, readers, count, timeout, pause, client = args
+    return read_load(base_url, paths, readers, count, timeout, pause=pause, client=client)
 
 
 def read_load_processes(base_url: str, paths: list[str], readers: int, requests_per_reader: int,
-                        processes: int = 4, timeout: float = 30, pause: float = 0.0) -> LoadResult:
+                        processes: int = 4, timeout: float = 30, pause: float = 0.0,
+                        client: str = "plain") -> LoadResult:
     """As ``read_load``, with the readers spread over client processes, so that one client's GIL
     does not become the bottleneck being measured."""
     import multiprocessing
@@ -636,7 +659,7 @@ def read_load_processes(base_url: str, paths: list[str], readers: int, requests_
     context = multiprocessing.get_context("spawn")
     started = time.perf_counter()
     with context.Pool(processes) as pool:
-        parts = pool.map(_read_load_process, [(base_url, paths, share, requests_per_reader, timeout, pause)
+        parts = pool.map(_read_load_process, [(base_url, paths, share, requests_per_reader, timeout, pause, client)
                                               for share in shares if share])
     total = LoadResult(wall_seconds=time.perf_counter() - started)
     for part in parts:

@@ -1,0 +1,72 @@
+"""A task and its phases for read-heavy pages, from the cache, renewed whenever either changes.
+
+Every leaderboard request (page, JSON, CSV, statistics) starts by finding the task and choosing
+a phase. With the board itself cached, those two SQL queries were most of a request's cost, so
+they are cached too, under a key that carries a random *generation token*:
+
+* a reader takes the task's current token, then the entry stored under it;
+* a writer (a saved or deleted task or phase, or new scores: ``Task.touch_scores``) sets a
+  fresh token, and another once its transaction commits.
+
+A reader that loaded the old rows just before a commit stores them under the old token, which
+nobody asks for any more, so no stale entry can outlive a change; and a token that was evicted
+is replaced by a new one, never reused. ``ROUTE_SECONDS`` bounds how long a change that
+bypasses the model layer (a raw ``QuerySet.update()`` of a task or phase) can go unseen.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+from tasks.models import Phase, Task
+
+ROUTE_SECONDS = 60
+TOKEN_SECONDS = 24 * 3600
+
+
+def _token_key(slug: str) -> str:
+    return f"task-token:{slug}"
+
+
+def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
+    """The task with this slug and its phases (in start order), or None if there is none.
+
+    Straight from the database unless ``EVALSERVER_CACHE_TASK_LOOKUPS`` (a cache shared by every
+    process, so that a worker's renewal reaches the web processes).
+    """
+    if not settings.EVALSERVER_CACHE_TASK_LOOKUPS:
+        return _load(slug)
+    token = cache.get(_token_key(slug))
+    if token is None:
+        cache.add(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
+        token = cache.get(_token_key(slug))
+    key = f"task-route:{slug}:{token}"
+    found = cache.get(key) if token else None
+    if found is None:
+        found = _load(slug)
+        if found is None:
+            return None  # not cached: a task created a moment later must be found at once
+        if token:
+            cache.set(key, found, ROUTE_SECONDS)
+    return found
+
+
+def _load(slug: str) -> tuple[Task, list[Phase]] | None:
+    task = Task.objects.filter(slug=slug).first()
+    return None if task is None else (task, list(task.phases.all()))
+
+
+def forget_task(slug: str) -> None:
+    """Give the task a new generation token now, and again once the current transaction commits.
+
+    The second token is the one that matters: a reader between the first and the commit still
+    sees the old rows and may cache them under the first token. The first one makes the change
+    visible at once to the writer's own connection (inside the transaction, which is where a
+    test that never commits reads from).
+    """
+    cache.set(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
+    transaction.on_commit(lambda: cache.set(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS))
