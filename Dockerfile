@@ -9,4 +9,4 @@ COPY . .
 RUN DJANGO_SECRET_KEY=build-only-not-used-at-run-time-xxxxxxxx python manage.py collectstatic --noinput -v 0
 USER evalserver
 EXPOSE 8000
-CMD ["gunicorn", "evalserver.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]
+CMD ["gunicorn", "-c", "gunicorn.conf.py", "evalserver.wsgi"]

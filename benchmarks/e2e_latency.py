@@ -3,7 +3,7 @@
 
 Sets everything up itself, on loopback only: a scratch PostgreSQL database (dropped at the end),
 a task with a generated gold of ``--dialogues`` dialogues (management commands ``migrate``,
-``create_task``, ``load_gold``, ``create_participant``), gunicorn with 2 workers and one Celery
+``create_task``, ``load_gold``, ``create_participant``), gunicorn (gunicorn.conf.py: a worker per core) and one Celery
 worker (``--concurrency=1``) over Redis, statistics off so they do not compete with scoring.
 Then it uploads ``--runs`` generated runs (different noise and seeds) through the API,
 sequentially by default: upload, poll every 50 ms until done, wait ``--gap`` seconds, next run;
@@ -219,7 +219,8 @@ def report(measurements: list[Measurement], wall_seconds: float, args: argparse.
     mode = ("sequential" if args.in_flight == 1 else f"{args.in_flight} in flight") + f", gap {args.gap:g} s"
     print()
     print(f"{len(measurements)} runs of {args.dialogues} dialogues ({run_bytes / 1e6:.1f} MB each), {mode}, "
-          f"poll every {args.poll * 1000:.0f} ms; gunicorn -w 2, one celery worker (solo), Redis, PostgreSQL")
+          f"poll every {args.poll * 1000:.0f} ms; gunicorn (gunicorn.conf.py), one celery worker (solo), "
+          "Redis, PostgreSQL")
     print(f"upload-to-done latency   {describe(latencies)}")
     print(f"upload request alone     {describe([m.upload_seconds for m in measurements])}")
     server = [m.server_seconds for m in measurements if not math.isnan(m.server_seconds)]
@@ -320,7 +321,8 @@ def benchmark(args: argparse.Namespace, workdir: Path, database_url: str) -> int
             PYTHON, "-m", "celery", "-A", "evalserver.celery", "worker", "--pool=solo", "--concurrency=1",
             "-l", "info", "-n", f"bench-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
             env, workdir / "worker.log"))
-        services.append(Service("gunicorn", [GUNICORN, "evalserver.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2"],
+        services.append(Service("gunicorn", [GUNICORN, "-c", str(ROOT / "gunicorn.conf.py"), "evalserver.wsgi",
+                                              "-b", f"127.0.0.1:{port}"],
                                 env, workdir / "gunicorn.log"))
         wait_for("celery worker", lambda: " ready." in services[0].log(), services)
         wait_for("gunicorn", lambda: reachable(port), services)

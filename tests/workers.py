@@ -143,12 +143,16 @@ def start_worker(env: dict[str, str], queue: str, node: str, log_path: Path, poo
         "--without-gossip", "--without-mingle"], env, log_path)
 
 
-def start_gunicorn(env: dict[str, str], port: int, log_path: Path, workers: int = 2, threads: int = 4) -> Process:
+def start_gunicorn(env: dict[str, str], port: int, log_path: Path, workers: int | None = None,
+                   threads: int | None = None) -> Process:
+    """gunicorn with the project's gunicorn.conf.py (one worker per core, 2 threads each, unless
+    ``workers``/``threads`` say otherwise), on loopback."""
     gunicorn = Path(PYTHON).with_name("gunicorn")
     command = [str(gunicorn)] if gunicorn.exists() else [PYTHON, "-m", "gunicorn"]
-    return Process("gunicorn", [*command, "evalserver.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers),
-                                "--threads", str(threads), "--timeout", "60", "--graceful-timeout", "5"],
-                   env, log_path)
+    options = ["-w", str(workers)] if workers else []
+    options += ["--threads", str(threads)] if threads else []
+    return Process("gunicorn", [*command, "-c", str(ROOT / "gunicorn.conf.py"), "evalserver.wsgi",
+                                "-b", f"127.0.0.1:{port}", *options, "--graceful-timeout", "5"], env, log_path)
 
 
 def queue_settings_module(directory: Path) -> dict[str, str]:
