@@ -8,7 +8,6 @@ invalid input with every problem on stderr and nothing on stdout.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import TextIO
 
 from scoring.config import AVERAGINGS, PRESETS, TaskConfig
 from scoring.evaluate import Result, evaluate
-from scoring.formats import ValidationFailed, load_gold, load_run, parse_json
+from scoring.formats import ValidationFailed, gc_paused, load_gold, load_run, parse_json
 from scoring.measures import VARIANTS
 from scoring.report import format_table
 
@@ -70,16 +69,30 @@ def run_score(argv: list[str]) -> tuple[Result, argparse.Namespace]:
             contents[role] = path.read_bytes()
         except OSError as error:
             problems.append(f"{path}: cannot read the {role} file: {error.strerror or error}")
-    if problems:
+    # Every file's problems are reported, not only the first file's: the run is parsed even when
+    # the gold is invalid (only its validation needs a valid gold).
+    found: dict[str, list[str]] = {"gold": [], "run": []}
+    documents: dict[str, object] = {}
+    for role in ("gold", "run"):
+        if role in contents:
+            try:
+                documents[role] = parse_json(contents[role], f"{role} file")
+            except ValidationFailed as error:
+                found[role] = [f"{getattr(options, role)}: {line}" for line in error.errors]
+    gold = run = None
+    if "gold" in documents:
+        try:
+            gold = load_gold(documents["gold"], config)
+        except ValidationFailed as error:
+            found["gold"] = [f"{options.gold}: {line}" for line in error.errors]
+    if gold is not None and "run" in documents:
+        try:
+            run = load_run(documents["run"], gold, allow_missing=options.allow_missing)
+        except ValidationFailed as error:
+            found["run"] = [f"{options.run}: {line}" for line in error.errors]
+    problems += found["gold"] + found["run"]
+    if problems or gold is None or run is None:
         raise _Invalid(problems)
-    try:
-        gold = load_gold(parse_json(contents["gold"], "gold file"), config)
-    except ValidationFailed as error:
-        raise _Invalid([f"{options.gold}: {line}" for line in error.errors]) from None
-    try:
-        run = load_run(parse_json(contents["run"], "run file"), gold, allow_missing=options.allow_missing)
-    except ValidationFailed as error:
-        raise _Invalid([f"{options.run}: {line}" for line in error.errors]) from None
     result = evaluate(run, gold, config)
     result.warnings = [f"{options.gold}: {line}" for line in gold.warnings] + [
         f"{options.run}: {line}" for line in result.warnings]
@@ -87,10 +100,14 @@ def run_score(argv: list[str]) -> tuple[Result, argparse.Namespace]:
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    # A short-lived process whose data has no reference cycles: the cyclic collector would
-    # only walk the parsed files again and again (a tenth of the run time in measurements).
-    gc.disable()
+    # The parsed files have no reference cycles: the cyclic collector would only walk them
+    # again and again (a tenth of the run time in measurements). Paused, not disabled, so that
+    # a caller in a long-lived process (``call_command("score", ...)``) keeps its collector.
+    with gc_paused():
+        return _main(argv, stdout or sys.stdout, stderr or sys.stderr)
+
+
+def _main(argv: list[str] | None, stdout: TextIO, stderr: TextIO) -> int:
     if argv is not None and any(arg in ("-h", "--help") for arg in argv):
         build_parser().print_help(stdout)
         return 0

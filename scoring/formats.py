@@ -6,14 +6,18 @@ from a file with any error.
 
 Rules (also in the README):
 - a run or gold file is a JSON list of objects, UTF-8 without a byte-order mark;
-- dialogue ids are non-empty strings, unique; a run's ids must all be in the gold, and a run
-  must cover every gold dialogue unless ``allow_missing`` is given;
+- dialogue ids are non-empty strings or integers (an integer is read as its decimal string, so
+  ``17`` and ``"17"`` are the same dialogue), unique; a run's ids must all be in the gold, and a
+  run must cover every gold dialogue unless ``allow_missing`` is given; keys other than those
+  read (``id``, ``turns``, ``annotations``, ``quality``, ``nugget``, ``sender``) are ignored;
 - run values are finite numbers >= 0 (not NaN, Infinity, strings, booleans or null); a label
   left out counts as 0; each distribution is normalised by its sum, so probabilities and
   annotator counts both work, but an all-zero distribution is an error;
 - a distribution whose values are not whole numbers (so not counts) and whose sum is further
   than ``SUM_TOLERANCE`` from 1 (so not probabilities) is scored after normalisation but
   reported as a warning, because it usually means a bug in the participant's export;
+- a gold annotates the subtasks that any of its annotations labels, and every annotation must
+  label all of them;
 - gold annotators may differ in number between dialogues (each dialogue is normalised on its
   own), and the gold then carries a warning saying how the counts vary.
 """
@@ -132,8 +136,30 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
             raise ValidationFailed([f"{what} is nested too deeply to be a run or gold file"]) from None
 
 
-def _entries(data: object, problems: _Problems) -> list[tuple[int, dict]]:
-    """Top-level checks shared by gold and runs: a list of objects with unique string ids."""
+# An integer id is read as its decimal string; longer ones are not ids but mistakes.
+_MAX_ID_DIGITS = 40
+
+
+def canonical_id(value: object) -> str | None:
+    """A dialogue id as the string it is compared by, or None if it cannot be an id.
+
+    STC-3 files write ids as strings (``"3718912216646049"``); an integer written without quotes
+    (``3718912216646049``) means the same dialogue and is read as its decimal string, so a gold
+    and a run match whichever way each writes them. Floats, booleans, empty strings and
+    anything else are not ids.
+    """
+    if type(value) is str:
+        return value or None
+    if type(value) is int and -(10**_MAX_ID_DIGITS) < value < 10**_MAX_ID_DIGITS:
+        return str(value)
+    return None
+
+
+def _entries(data: object, problems: _Problems) -> list[tuple[int, str, dict]]:
+    """Top-level checks shared by gold and runs: a list of objects with unique ids.
+
+    Returns ``(position in the file, canonical id, entry)`` for every usable entry.
+    """
     if not isinstance(data, list):
         kind = "an object" if isinstance(data, dict) else type(data).__name__
         problems.add("$", f"expected a JSON list of dialogues, got {kind}")
@@ -146,18 +172,32 @@ def _entries(data: object, problems: _Problems) -> list[tuple[int, dict]]:
         if not isinstance(entry, dict):
             problems.add(f"[{position}]", f"expected an object, got {type(entry).__name__}")
             continue
-        dialogue_id = entry.get("id")
-        if not isinstance(dialogue_id, str) or not dialogue_id:
-            problems.add(f"[{position}].id", "missing or not a non-empty string" if dialogue_id is None
-                         else f"must be a non-empty string, got {_label(dialogue_id)}")
+        raw_id = entry.get("id")
+        dialogue_id = canonical_id(raw_id)
+        if dialogue_id is None:
+            problems.add(f"[{position}].id", "missing or not a non-empty string or integer" if raw_id is None
+                         else f"must be a non-empty string or an integer, got {_label(raw_id)}")
             continue
         if dialogue_id in first_seen:
             problems.add(f"[{position}].id", f"duplicate dialogue id {_label(dialogue_id)} "
                                              f"(first at [{first_seen[dialogue_id]}])")
             continue
         first_seen[dialogue_id] = position
-        entries.append((position, entry))
+        entries.append((position, dialogue_id, entry))
     return entries
+
+
+def _fast_ids(data: list) -> list[str] | None:
+    """Every entry's canonical id, or None if any is unusable (the careful validator then words it)."""
+    ids = list(map(itemgetter("id"), data))
+    kinds = set(map(type, ids))
+    if kinds != {str}:
+        if not kinds <= {str, int}:
+            return None
+        ids = list(map(canonical_id, ids))
+        if None in ids:
+            return None
+    return ids
 
 
 @dataclass
@@ -304,18 +344,17 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
     side_index = {side: {label: i for i, label in enumerate(types)} for side, types in side_types.items()}
     n_scale = len(config.quality_scale)
 
-    # First pass: which subtasks does this gold annotate? Decided by the first annotation found.
-    has_quality = has_nugget = None
-    for _, entry in entries:
-        annotations = entry.get("annotations")
-        if isinstance(annotations, list) and annotations and isinstance(annotations[0], dict):
-            has_quality = annotations[0].get("quality") is not None
-            has_nugget = annotations[0].get("nugget") is not None
-            break
-    if has_quality is None:
-        has_quality = has_nugget = True
-    if entries and not (has_quality or has_nugget):
-        problems.add("[0].annotations[0]", "has neither 'quality' nor 'nugget'")
+    # First pass: which subtasks does this gold annotate? Those that any annotation labels; every
+    # annotation must then label them all (as for runs, where one dialogue's subtask binds all).
+    annotation_objects = [annotation for _, _, entry in entries if isinstance(entry.get("annotations"), list)
+                          for annotation in entry["annotations"] if isinstance(annotation, dict)]
+    if annotation_objects:
+        has_quality = any(annotation.get("quality") is not None for annotation in annotation_objects)
+        has_nugget = any(annotation.get("nugget") is not None for annotation in annotation_objects)
+        if not (has_quality or has_nugget):
+            problems.add("$", "no annotation has 'quality' or 'nugget': nothing to score against")
+    else:
+        has_quality = has_nugget = True  # nothing to go by: the missing annotations are reported below
 
     ids: list[str] = []
     annotator_counts: list[int] = []
@@ -326,7 +365,7 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
     side_dialogue: dict[str, list[int]] = {CUSTOMER: [], HELPDESK: []}
     side_turns_so_far = {CUSTOMER: 0, HELPDESK: 0}
 
-    for position, entry in entries:
+    for position, dialogue_id, entry in entries:
         path = f"[{position}]"
         start_problems = len(problems.lines) + problems.dropped
         turns = entry.get("turns")
@@ -390,7 +429,7 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
         if len(problems.lines) + problems.dropped > start_problems:
             continue
         dialogue_no = len(ids)
-        ids.append(entry["id"])
+        ids.append(dialogue_id)
         annotator_counts.append(len(annotations))
         turn_counts.append(len(senders))
         turn_is_customer.extend(sender == CUSTOMER for sender in senders)
@@ -526,8 +565,8 @@ def _load_run_checked(data: object, gold: Gold, allow_missing: bool = False) -> 
     side_types = {CUSTOMER: config.customer_nugget_types, HELPDESK: config.helpdesk_nugget_types}
     side_lookup = {side: {label: i for i, label in enumerate(types)} for side, types in side_types.items()}
 
-    has_quality = any(entry.get("quality") is not None for _, entry in entries)
-    has_nugget = any(entry.get("nugget") is not None for _, entry in entries)
+    has_quality = any(entry.get("quality") is not None for _, _, entry in entries)
+    has_nugget = any(entry.get("nugget") is not None for _, _, entry in entries)
     if entries and not (has_quality or has_nugget):
         problems.add("$", "no dialogue has 'quality' or 'nugget': nothing to score")
     if has_quality and not gold.has_quality:
@@ -551,11 +590,11 @@ def _load_run_checked(data: object, gold: Gold, allow_missing: bool = False) -> 
     covered = np.zeros(n, dtype=bool)
     position_of = np.full(n, -1, dtype=np.int64)
 
-    for position, entry in entries:
+    for position, dialogue_id, entry in entries:
         path = f"[{position}]"
-        dialogue_no = gold.index.get(entry["id"])
+        dialogue_no = gold.index.get(dialogue_id)
         if dialogue_no is None:
-            problems.add(f"{path}.id", f"dialogue {_label(entry['id'])} is not in the gold data of this task")
+            problems.add(f"{path}.id", f"dialogue {_label(dialogue_id)} is not in the gold data of this task")
             continue
         covered[dialogue_no] = True
         position_of[dialogue_no] = position
@@ -583,7 +622,7 @@ def _load_run_checked(data: object, gold: Gold, allow_missing: bool = False) -> 
                 problems.add(f"{path}.nugget", f"expected a list with one object per turn, got "
                                                f"{type(estimate).__name__}")
             elif len(estimate) != len(senders):
-                problems.add(f"{path}.nugget", f"has {len(estimate)} entries but dialogue {_label(entry['id'])} "
+                problems.add(f"{path}.nugget", f"has {len(estimate)} entries but dialogue {_label(dialogue_id)} "
                                                f"has {len(senders)} turns")
             else:
                 seen = {CUSTOMER: 0, HELPDESK: 0}
@@ -696,8 +735,8 @@ def _gold_fast(data: object, config: TaskConfig) -> Gold | None:
     customer_types, helpdesk_types = config.customer_nugget_types, config.helpdesk_nugget_types
     if set(customer_types) & set(helpdesk_types):
         return None
-    ids = list(map(itemgetter("id"), data))
-    if set(map(type, ids)) != {str} or "" in ids or len(set(ids)) != len(ids):
+    ids = _fast_ids(data)
+    if ids is None or "" in ids or len(set(ids)) != len(ids):
         return None
     senders = [[turn["sender"] for turn in entry["turns"]] for entry in data]
     annotations = list(map(itemgetter("annotations"), data))
@@ -828,8 +867,8 @@ def _run_fast(data: object, gold: Gold, allow_missing: bool) -> Run | None:
         return None
     config = gold.config
     n = gold.n_dialogues
-    ids = list(map(itemgetter("id"), data))
-    if set(map(type, ids)) != {str}:
+    ids = _fast_ids(data)
+    if ids is None:
         return None
     found = list(map(gold.index.get, ids))
     if None in found:

@@ -105,8 +105,12 @@ CASES: list[Case] = [
          ["$: the run misses 5 of the 30 gold dialogue(s)"]),
     Case("extra dialogues", _edit(lambda run, gold: run.append({**run[0], "id": "9999999999999999"})),
          ['[30].id: dialogue "9999999999999999" is not in the gold data of this task']),
-    Case("id is a number", _edit(lambda run, gold: run[0].__setitem__("id", 12345)),
-         ["[0].id: must be a non-empty string, got 12345"]),
+    # Whole-number ids are accepted (read as their decimal strings, as in some STC-3 files), so a
+    # number the gold lacks is an unknown dialogue; a fraction is no id at all.
+    Case("id is an unknown number", _edit(lambda run, gold: run[0].__setitem__("id", 12345)),
+         ['[0].id: dialogue "12345" is not in the gold data of this task']),
+    Case("id is a fraction", _edit(lambda run, gold: run[0].__setitem__("id", 1.5)),
+         ["[0].id: must be a non-empty string or an integer, got 1.5"]),
     Case("missing id", _edit(lambda run, gold: run[0].pop("id")), ["[0].id: missing or not a non-empty string"]),
     Case("nugget list too short", _edit(lambda run, gold: run[2]["nugget"].pop()),
          ["[2].nugget: has "]),

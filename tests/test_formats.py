@@ -402,15 +402,52 @@ def test_run_entries_that_are_not_objects(tiny_gold):
 def test_run_dialogue_ids_duplicate_unknown_missing_and_bad(tiny_gold):
     run = tiny_run()
     entries = [run[0], run[1], copy.deepcopy(run[0]), {**copy.deepcopy(run[1]), "id": "d9"},
-               {**copy.deepcopy(run[1]), "id": 17}, {k: v for k, v in run[1].items() if k != "id"}]
+               {**copy.deepcopy(run[1]), "id": 17.0}, {k: v for k, v in run[1].items() if k != "id"},
+               {**copy.deepcopy(run[1]), "id": True}, {**copy.deepcopy(run[1]), "id": ""},
+               {**copy.deepcopy(run[1]), "id": None}, {**copy.deepcopy(run[1]), "id": ["d2"]},
+               {**copy.deepcopy(run[1]), "id": 17}]
     errors = run_errors(entries, tiny_gold)
     assert errors == [
         '[2].id: duplicate dialogue id "d1" (first at [0])',
-        "[4].id: must be a non-empty string, got 17",
-        "[5].id: missing or not a non-empty string",
+        "[4].id: must be a non-empty string or an integer, got 17.0",
+        "[5].id: missing or not a non-empty string or integer",
+        "[6].id: must be a non-empty string or an integer, got True",
+        '[7].id: must be a non-empty string or an integer, got ""',
+        "[8].id: missing or not a non-empty string or integer",
+        "[9].id: must be a non-empty string or an integer, got ['d2']",
         '[3].id: dialogue "d9" is not in the gold data of this task',
+        '[10].id: dialogue "17" is not in the gold data of this task',  # an integer id is read as "17"
         '$: the run misses 1 of the 3 gold dialogue(s): "d3" (official scoring needs every dialogue)',
     ]
+
+
+def integer_ids(document: list[dict]) -> list[dict]:
+    document = copy.deepcopy(document)
+    for entry in document:
+        entry["id"] = int(entry["id"])
+    return document
+
+
+def test_integer_ids_are_read_as_their_decimal_strings(generated):
+    # STC-3 files write ids as strings; one written as a number is the same dialogue, in the
+    # gold, in the run or in both, and the scores and per-dialogue keys do not change.
+    gold_data, gold = generated
+    run = generate_run(gold_data, "noisy", noise=0.5, seed=71)
+    expected = evaluate(load_run(run, gold), gold).to_dict(per_dialogue=True)
+    numbered_gold = load_gold(integer_ids(gold_data), STC3)
+    assert numbered_gold.dialogue_ids == gold.dialogue_ids
+    assert formats._load_gold_fast(integer_ids(gold_data), STC3) is not None, "valid gold takes the fast path"
+    assert_same_gold(numbered_gold, formats._load_gold_checked(integer_ids(gold_data), STC3))
+    for run_ids, against in ((integer_ids(run), gold), (run, numbered_gold), (integer_ids(run), numbered_gold)):
+        assert formats._load_run_fast(copy.deepcopy(run_ids), against, False) is not None
+        assert_same_run(load_run(run_ids, against), formats._load_run_checked(copy.deepcopy(run_ids), against))
+        assert evaluate(load_run(run_ids, against), against).to_dict(per_dialogue=True) == expected
+    # A mix of both spellings in one run works too, and "17" and 17 are one id, so a duplicate.
+    mixed = copy.deepcopy(run)
+    mixed[1]["id"] = int(mixed[1]["id"])
+    assert evaluate(load_run(mixed, gold), gold).to_dict(per_dialogue=True) == expected
+    mixed.append({**copy.deepcopy(run[1])})
+    assert run_errors(mixed, gold) == [f'[{len(run)}].id: duplicate dialogue id "{run[1]["id"]}" (first at [1])']
 
 
 def test_missing_dialogues_list_ten_and_count_the_rest():
@@ -660,6 +697,58 @@ def test_gold_errors_all_reported_with_their_paths():
         "[6].annotations[0]: expected an object, got list",
         "[6].annotations[1].nugget: missing or not a list",
     ]
+
+
+def test_gold_annotations_must_all_label_the_same_subtasks():
+    # Whichever annotation lacks a subtask that others label is the one reported, even the
+    # very first (it used to decide alone, so a gold whose first annotation had no nugget
+    # labels was silently read as quality-only and the other annotators' labels dropped).
+    gold = copy.deepcopy(TINY_GOLD)
+    del gold[0]["annotations"][0]["nugget"]
+    del gold[2]["annotations"][1]["quality"]
+    assert gold_errors(gold) == ["[0].annotations[0].nugget: missing or not a list",
+                                 "[2].annotations[1].quality: missing or not an object"]
+    gold = copy.deepcopy(TINY_GOLD)
+    for dialogue in gold:
+        for annotation in dialogue["annotations"]:
+            annotation.pop("quality")
+            annotation.pop("nugget")
+    assert gold_errors(gold) == ["$: no annotation has 'quality' or 'nugget': nothing to score against"]
+
+
+def test_gold_with_extra_keys_and_labels_of_real_stc3_files_is_accepted():
+    # What real STC-3 / DialEval files may hold beyond what the scorer reads: extra keys per
+    # dialogue, turn and annotation, and quality labels as integers or strings (integer ids:
+    # test_integer_ids_are_read_as_their_decimal_strings). None of it changes the counts.
+    plain = load_gold(copy.deepcopy(TINY_GOLD), STC3)
+    gold = copy.deepcopy(TINY_GOLD)
+    for dialogue in gold:
+        dialogue["language"], dialogue["split"] = "zh", "train"
+        for turn in dialogue["turns"]:
+            turn["time"] = "2015-01-01T00:00:00"
+        for annotator, annotation in enumerate(dialogue["annotations"]):
+            annotation["annotator"] = f"w{annotator}"
+            if annotator % 2:
+                annotation["quality"] = {dim: str(label) for dim, label in annotation["quality"].items()}
+    assert formats._load_gold_fast(copy.deepcopy(gold), STC3) is not None
+    assert_same_gold(load_gold(gold, STC3), plain)
+    assert_same_gold(formats._load_gold_checked(copy.deepcopy(gold), STC3), plain)
+
+
+def test_organisers_uniform_run_that_does_not_sum_to_one_is_scored_with_a_warning(tiny_gold):
+    # The DialEval-2 organisers' own uniform baseline wrote 0.2 for each of the four customer
+    # types (sum 0.8) and 0.25 for each of the three helpdesk types (sum 0.75). Their script
+    # normalised it; so do we, with a warning rather than an error.
+    run = tiny_run()
+    for entry in run:
+        entry["nugget"] = [{label: 0.2 for label in STC3.customer_nugget_types} if "CNUG" in estimate
+                           else {label: 0.25 for label in STC3.helpdesk_nugget_types} for estimate in entry["nugget"]]
+    loaded = load_run(run, tiny_gold)
+    assert len(loaded.warnings) == 1
+    assert loaded.warnings[0].startswith("6 distribution(s) sum to neither 1 (probabilities) nor whole counts")
+    assert "[0].nugget[0] (sum 0.8)" in loaded.warnings[0] and "[0].nugget[1] (sum 0.75)" in loaded.warnings[0]
+    expected = reference.evaluate_reference(run, TINY_GOLD, STC3)
+    assert evaluate(loaded, tiny_gold).nugget_means == pytest.approx(expected["nugget"], abs=1e-12)
 
 
 def test_gold_values_of_the_wrong_type_are_errors_not_crashes():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import gc
+import io
 import json
 import subprocess
 import sys
@@ -11,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from fixtures.synthetic import generate_gold, generate_run
+from scoring import cli
 from scoring.config import STC3
 from scoring.evaluate import evaluate
 from scoring.formats import load_gold, load_run
+from tests import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -180,6 +184,131 @@ def test_invalid_run_exits_2_with_every_error_on_stderr_and_nothing_on_stdout(fi
     ]
 
 
+def test_every_run_validation_error_at_once_through_the_command(files):
+    """One run file with an instance of every run validation rule: all reported, in file order."""
+    run = copy.deepcopy(files["run_data"])
+    ids = [entry["id"] for entry in run]
+    turns = {dialogue["id"]: len(dialogue["turns"]) for dialogue in files["gold_data"]}
+    run[0]["quality"]["A"]["2"] = float("nan")
+    run[0]["quality"]["S"]["1"] = float("inf")
+    run[0]["quality"]["E"]["0"] = -0.5
+    run[1]["quality"]["A"]["0"] = "0.3"
+    run[1]["quality"]["S"]["0"] = True
+    run[1]["quality"]["E"]["0"] = None
+    run[2]["quality"]["A"]["3"] = 0.1
+    run[2]["quality"]["X"] = dict(run[2]["quality"]["A"])
+    del run[3]["quality"]["E"]
+    run[4]["quality"]["S"] = {"2": 0, "1": 0}
+    run[5]["nugget"] = run[5]["nugget"][:-1]
+    run[6]["nugget"][0] = {"CNUG9": 1}
+    run[6]["nugget"][1] = {"CNUG": 1}  # turn 1 is a helpdesk turn
+    del run[7]["quality"]
+    run[8] = "not a dialogue"
+    run[9]["id"] = 1.5
+    del run[10]["id"]
+    run[11]["id"] = "no-such-dialogue"
+    run.append(copy.deepcopy(run[12]))
+    path = write(files["folder"] / "every-run-error.json", run)  # NaN and Infinity as JS literals
+    completed = score(path, files["gold"])
+    assert (completed.returncode, completed.stdout) == (2, "")
+    missing = ", ".join(f'"{dialogue_id}"' for dialogue_id in ids[8:12])
+    assert completed.stderr.splitlines() == [f"{path}: {line}" for line in [
+        "[8]: expected an object, got str",
+        "[9].id: must be a non-empty string or an integer, got 1.5",
+        "[10].id: missing or not a non-empty string or integer",
+        f'[60].id: duplicate dialogue id "{ids[12]}" (first at [12])',
+        '[0].quality.A["2"]: value nan is not a finite number',
+        '[0].quality.S["1"]: value inf is not a finite number',
+        '[0].quality.E["0"]: value -0.5 is negative',
+        '[1].quality.A["0"]: value "0.3" is a str, not a number',
+        '[1].quality.S["0"]: value True is a boolean, not a number',
+        '[1].quality.E["0"]: value None is null, not a number',
+        '[2].quality: unknown dimension "X" (allowed: A, S, E)',
+        '[2].quality.A: unknown label "3" (allowed: 2, 1, 0, -1, -2)',
+        '[3].quality: missing dimension "E"',
+        "[4].quality.S: all values are 0: a distribution needs a positive total",
+        f'[5].nugget: has {turns[ids[5]] - 1} entries but dialogue "{ids[5]}" has {turns[ids[5]]} turns',
+        '[6].nugget[0]: unknown nugget type "CNUG9" (allowed on a customer turn: CNUG0, CNUG, CNUG*, CNaN)',
+        '[6].nugget[1]: label "CNUG" is not allowed on a helpdesk turn (allowed: HNUG, HNUG*, HNaN)',
+        "[7]: missing 'quality' (other dialogues of this run have it)",
+        '[11].id: dialogue "no-such-dialogue" is not in the gold data of this task',
+        f"$: the run misses 4 of the 60 gold dialogue(s): {missing} (official scoring needs every dialogue)",
+    ]]
+
+
+def test_every_gold_validation_error_at_once_through_the_command(files):
+    gold = copy.deepcopy(files["gold_data"])
+    ids = [dialogue["id"] for dialogue in gold]
+    gold[2]["id"] = ids[1]
+    gold[3]["turns"][0]["sender"] = "bot"
+    gold[4]["annotations"][3]["quality"]["E"] = 7
+    gold[4]["annotations"][4]["quality"]["Z"] = 1
+    del gold[5]["annotations"][0]["quality"]["A"]
+    gold[6]["annotations"][2]["nugget"] = gold[6]["annotations"][2]["nugget"][:-1]
+    gold[7]["annotations"][1]["nugget"][1] = "CNUG"  # turn 1 is a helpdesk turn
+    gold[7]["annotations"][2]["nugget"][0] = "XNUG"
+    gold[8]["annotations"] = []
+    gold[9]["turns"] = []
+    del gold[10]["annotations"][5]["nugget"]
+    gold[11]["annotations"][0] = "x"
+    gold[12] = "x"
+    gold[13]["annotations"][0]["quality"]["S"] = True
+    path = write(files["folder"] / "every-gold-error.json", gold)
+    completed = score(files["run"], path)
+    assert (completed.returncode, completed.stdout) == (2, "")
+    n_turns = len(files["gold_data"][6]["turns"])
+    assert completed.stderr.splitlines() == [f"{path}: {line}" for line in [
+        f'[2].id: duplicate dialogue id "{ids[1]}" (first at [1])',
+        "[12]: expected an object, got str",
+        "[3].turns[0].sender: expected 'customer' or 'helpdesk', got \"bot\"",
+        "[4].annotations[3].quality.E: unknown scale label 7 (allowed: 2, 1, 0, -1, -2)",
+        '[4].annotations[4].quality: unknown dimension "Z" (allowed: A, S, E)',
+        "[5].annotations[0].quality.A: missing",
+        f"[6].annotations[2].nugget: has {n_turns - 1} labels but the dialogue has {n_turns} turns",
+        '[7].annotations[1].nugget[1]: label "CNUG" is not allowed on a helpdesk turn (allowed: HNUG, HNUG*, HNaN)',
+        '[7].annotations[2].nugget[0]: unknown nugget type "XNUG" (allowed on a customer turn: '
+        "CNUG0, CNUG, CNUG*, CNaN)",
+        "[8].annotations: missing or not a non-empty list of annotations",
+        "[9].turns: missing or not a non-empty list of turns",
+        *(f"[9].annotations[{k}].nugget: has {len(files['gold_data'][9]['turns'])} labels but the dialogue "
+          "has 0 turns" for k in range(19)),
+        "[10].annotations[5].nugget: missing or not a list",
+        "[11].annotations[0]: expected an object, got str",
+        "[13].annotations[0].quality.S: unknown scale label True (allowed: 2, 1, 0, -1, -2)",
+    ]]
+
+
+@pytest.mark.parametrize(("role", "document", "message"), [
+    ("run", {"id": "d1"}, "$: expected a JSON list of dialogues, got an object"),
+    ("run", [], "$: the list of dialogues is empty"),
+    ("gold", "gold", "$: expected a JSON list of dialogues, got str"),
+    ("gold", [], "$: the list of dialogues is empty"),
+])
+def test_a_file_that_is_not_a_list_of_dialogues(files, role, document, message):
+    path = write(files["folder"] / f"not-a-list-{role}.json", document)
+    completed = score(path, files["gold"]) if role == "run" else score(files["run"], path)
+    assert (completed.returncode, completed.stdout, completed.stderr) == (2, "", f"{path}: {message}\n")
+
+
+@pytest.mark.parametrize("alpha", ["0.5", "0.3", "1"])
+def test_alpha_and_one_sided_dialogues_end_to_end(files, alpha):
+    # Dialogues of 1-3 turns: the customer-only ones take the customer mean whatever alpha is.
+    gold_data = generate_gold(40, seed=305, min_turns=1, max_turns=3)
+    assert any(len(dialogue["turns"]) == 1 for dialogue in gold_data)
+    run_data = generate_run(gold_data, "noisy", noise=0.6, seed=306)
+    gold = write(files["folder"] / "short-gold.json", gold_data)
+    run = write(files["folder"] / "short-run.json", run_data)
+    for averaging in ("macro", "micro"):
+        data = json_output(score(run, gold, "--alpha", alpha, "--averaging", averaging, "--per-dialogue"))
+        expected = reference.evaluate_reference(run_data, gold_data,
+                                                STC3.with_options(alpha=float(alpha), averaging=averaging))
+        assert data["alpha"] == float(alpha)
+        for name in ("jsd", "rnss", "nvd"):
+            assert data["nugget"][name] == pytest.approx(expected["nugget"][name], abs=1e-12)
+            per_dialogue = expected["per_dialogue"]["nugget"][name]
+            assert data["per_dialogue"]["nugget"][name] == pytest.approx(per_dialogue, abs=1e-12)
+
+
 def test_invalid_json_and_empty_files(files):
     folder = files["folder"]
     (folder / "empty.json").write_bytes(b"")
@@ -207,6 +336,39 @@ def test_invalid_gold_is_reported_with_the_gold_path(files):
     assert completed.stderr.splitlines() == [
         f"{path}: [2].turns[0].sender: expected 'customer' or 'helpdesk', got \"bot\"",
         f"{path}: [4].annotations[3].quality.E: unknown scale label 7 (allowed: 2, 1, 0, -1, -2)",
+    ]
+
+
+def test_problems_of_both_files_are_reported(files):
+    folder = files["folder"]
+    broken_run = folder / "broken-run.json"
+    broken_run.write_bytes(b'[{"id": "d1",]')
+    broken_gold = folder / "broken-gold.json"
+    broken_gold.write_bytes(b"")
+    completed = score(broken_run, broken_gold)
+    assert (completed.returncode, completed.stdout) == (2, "")
+    assert completed.stderr.splitlines() == [
+        f"{broken_gold}: gold file is empty",
+        f"{broken_run}: run file is not valid JSON: Expecting property name enclosed in double quotes "
+        "at line 1 column 14",
+    ]
+    # An invalid gold and a run that is not JSON: both reported (the run cannot be validated
+    # against an invalid gold, but its own syntax can be).
+    gold = copy.deepcopy(files["gold_data"])
+    gold[1]["annotations"][0]["quality"]["A"] = 9
+    bad_gold = write(folder / "bad-gold-2.json", gold)
+    completed = score(broken_run, bad_gold)
+    assert (completed.returncode, completed.stdout) == (2, "")
+    assert completed.stderr.splitlines() == [
+        f"{bad_gold}: [1].annotations[0].quality.A: unknown scale label 9 (allowed: 2, 1, 0, -1, -2)",
+        f"{broken_run}: run file is not valid JSON: Expecting property name enclosed in double quotes "
+        "at line 1 column 14",
+    ]
+    # A missing run and an invalid gold: both reported too.
+    completed = score(folder / "no-such-run.json", bad_gold)
+    assert completed.stderr.splitlines() == [
+        f"{folder / 'no-such-run.json'}: cannot read the run file: No such file or directory",
+        f"{bad_gold}: [1].annotations[0].quality.A: unknown scale label 9 (allowed: 2, 1, 0, -1, -2)",
     ]
 
 
@@ -274,3 +436,23 @@ def test_help(files):
     assert completed.returncode == 0
     assert completed.stdout.startswith("usage: manage.py score")
     assert "--variant" in completed.stdout and "--allow-missing" in completed.stdout
+
+
+def test_in_process_call_gives_the_same_output_and_leaves_the_garbage_collector_as_it_was(files):
+    # Command.handle (call_command("score", ...)) runs the scorer inside a long-lived process.
+    expected = json_output(score(files["run"], files["gold"]))
+    assert gc.isenabled()
+    try:
+        for argv, status in (([str(files["run"]), str(files["gold"])], 0), ([str(files["run"])], 2)):
+            stdout, stderr = io.StringIO(), io.StringIO()
+            assert cli.main(argv, stdout=stdout, stderr=stderr) == status
+            assert gc.isenabled(), "the scorer must not leave the caller's collector disabled"
+        assert json.loads(cli_output(files)) == expected
+    finally:
+        gc.enable()
+
+
+def cli_output(files) -> str:
+    stdout = io.StringIO()
+    assert cli.main([str(files["run"]), str(files["gold"])], stdout=stdout, stderr=io.StringIO()) == 0
+    return stdout.getvalue()
