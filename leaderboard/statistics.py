@@ -54,47 +54,73 @@ def gather_matrices(board: Board, subtask: str) -> Matrices:
     return Matrices(run_ids, complete)
 
 
+BOOTSTRAP_LEVEL = 0.95
+KENDALL_RESAMPLES = 1000
+
+
 def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
-    """Compute and store the statistics of the public board of a task (or phase)."""
+    """Compute and store the statistics of the public board of a task (or phase).
+
+    Every number is drawn with the task's B and seed, the ones the record keeps: both subtasks
+    use the same seed, so each measure's p-values and intervals can be reproduced from the
+    recorded B, the recorded seed and the exported matrix. Subtasks over the same runs and
+    the same number of dialogues are tested in one call, so that the permutations are drawn
+    once for all their measures (with the same seed they would be the same permutations anyway).
+    """
     started = time.perf_counter()
     board = build_board(task, phase, organiser=False)
     if board.hidden_reason or board.gold_version is None:
         return None
+    seed, permutations = task.statistics_seed, task.permutations
+    resamples = min(permutations, 10_000)
+    gathered: dict[str, Matrices] = {}
+    for subtask in SUBTASKS:
+        matrices = gather_matrices(board, subtask)
+        # Each subtask on its own: one with a single dialogue is skipped, not the whole board.
+        if matrices.by_key and next(iter(matrices.by_key.values())).shape[0] >= 2:
+            gathered[subtask] = matrices
+    groups: dict[tuple[tuple[int, ...], int], list[str]] = {}
+    for subtask, matrices in gathered.items():
+        shape_key = (tuple(matrices.run_ids), next(iter(matrices.by_key.values())).shape[0])
+        groups.setdefault(shape_key, []).append(subtask)
+    tukey: dict[str, stats.TukeyHSDResult] = {}
+    for subtasks in groups.values():
+        together = {key: matrix for subtask in subtasks for key, matrix in gathered[subtask].by_key.items()}
+        tukey.update(stats.randomised_tukey_hsd(together, n_permutations=permutations, seed=seed))
+
     summaries: dict[str, dict[str, Any]] = {}
     pairwise: dict[str, bytes] = {}
     meta: dict[str, Any] = {}
     n_dialogues = 0
-    for offset, subtask in enumerate(SUBTASKS):
-        matrices = gather_matrices(board, subtask)
-        if not matrices.by_key:
-            continue
+    for subtask, matrices in gathered.items():
         n_dialogues = max(n_dialogues, next(iter(matrices.by_key.values())).shape[0])
-        if n_dialogues < 2:
-            continue
-        seed = task.statistics_seed + offset
-        tukey = stats.randomised_tukey_hsd(matrices.by_key, n_permutations=task.permutations, seed=seed)
         for key, matrix in matrices.by_key.items():
             result = tukey[key]
-            intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=min(task.permutations, 10_000),
-                                                             seed=seed)
+            intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=resamples, seed=seed,
+                                                             level=BOOTSTRAP_LEVEL)
             summaries[key] = {
                 "run_ids": matrices.run_ids,
                 "means": result.means.tolist(),
                 "ci_low": intervals.lower.tolist(),
                 "ci_high": intervals.upper.tolist(),
+                "bootstrap": {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL},
                 "top_group": [matrices.run_ids[i] for i in result.top_group(alpha=0.05)],
                 "residual_variance": float(result.residual_variance),
                 "effect_sizes_defined": bool(np.isfinite(result.effect_sizes).all()),
             }
-            pairwise[key] = MeasureStatistics.pack(result.pvalues, task.permutations)
-        meta[subtask] = _json_ready(stats.meta_evaluate(tukey, matrices.by_key, n_resamples=1000, seed=seed))
+            pairwise[key] = MeasureStatistics.pack(result.pvalues, permutations)
+        results = {key: tukey[key] for key in matrices.by_key}
+        meta[subtask] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
+                                                        seed=seed))
+    if gathered:
+        meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
     with transaction.atomic():
         record, _ = TaskStatistics.objects.update_or_create(
             task=task, phase=phase,
             defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
                       "run_ids": [row["id"] for row in board.rows], "run_labels": labels,
-                      "meta": meta, "permutations": task.permutations, "seed": task.statistics_seed,
+                      "meta": meta, "permutations": permutations, "seed": seed,
                       "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
                       "scores_as_of": task.scores_changed_at})
         record.measures.all().delete()
@@ -142,9 +168,14 @@ def stored_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
 
 
 def measure_summary(task: Task, phase_id: int | None, key: str) -> dict[str, Any] | None:
-    """The stored summary of one measure of a board (one small query; no pairwise matrices)."""
-    return (MeasureStatistics.objects.filter(statistics__task=task, statistics__phase_id=phase_id, key=key)
-            .values_list("summary", flat=True).first())
+    """The stored summary of one measure of a board (one small query; no pairwise matrices),
+    with ``computed_at``: when the board's statistics were computed."""
+    row = (MeasureStatistics.objects.filter(statistics__task=task, statistics__phase_id=phase_id, key=key)
+           .values_list("summary", "statistics__computed_at").first())
+    if row is None:
+        return None
+    summary, computed_at = row
+    return {**summary, "computed_at": computed_at}
 
 
 def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
@@ -175,4 +206,7 @@ def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]], key
     axis_y = 14 + len(shown) * step
     ticks = [{"x": x(value), "label": f"{value:.3f}"} for value in np.linspace(low, high, 6)]
     return {"key": key, "title": key, "bars": bars, "ticks": ticks, "left": left, "right": right,
-            "axis_y": axis_y, "width": right + 30, "height": axis_y + 24}
+            "axis_y": axis_y, "width": right + 30, "height": axis_y + 24,
+            # When and over which runs the statistics were computed, and how the intervals were drawn.
+            "computed_at": entry.get("computed_at"), "n_runs": len(entry["run_ids"]),
+            "bootstrap": entry.get("bootstrap")}

@@ -507,6 +507,9 @@ def _ranges_numpy(centred: list[np.ndarray], seed: int, n_permutations: int, chu
             weights = np.tile(x, (count, 1)).reshape(-1)
             sums = np.bincount(bins, weights=weights, minlength=count * k).reshape(count, k)
             ranges[m, first : first + count] = (sums.max(axis=1) - sums.min(axis=1)) / n
+            del weights, sums
+        # Free this chunk before the next one is drawn, so that at most one chunk is held.
+        del perm, bins
     return ranges
 
 

@@ -55,11 +55,14 @@ def test_matrix_csv_without_formula_guard_and_bad_input(matrix):
 
 
 def test_discpower_files(matrix):
+    # Read the way the DialEval-2 organisers' scripts read Discpower's input: the run file one
+    # name per line, the matrix one line per dialogue, fields split on a single space
+    # (pandas.read_table(sep=" ", names=runs)), no header, no dialogue id.
     files = exports.discpower_files(RUNS, matrix)
     lines = files.matrix.splitlines()
     assert len(lines) == 5 and files.matrix.endswith("\n")
-    assert all(len(line.split()) == 4 for line in lines)
-    np.testing.assert_array_equal(np.array([[float(v) for v in line.split()] for line in lines]), matrix)
+    assert all(len(line.split(" ")) == 4 for line in lines)
+    np.testing.assert_array_equal(np.array([[float(v) for v in line.split(" ")] for line in lines]), matrix)
     assert files.run_names.splitlines() == ["plain", 'quote_"q",_comma', "<b>html</b>", "a_b_&_c%"]
 
 

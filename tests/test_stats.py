@@ -73,7 +73,15 @@ def test_agrees_with_blocked_parametric_tukey_on_normal_data():
     n, k, n_permutations = 1000, 5, 3000
     x = scores(n, k, seed=7, run_effects=[0.0, 0.03, 0.07, 0.10, 0.13])
     result = tukey(x, n_permutations, seed=1)
-    q = np.abs(result.differences) / np.sqrt(residual_variance(x) / n)
+    # The reference is built from the data alone, not from the code under test: V_E from the
+    # sums of squares of the two-way ANOVA without replication, S_E = S_T - S_runs - S_dialogues.
+    grand = x.mean()
+    s_total = np.square(x - grand).sum()
+    s_runs = n * np.square(x.mean(axis=0) - grand).sum()
+    s_dialogues = k * np.square(x.mean(axis=1) - grand).sum()
+    v_e = (s_total - s_runs - s_dialogues) / ((n - 1) * (k - 1))
+    means = x.mean(axis=0)
+    q = np.abs(means[:, None] - means[None, :]) / np.sqrt(v_e / n)
     parametric = studentized_range.sf(q, k, (k - 1) * (n - 1))
     p_ref = upper(parametric)
     assert p_ref.min() < 0.05 < 0.5 < p_ref.max()  # the comparison covers small and large p
@@ -95,6 +103,25 @@ def test_two_runs_is_fishers_paired_randomisation_test():
     p = tukey(x, n_permutations, seed=5).pvalues[0, 1]
     assert 0.01 < exact < 0.5
     assert abs(p - exact) <= 4 * math.sqrt(exact * (1 - exact) / n_permutations) + 1 / n_permutations
+
+
+def test_two_runs_counts_exactly_the_sign_flips_of_fishers_test():
+    # The same statement without Monte Carlo slack: step b keeps or swaps dialogue d's two
+    # scores as the permutation stream says; Fisher's statistic with those signs,
+    # |mean_d(s_d (x_d1 - x_d2))|, must reach the observed |mean difference| in exactly the
+    # steps that the Tukey range does.
+    rng = np.random.default_rng(13)
+    n, n_permutations, seed = 25, 2000, 21
+    x = rng.normal(size=(n, 2)) + [0.0, 0.6]
+    diffs = x[:, 0] - x[:, 1]
+    observed = abs(diffs.mean())
+    count = 0
+    for b in range(n_permutations):
+        signs = np.array([1.0 if stats._row_permutation(seed, b, d, n, 2) == [0, 1] else -1.0 for d in range(n)])
+        count += abs((signs * diffs).mean()) >= observed
+    assert 0.01 < count / n_permutations < 0.5  # a p-value in the interesting range
+    for backend in ("numpy", "numba") if stats.numba_available() else ("numpy",):
+        assert tukey(x, n_permutations, seed, backend=backend).pvalues[0, 1] == (count + 1) / (n_permutations + 1)
 
 
 def test_vectorised_version_equals_the_loop_reference():
@@ -198,6 +225,26 @@ def test_chunk_size_does_not_change_the_result(backend):
         np.testing.assert_array_equal(
             tukey(x, 257, seed=8, chunk_size=chunk_size, backend=backend).pvalues, reference.pvalues
         )
+
+
+def test_memory_does_not_grow_with_the_number_of_permutations():
+    # Streaming: 6 times more permutations may add their ranges (8 bytes each per measure, and
+    # a sorted copy) but no chunk-sized arrays. Both B span several chunks (174 steps each for
+    # 300 x 10). tracemalloc sees NumPy's buffers (the NumPy path).
+    import tracemalloc
+
+    x = scores(300, 10, seed=4, run_effects=np.linspace(0, 0.3, 10))
+    peaks = {}
+    for n_permutations in (1000, 6000):
+        tracemalloc.start()
+        randomised_tukey_hsd({"a": x, "b": 2 * x}, n_permutations, seed=1, backend="numpy")
+        peaks[n_permutations] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[1000] > 1_000_000  # a chunk of permutations was really held
+    assert peaks[6000] < peaks[1000] + 2 * 8 * 6000 * 4 + 200_000, peaks
+    # One chunk at a time: a chunk's permutation indices and one measure's weights (8 bytes a
+    # cell each) plus the stream's scratch, not two chunks' worth.
+    assert peaks[6000] < 3 * 8 * stats._NUMPY_CELLS_PER_CHUNK, peaks
 
 
 @needs_numba
