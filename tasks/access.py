@@ -6,7 +6,9 @@ from typing import Any
 
 from django.http import Http404
 
-from tasks.models import Run, Score, Task
+from tasks.models import Phase, Run, Score, Task
+
+TEST_KINDS = (Phase.TEST, Phase.FINAL)
 
 
 def is_organiser(user: Any, task: Task) -> bool:
@@ -33,26 +35,64 @@ def get_task_for_user(user: Any, slug: str) -> Task:
     return task
 
 
-def visible_score(run: Run, user: Any) -> Score | None:
-    """The score a user may see for a run: during a test phase whose results are not published,
-    participants see only the live-subset score; organisers see the score on the whole set."""
+def task_phases(task_id: int) -> list[Phase]:
+    """Every phase of a task (a handful); callers that look at many runs of one task pass the
+    list on to ``visible_score`` and ``may_see_per_dialogue`` so that it is read once."""
+    return list(Phase.objects.filter(task_id=task_id))
+
+
+def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
+    """The test and final phases whose gold the run is scored against, and the run's own phase
+    if it is one: the run's scores are then scores on *test data*."""
+    if phases is None:
+        phases = task_phases(run.task_id)
+    found = [phase for phase in phases if phase.kind in TEST_KINDS and run.gold_version_id is not None
+             and phase.gold_version_id == run.gold_version_id]
+    if run.phase_id and run.phase.kind in TEST_KINDS and all(phase.pk != run.phase_id for phase in found):
+        found.append(run.phase)
+    return found
+
+
+def on_test_data(run: Run, phases: list[Phase] | None = None) -> bool:
+    return bool(_test_phases(run, phases))
+
+
+def test_results_published(run: Run, phases: list[Phase] | None = None) -> bool:
+    """Whether the organisers have published the results on the test data the run is scored
+    against: ticked on its test phase, or on a final phase over the same gold."""
+    return any(phase.results_published for phase in _test_phases(run, phases))
+
+
+def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
+    """The score a user may see for a run. Organisers see the score on the whole set. On test data
+    whose results are not published, everybody else sees the live-subset score of a test phase
+    that has one, and nothing for a run outside that phase that was scored against its gold (a
+    run from before the phases, re-scored when the test gold was loaded)."""
     if run.status != Run.DONE or run.gold_version_id is None:
         return None
     scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id)}
-    if is_organiser(user, run.task) or not hides_full_scores(run):
+    if is_organiser(user, run.task):
         return scores.get(Score.FULL)
-    return scores.get(Score.LIVE) or None
+    tests = _test_phases(run, phases)
+    if not tests or any(phase.results_published for phase in tests):
+        return scores.get(Score.FULL)
+    own = run.phase if run.phase_id and run.phase.kind == Phase.TEST else None
+    if own is not None and own.gold_version_id == run.gold_version_id:
+        return scores.get(Score.LIVE) if own.live_subset_size else scores.get(Score.FULL)
+    if any(phase.live_subset_size for phase in tests):
+        return None
+    return scores.get(Score.FULL)
 
 
-def hides_full_scores(run: Run) -> bool:
-    phase = run.phase
-    return bool(phase and phase.live_subset_size and not phase.results_published)
-
-
-def may_see_per_dialogue(run: Run, user: Any) -> bool:
+def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:
+    """Organisers always; otherwise only the run's own team, and on test data only once the
+    results are published (whatever a test phase's per-dialogue feedback box says); in a
+    development phase, if the phase gives per-dialogue feedback."""
     if is_organiser(user, run.task):
         return True
+    if not is_member(user, run):
+        return False
+    if on_test_data(run, phases):
+        return test_results_published(run, phases)
     phase = run.phase
-    if phase is None:
-        return is_member(user, run)
-    return is_member(user, run) and (phase.per_dialogue_feedback or phase.results_published)
+    return phase is None or phase.per_dialogue_feedback or phase.results_published

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -114,6 +115,29 @@ class PhaseAdmin(admin.ModelAdmin):
     list_display = ["task", "name", "kind", "gold_version", "starts_at", "ends_at", "daily_quota", "total_quota",
                     "live_subset_size", "results_published"]
     list_filter = ["task", "kind"]
+    help_texts = {
+        "per_dialogue_feedback": "development phases: run owners see per-dialogue scores. Test and final phases "
+                                 "never show per-dialogue scores to participants before the results are published.",
+        "requires_method_description": "every run needs a description of the method (NTCIR asks for one in the "
+                                       "test phase)",
+        "results_published": "test and final phases: everyone sees the scores on the whole test set, the "
+                             "significance results and their own per-dialogue scores (also a button on the "
+                             "organiser dashboard)",
+    }
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Once runs are scored in a phase, its gold and live subset are what their scores mean:
+        # changing them would relabel stored per-dialogue scores and drop runs from its board.
+        if obj is not None and obj.runs.exists():
+            return ["task", "gold_version", "live_subset_size", "live_subset_seed"]
+        return []
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, **kwargs)
+        for name, text in self.help_texts.items():
+            if name in form.base_fields:
+                form.base_fields[name].help_text = text
+        return form
 
 
 @admin.register(Team)
@@ -153,6 +177,8 @@ class RunAdmin(admin.ModelAdmin):
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
             task.touch_scores()
+            task_id = task.pk  # the public statistics name the runs they compare: compute them again
+            transaction.on_commit(lambda task_id=task_id: services.statistics_changed(task_id))
         self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
 
 

@@ -22,7 +22,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.models import Run
-from tasks.services import TRANSIENT_DB_ERRORS, Rejected, Submission, submit_run
+from tasks.services import TRANSIENT_DB_ERRORS, Rejected, Submission, parse_priority, submit_run
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ def _flatten(data: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}{data}"]
 
 
-def run_data(run: Run, user: Any) -> dict[str, Any]:
-    score = access.visible_score(run, user)
+def run_data(run: Run, user: Any, phases: list[Any] | None = None) -> dict[str, Any]:
+    score = access.visible_score(run, user, phases)
     return {
         "id": run.pk,
         "task": run.task.slug,
@@ -98,21 +98,25 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
 @extend_schema(
     summary="Upload a run",
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
-                "(1 = primary) and `public` (true/false). The file is validated at once: every problem is "
-                "listed and nothing is stored. A valid run is queued for scoring.",
+                "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
+                "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
+                "is stored. A valid run is queued for scoring; the answer says how much quota is left.",
     request={"multipart/form-data": inline_serializer("RunUpload", {
         "file": serializers.FileField(), "name": serializers.CharField(required=False),
         "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
         "public": serializers.BooleanField(required=False)})},
-    responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 413: _errors,
-               429: _errors},
+    responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 409: _errors,
+               413: _errors, 429: _errors},
 )
 @api_view(["POST"])
 @permission_classes([IsAuthenticated])
 @parser_classes([MultiPartParser])
 @throttle_classes([UploadThrottle])
 def upload_run(request: Request, slug: str) -> Response:
-    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise Rejected(["Content-Length: not a number of bytes"]) from None
     if length > settings.RUN_UPLOAD_MAX_BYTES + 64 * 1024:
         raise Rejected([f"request of {length} bytes is over the upload limit of "
                         f"{settings.RUN_UPLOAD_MAX_BYTES} bytes"], status=413)
@@ -135,21 +139,22 @@ def upload_run(request: Request, slug: str) -> Response:
 
 
 def _submission(data: Any, upload: Any) -> Submission:
-    errors = []
-    priority = None
-    raw_priority = data.get("priority")
-    if raw_priority not in (None, ""):
-        try:
-            priority = int(raw_priority)
-        except (TypeError, ValueError):
-            errors.append(f"priority: expected a whole number, got {str(raw_priority)[:20]!r}")
+    errors: list[str] = []
+    priority = parse_priority(data.get("priority"), errors)
     public = str(data.get("public", "true")).strip().lower()
     if public not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
         errors.append("public: expected true or false")
+    text = {}
+    for field in ("name", "description"):
+        value = data.get(field, "")
+        if not isinstance(value, str):  # sent as a file part of the multipart form
+            errors.append(f"{field}: expected a text field, got a file")
+            value = ""
+        text[field] = value
     if errors:
         raise Rejected(errors)
-    return Submission(content=upload.read(), filename=upload.name, name=data.get("name", ""),
-                      description=data.get("description", ""), is_public=public in ("true", "1", "yes", "on"),
+    return Submission(content=upload.read(), filename=upload.name, name=text["name"],
+                      description=text["description"], is_public=public in ("true", "1", "yes", "on"),
                       priority=priority)
 
 
@@ -172,7 +177,8 @@ def my_runs(request: Request, slug: str) -> Response:
         "task", "team", "phase", "gold_version")
     from tasks.phases import quota_status
 
-    return Response({"runs": [run_data(run, request.user) for run in runs[:500]],
+    phases = access.task_phases(task.pk)
+    return Response({"runs": [run_data(run, request.user, phases) for run in runs[:500]],
                      "quota": quota_status(task, request.user)})
 
 

@@ -5,20 +5,23 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import tempfile
 import zipfile
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tasks import services
-from tasks.models import AccessLog, Phase, Run, Score, Task
+from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 
 
 def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
@@ -34,15 +37,24 @@ def _log(request: HttpRequest, task: Task, what: str) -> None:
                              ip_address=request.META.get("REMOTE_ADDR"))
 
 
+def _param(data: Any, name: str) -> str:
+    """A query or form value as text without NUL characters (PostgreSQL refuses them in queries,
+    and no name, description or hash contains one)."""
+    return data.get(name, "").replace("\x00", "").strip()
+
+
+FILTERS = ("q", "status", "phase", "baselines")
+
+
 def _filtered_runs(task: Task, request: HttpRequest) -> QuerySet:
     runs = Run.objects.filter(task=task).select_related("team", "phase", "gold_version", "submitted_by")
-    status = request.GET.get("status", "")
+    status = _param(request.GET, "status")
     if status in {choice for choice, _ in Run.STATUSES}:
         runs = runs.filter(status=status)
-    phase = request.GET.get("phase", "")
+    phase = _param(request.GET, "phase")
     if phase:
         runs = runs.filter(phase__name=phase)
-    query = request.GET.get("q", "").strip()
+    query = _param(request.GET, "q")
     if query:
         runs = runs.filter(Q(name__icontains=query) | Q(team__name__icontains=query)
                            | Q(description__icontains=query) | Q(file_sha256__startswith=query.lower()))
@@ -51,29 +63,77 @@ def _filtered_runs(task: Task, request: HttpRequest) -> QuerySet:
     return runs
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @login_required
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dashboard; a POST carries an organiser's action (publish or withdraw a phase's results,
+    approve a team) and comes back here."""
     task = _get_task_for_organiser(request, slug)
+    if request.method == "POST":
+        _dashboard_action(request, task)
+        return redirect("organiser-dashboard", slug=task.slug)
     runs = _filtered_runs(task, request)
     page = Paginator(runs, 100).get_page(request.GET.get("page"))
     counts = {status: Run.objects.filter(task=task, status=status, is_baseline=False).count()
               for status, _ in Run.STATUSES}
+    kept = urlencode([(name, _param(request.GET, name)) for name in FILTERS if _param(request.GET, name)])
     return render(request, "tasks/dashboard.html", {
-        "task": task, "page": page, "counts": counts, "phases": task.phases.all(),
-        "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET,
+        "task": task, "page": page, "counts": counts, "phases": task.phases.select_related("gold_version"),
+        "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET, "kept_filters": kept,
         "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
         "gold_versions": task.gold_versions.order_by("-number")[:10],
+        "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
+        if task.requires_team_approval else [],
     })
+
+
+def _dashboard_action(request: HttpRequest, task: Task) -> None:
+    action = _param(request.POST, "action")
+    if action in ("publish", "unpublish"):
+        name = _param(request.POST, "phase")
+        phase = Phase.objects.filter(task=task, name=name).first() if name else None
+        if phase is None:
+            messages.error(request, f"No phase named {name!r} in this task." if name else "Choose a phase.")
+            return
+        if phase.kind == Phase.DEVELOPMENT:
+            messages.error(request, f"The {phase.name} phase is a development phase: it has no results to publish.")
+            return
+        publish = action == "publish"
+        if phase.results_published == publish:
+            messages.info(request, f"The results of the {phase.name} phase are {'already' if publish else 'not'} "
+                                   "published; nothing changed.")
+            return
+        phase.results_published = publish
+        # save(), not update(): the signals renew the cached task lookups and the statistics.
+        phase.save(update_fields=["results_published"])
+        _log(request, task, f"{'published' if publish else 'withdrew'} the results of the {phase.name} phase")
+        now = "public: scores on the whole test set and per-dialogue scores" if publish else "hidden again"
+        messages.success(request, f"The results of the {phase.name} phase are now {now}.")
+    elif action == "approve":
+        team_id = _param(request.POST, "team")
+        if not task.requires_team_approval:
+            messages.error(request, "This task does not require team approval.")
+            return
+        team = Team.objects.filter(pk=int(team_id)).first() if re.fullmatch(r"[0-9]{1,18}", team_id) else None
+        if team is None:
+            messages.error(request, "No such team.")
+            return
+        if not team.approved:
+            Team.objects.filter(pk=team.pk).update(approved=True)
+            _log(request, task, f"approved team {team.name}")
+        messages.success(request, f"Team {team.name!r} is approved and can submit runs.")
+    else:
+        messages.error(request, "Unknown action: choose publish, unpublish or approve.")
 
 
 @require_POST
 @login_required
 def rescore(request: HttpRequest, slug: str) -> HttpResponse:
     task = _get_task_for_organiser(request, slug)
-    run_id = request.POST.get("run")
+    run_id = _param(request.POST, "run")
     if run_id:
-        runs = Run.objects.filter(task=task, pk=run_id) if run_id.isdigit() else Run.objects.none()
+        runs = Run.objects.filter(task=task, pk=int(run_id)) if re.fullmatch(r"[0-9]{1,18}", run_id) \
+            else Run.objects.none()
         if not runs.exists():
             raise Http404("no such run in this task")
     else:
@@ -89,13 +149,14 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
     """Every run file of a phase (or of the task) in a zip, with a manifest in CSV and JSON."""
     task = _get_task_for_organiser(request, slug)
     runs = Run.objects.filter(task=task, is_baseline=False).select_related("team", "phase").order_by("pk")
-    phase_name = request.GET.get("phase", "")
+    phase_name = _param(request.GET, "phase")
     if phase_name:
         phase = Phase.objects.filter(task=task, name=phase_name).first()
         if phase is None:
             raise Http404("no such phase")
         runs = runs.filter(phase=phase)
-    buffer = io.BytesIO()
+    # Written to a temporary file, not memory: a test phase of many teams is hundreds of megabytes.
+    buffer = tempfile.TemporaryFile()
     manifest = []
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for run in runs:
@@ -117,9 +178,9 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
         writer.writerows(manifest)
         archive.writestr("manifest.csv", text.getvalue())
     _log(request, task, f"runs zip ({phase_name or 'all phases'}, {len(manifest)} runs)")
-    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_safe(phase_name or "all")}-runs.zip"'
-    return response
+    buffer.seek(0)
+    return FileResponse(buffer, as_attachment=True, filename=f"{task.slug}-{_safe(phase_name or 'all')}-runs.zip",
+                        content_type="application/zip")
 
 
 def _safe(text: str) -> str:
@@ -153,7 +214,9 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
 @login_required
 def results_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     task = _get_task_for_organiser(request, slug)
-    phase_name = request.GET.get("phase", "")
+    if fmt not in ("csv", "json"):
+        raise Http404("unknown format: results.csv or results.json")
+    phase_name = _param(request.GET, "phase")
     phase = Phase.objects.filter(task=task, name=phase_name).first() if phase_name else None
     if phase_name and phase is None:
         raise Http404("no such phase")

@@ -48,7 +48,7 @@ def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[
     at = at or timezone.now()
     start = day_start(at)
     runs = counted_runs(team, phase)
-    daily_used = runs.filter(created_at__gte=start).count()
+    daily_used = runs.filter(created_at__gte=start, created_at__lt=start + timedelta(days=1)).count()
     total_used = runs.count()
     return {
         "phase": phase.name,

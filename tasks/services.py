@@ -194,6 +194,17 @@ def safe_filename(name: str | None) -> str:
     return base[:255]
 
 
+def parse_priority(raw: Any, errors: list[str]) -> int | None:
+    """The NTCIR run number of a form field: empty means none; anything else must be a whole number."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        errors.append(f"priority: expected a whole number, got {str(raw)[:20]!r}")
+        return None
+
+
 @dataclass
 class Submission:
     content: bytes
@@ -226,6 +237,8 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     version = current_gold_for(task, phase)
     if version is None:
         raise Rejected(["this task has no gold data yet; runs cannot be scored"], status=409)
+    if phase is not None and phase.requires_method_description and not description:
+        errors.append(f"description: the {phase.name} phase requires a description of the method")
     try:
         parsed = load_run(parse_json(submission.content, "file"), version.load())
     except ValidationFailed as error:
@@ -233,15 +246,15 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
         parsed = None
     if errors:
         raise Rejected(errors)
-    if phase is not None and phase.requires_method_description and not description:
-        raise Rejected([f"description: the {phase.name} phase requires a description of the method"])
     filename = safe_filename(submission.filename)
     created_file = False
     try:
         with transaction.atomic():
+            Team.objects.select_for_update().get(pk=team.pk)  # serialise this team's uploads
             if phase is not None:
-                Team.objects.select_for_update().get(pk=team.pk)  # serialise this team's uploads
                 check_quota(team, phase)
+            if submission.priority is not None:
+                check_priority_free(task, team, phase, submission.priority)
             sha, created_file = _store_run_file(submission.content)
             default_name = name or filename.rsplit(".", 1)[0][:MAX_NAME_LENGTH] or "run"
             run = Run.objects.create(
@@ -257,6 +270,18 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             run_file_path(sha).unlink(missing_ok=True)
         raise
     return run
+
+
+def check_priority_free(task: Task, team: Team, phase: Phase | None, priority: int) -> None:
+    """NTCIR run numbers are unique per team (and phase): two "primary" runs would leave the
+    organisers guessing. Withdrawn and failed runs give their number back. Call under the team's
+    row lock, like the quota."""
+    holder = (Run.objects.filter(task=task, team=team, phase=phase, priority=priority, withdrawn_at__isnull=True)
+              .exclude(status=Run.FAILED).order_by("pk").first())
+    if holder is not None:
+        where = f" in the {phase.name} phase" if phase is not None else ""
+        raise Rejected([f"priority: your team's run {holder.name!r} (#{holder.pk}) already has priority {priority}"
+                        f"{where}; choose another number, or withdraw that run first"], status=409)
 
 
 def participant_team(user: Any) -> Team | None:

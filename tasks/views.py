@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
@@ -18,9 +19,9 @@ from rest_framework.authtoken.models import Token
 
 from tasks import access
 from tasks.api import run_data
-from tasks.models import Run, Score
-from tasks.phases import phase_for_upload, quota_status
-from tasks.services import Rejected, Submission, participant_team, submit_run
+from tasks.models import AccessLog, Run, Score
+from tasks.phases import open_phase, phase_for_upload, quota_status
+from tasks.services import Rejected, Submission, parse_priority, participant_team, submit_run
 
 
 @method_decorator(ratelimit(key="ip", rate=settings.EVALSERVER_LOGIN_RATE, method="POST", block=False), name="post")
@@ -40,23 +41,33 @@ class LoginView(auth_views.LoginView):
 @login_required
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
-    context: dict[str, Any] = {"task": task, "team": participant_team(request.user),
-                               "quota": quota_status(task, request.user), "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
+    phase = open_phase(task)
+    closed = ""
+    if phase is None and task.phases.exists():
+        try:
+            phase_for_upload(task, request.user)
+        except Rejected as rejected:
+            closed = rejected.errors[0]
+    context: dict[str, Any] = {"task": task, "team": participant_team(request.user), "phase": phase,
+                               "closed": closed, "quota": quota_status(task, request.user),
+                               "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
     if request.method == "GET":
         return render(request, "tasks/upload.html", context)
     upload_file = request.FILES.get("file")
     errors: list[str] = []
     status = 400
+    priority = parse_priority(request.POST.get("priority"), errors)
     if upload_file is None:
         errors.append("file: choose a run file to upload")
     elif upload_file.size > settings.RUN_UPLOAD_MAX_BYTES:
         errors.append(f"file: {upload_file.size} bytes is over the limit of {settings.RUN_UPLOAD_MAX_BYTES} bytes")
         status = 413
-    else:
+    elif not errors:
         try:
             run = submit_run(task, request.user, Submission(
                 content=upload_file.read(), filename=upload_file.name, name=request.POST.get("name", ""),
                 description=request.POST.get("description", ""), is_public=request.POST.get("public") == "on",
+                priority=priority,
             ), phase_for_upload(task, request.user))
         except Rejected as rejected:
             errors, status = rejected.errors, rejected.status
@@ -64,7 +75,9 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
             return redirect("run-page", run_id=run.pk)
     context.update(errors=errors, form_name=request.POST.get("name", ""),
-                   form_description=request.POST.get("description", ""))
+                   form_description=request.POST.get("description", ""),
+                   form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
+                   quota=quota_status(task, request.user))
     return render(request, "tasks/upload.html", context, status=status)
 
 
@@ -72,12 +85,18 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = access.get_run_for_user(request.user, run_id)
-    data = run_data(run, request.user)
     per_dialogue = None
-    if run.status == Run.DONE and access.may_see_per_dialogue(run, request.user):
-        score = access.visible_score(run, request.user)
+    phases = access.task_phases(run.task_id)
+    if run.status == Run.DONE and access.may_see_per_dialogue(run, request.user, phases):
+        score = access.visible_score(run, request.user, phases)
         if score is not None:
             per_dialogue = _per_dialogue_rows(score)
+            if access.on_test_data(run, phases) and not access.test_results_published(run, phases):
+                # Gold-derived data that only organisers may see yet: the access log says who did.
+                AccessLog.objects.create(user=request.user, task=run.task, ip_address=request.META.get("REMOTE_ADDR"),
+                                         what=f"per-dialogue scores of run #{run.pk} ({run.label[:100]}, "
+                                              f"gold v{score.gold_version.number})")
+    data = run_data(run, request.user, phases)
     return render(request, "tasks/run.html", {"run": run, "data": data, "per_dialogue": per_dialogue,
                                               "finished": run.status not in Run.UNFINISHED})
 
@@ -106,8 +125,12 @@ def team_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def regenerate_token(request: HttpRequest) -> HttpResponse:
-    Token.objects.filter(user=request.user).delete()
-    token = Token.objects.create(user=request.user)
+    from django.contrib.auth import get_user_model
+
+    with transaction.atomic():  # a double click must not make two tokens (one per user): serialise
+        get_user_model().objects.select_for_update().filter(pk=request.user.pk).first()
+        Token.objects.filter(user=request.user).delete()
+        token = Token.objects.create(user=request.user)
     messages.success(request, "A new API token was created; the old one no longer works.")
     return render(request, "tasks/token.html", {"token": token})
 
@@ -130,15 +153,24 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
         return render(request, "403.html", status=403)
     action = request.POST.get("action")
     if action not in ("show", "hide", "withdraw"):
-        messages.error(request, "Unknown action.")
+        messages.error(request, "Unknown action: choose show, hide or withdraw.")
+        return redirect("run-page", run_id=run.pk)
+    if run.is_withdrawn:
+        messages.error(request, "The run is withdrawn: it stays hidden everywhere and cannot be shown again.")
         return redirect("run-page", run_id=run.pk)
     from django.utils import timezone
+
+    from tasks.services import statistics_changed
 
     if action == "withdraw":
         Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     else:
         Run.objects.filter(pk=run.pk).update(is_public=action == "show")
     run.task.touch_scores()
+    # The stored significance results list the runs of the public board by name: recompute them
+    # so that a hidden or withdrawn run leaves the statistics pages too.
+    task_id = run.task_id
+    transaction.on_commit(lambda: statistics_changed(task_id))
     messages.success(request, {"show": "The run is shown on the public leaderboard.",
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])

@@ -192,7 +192,9 @@ def test_organiser_dashboard_and_exports(world: World) -> None:
     organiser.force_login(world.organiser)
     page = organiser.get(f"/organiser/{world.task.slug}/?q=r1").content.decode()
     assert "r1" in page and "Aurora" in page
-    archive = zipfile.ZipFile(io.BytesIO(organiser.get(f"/organiser/{world.task.slug}/runs.zip?phase=dev").content))
+    download = organiser.get(f"/organiser/{world.task.slug}/runs.zip?phase=dev")
+    assert download["Content-Disposition"] == 'attachment; filename="demo-task-dev-runs.zip"'
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(download.streaming_content)))
     manifest = json.loads(archive.read("manifest.json"))
     assert [entry["name"] for entry in manifest] == ["r1"]
     assert archive.read(manifest[0]["file"]) == run_bytes(world.gold)

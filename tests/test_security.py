@@ -134,7 +134,8 @@ def test_authorization_matrix(scored: tuple[World, Run], role: str) -> None:
 def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
     world, run = scored
     posts = [concrete(route, world, run) for name, route in project_patterns() if EXPECTED[name][0] == "POST"]
-    posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/"]
+    posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/",
+              f"/organiser/{world.task.slug}/"]  # the dashboard's actions (publish, approve)
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)

@@ -42,7 +42,8 @@ def test_sign_up_joins_a_team_with_its_code(world: World) -> None:
     ({"team_name": "X", "join_code": "abc"}, "Give either the name of a new team or the join code"),
     ({"join_code": "no-such-code"}, "No team has this join code."),
     ({"team_name": "aurora"}, "A team with this name exists"),
-    ({"team_name": "!!"}, "A team name needs at least 3 letters or digits."),
+    ({"team_name": "!!"}, "A team name needs at least 2 letters or digits."),
+    ({"team_name": "x-"}, "A team name needs at least 2 letters or digits."),
     ({"team_name": "Eels", "password2": "different-123"}, "password fields didn"),
 ])
 def test_sign_up_says_what_is_wrong(world: World, fields: dict, message: str) -> None:

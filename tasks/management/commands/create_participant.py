@@ -4,12 +4,15 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.validators import validate_email
 from django.db import transaction
-from django.utils.text import slugify
 from rest_framework.authtoken.models import Token
 
+from tasks.accounts import MIN_TEAM_NAME_CHARACTERS, create_team, team_slug
 from tasks.models import Team
+from tasks.services import Rejected
 
 
 class Command(BaseCommand):
@@ -26,15 +29,27 @@ class Command(BaseCommand):
         username, team_name = options["username"].strip(), options["team"].strip()
         if not username or users.objects.filter(username=username).exists():
             raise CommandError(f"user {username!r} exists already or is empty", returncode=2)
-        slug = slugify(team_name)[:50]
-        if len(slug) < 3:
-            raise CommandError("team name needs at least 3 letters or digits", returncode=2)
+        problems = []
+        for field, value, validate in (("username", username, users.username_validator),
+                                       ("--email", options["email"], validate_email)):
+            try:
+                if value:
+                    validate(value)
+            except ValidationError as error:
+                problems.append(f"{field} {value!r}: {' '.join(error.messages)}")
+        if problems:
+            raise CommandError("; ".join(problems), returncode=2)
+        if team_slug(team_name) is None:
+            raise CommandError(f"team name needs at least {MIN_TEAM_NAME_CHARACTERS} letters or digits", returncode=2)
         password = options["password"] or secrets.token_urlsafe(12)
-        with transaction.atomic():
-            user = users.objects.create_user(username=username, email=options["email"], password=password)
-            team = Team.objects.filter(name=team_name).first() or Team.objects.create(name=team_name, slug=slug)
-            team.members.add(user)
-            token = Token.objects.create(user=user)
+        try:
+            with transaction.atomic():
+                user = users.objects.create_user(username=username, email=options["email"], password=password)
+                team = Team.objects.filter(name=team_name).first() or create_team(team_name)
+                team.members.add(user)
+                token = Token.objects.create(user=user)
+        except Rejected as error:
+            raise CommandError("; ".join(error.errors) + "; nothing was created", returncode=2) from None
         self.stdout.write(f"user {username} in team {team.name}")
         if not options["password"]:
             self.stdout.write(f"password: {password}")

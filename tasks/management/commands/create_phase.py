@@ -34,15 +34,22 @@ class Command(BaseCommand):
         parser.add_argument("--live-subset", type=int, default=None,
                             help="test phase: score the live leaderboard on this many dialogues")
         parser.add_argument("--subset-seed", type=int, default=0)
-        parser.add_argument("--no-per-dialogue-feedback", action="store_true")
-        parser.add_argument("--require-description", action="store_true")
+        parser.add_argument("--no-per-dialogue-feedback", action="store_true",
+                            help="development phases: no per-dialogue scores for the run's owner (test and final "
+                                 "phases never show them to participants before the results are published)")
+        described = parser.add_mutually_exclusive_group()
+        described.add_argument("--require-description", dest="require_description", action="store_const",
+                               const=True, default=None,
+                               help="every run needs a method description (the default in a test phase)")
+        described.add_argument("--no-require-description", dest="require_description", action="store_const",
+                               const=False)
 
     def handle(self, *args: Any, **options: Any) -> None:
         task = Task.objects.filter(slug=options["slug"]).first()
         if task is None:
             raise CommandError(f"no task {options['slug']!r}", returncode=2)
         versions = task.gold_versions.all()
-        version = (versions.filter(number=options["gold_version"]).first() if options["gold_version"]
+        version = (versions.filter(number=options["gold_version"]).first() if options["gold_version"] is not None
                    else versions.order_by("-number").first())
         if version is None:
             raise CommandError("no such gold version; load gold first (load_gold)", returncode=2)
@@ -51,7 +58,9 @@ class Command(BaseCommand):
                       daily_quota=options["daily_quota"], total_quota=options["total_quota"],
                       live_subset_size=options["live_subset"], live_subset_seed=options["subset_seed"],
                       per_dialogue_feedback=not options["no_per_dialogue_feedback"],
-                      requires_method_description=options["require_description"])
+                      requires_method_description=(options["kind"] == Phase.TEST
+                                                   if options["require_description"] is None
+                                                   else options["require_description"]))
         problems = []
         if phase.ends_at <= phase.starts_at:
             problems.append("--ends must be after --starts")
