@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
+from django.db.models import Q
 
 from scoring.measures import MEASURES
 from tasks.models import GoldVersion, Phase, Run, Score, Task
@@ -100,11 +101,17 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
         return board
     runs = Run.objects.filter(task=task, status=Run.DONE, gold_version=version, withdrawn_at__isnull=True)
     if phase is not None:
+        # Baselines have no phase: every board shows those of its gold version.
         if phase.kind == Phase.FINAL:
-            runs = runs.filter(phase__gold_version=version).exclude(phase__kind=Phase.DEVELOPMENT)
+            runs = runs.filter(Q(phase__gold_version=version, phase__kind__in=(Phase.TEST, Phase.FINAL))
+                               | Q(is_baseline=True))
         else:
-            runs = runs.filter(phase=phase)
-        if phase.live_subset_size and not phase.results_published:
+            runs = runs.filter(Q(phase=phase) | Q(is_baseline=True))
+        # A test board shows the whole test set once its results, or those of a final phase on the
+        # same gold, are published.
+        published = phase.results_published or task.phases.filter(
+            kind=Phase.FINAL, gold_version=version, results_published=True).exists()
+        if phase.live_subset_size and not published:
             board.scope = Score.LIVE
         if phase.kind == Phase.FINAL and not phase.results_published:
             if not organiser:

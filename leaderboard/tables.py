@@ -67,3 +67,44 @@ def board_table(rows: list[dict[str, Any]], columns: list[Column], dimensions: l
         parts.append("</tr>")
     parts.append("</tbody></table>")
     return mark_safe("".join(parts))  # noqa: S308 - every piece of participant text above went through escape()
+
+
+def _shade(p: float) -> tuple[str, str]:
+    """Background and text colour of a p-value cell: darker for smaller p, white from 0.1."""
+    if p < 0.01:
+        return "#1f5fbf", "#fff"
+    if p < 0.05:
+        return "#7aa6e6", "inherit"
+    if p < 0.1:
+        return "#d6e4f8", "inherit"
+    return "#fff", "inherit"
+
+
+def pvalue_table(labels: list[str], entry: dict[str, Any]) -> SafeString:
+    """Runs x runs, best mean first: p in each cell (never 0: below 0.001 it says so), coloured by
+    p, with the difference, the effect size ES_E and the Monte Carlo standard error of p in the
+    cell's tooltip."""
+    means = entry["means"]
+    order = sorted(range(len(labels)), key=lambda i: means[i])
+    pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
+    effects, errors = entry["effect_sizes"].tolist(), entry["mc_se"].tolist()
+    parts = ['<table class="board pvalues"><thead><tr><th>run</th><th class="num">mean</th>']
+    parts += [f'<th title="{escape(labels[i])}">{number}</th>' for number, i in enumerate(order, start=1)]
+    parts.append("</tr></thead><tbody>")
+    for number, i in enumerate(order, start=1):
+        parts.append(f"<tr><td>{number}. {escape(labels[i])}</td><td class=\"num\">{means[i]:.4f}</td>")
+        for j in order:
+            if i == j:
+                parts.append("<td>–</td>")
+                continue
+            p = pvalues[i][j]
+            background, colour = _shade(p)
+            effect = "undefined" if effects[i][j] != effects[i][j] else f"{effects[i][j]:.3f}"  # NaN
+            title = (f"{labels[i]} minus {labels[j]}: difference {differences[i][j]:.4f}, effect size {effect}, "
+                     f"p = {p:.5f} (Monte Carlo SE {errors[i][j]:.5f})")
+            shown = "&lt; 0.001" if p < 0.001 else f"{p:.3f}"
+            parts.append(f'<td style="background: {background}; color: {colour}" title="{escape(title)}">'
+                         f"{shown}</td>")
+        parts.append("</tr>")
+    parts.append("</tbody></table>")
+    return mark_safe("".join(parts))  # noqa: S308 - run names went through escape()

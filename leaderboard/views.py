@@ -26,10 +26,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
-from leaderboard.tables import board_table, sort_link
+from leaderboard.tables import board_table, pvalue_table, sort_link
 from tasks import access
 from tasks.lookup import cached_task
-from tasks.models import Task
+from tasks.models import Phase, Task
 from tasks.phases import quota_status
 
 
@@ -257,9 +257,17 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     stale = record is not None and record.scores_as_of < task.scores_changed_at
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "stale": stale, "exports_allowed": _exports_allowed(request, task, phase),
-        "run_labels": [record.run_labels.get(str(run_id), str(run_id)) for run_id in record.run_ids] if record else [],
+        "stale": stale, "exports_allowed": _exports_allowed(request, task, board),
+        "run_labels": _run_labels(record, board, record.run_ids) if record else [],
     })
+
+
+def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:
+    """Names of the runs the statistics compared, as far as the board still shows them: a run
+    hidden or withdrawn since (a recomputation is then on its way) is not named any more."""
+    shown = {row["id"] for row in board.rows}
+    return [record.run_labels.get(str(run_id), str(run_id)) if run_id in shown else "(a run no longer on the board)"
+            for run_id in run_ids]
 
 
 @require_GET
@@ -269,33 +277,20 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     if stored is None:
         raise Http404("no statistics for this measure yet")
     entry = stored.entry()
-    labels = [record.run_labels.get(str(run_id), str(run_id)) for run_id in entry["run_ids"]]
-    order = sorted(range(len(labels)), key=lambda i: entry["means"][i])
-    pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
-    rows = [{"label": labels[i], "mean": entry["means"][i],
-             "cells": [{"p": pvalues[i][j], "diff": differences[i][j], "self": i == j,
-                        "shade": _shade(pvalues[i][j])} for j in order]} for i in order]
+    labels = _run_labels(record, board, entry["run_ids"])
     return render(request, "leaderboard/pvalues.html", {
-        "task": task, "phase": phase, "record": record, "key": key, "rows": rows,
-        "labels": [labels[i] for i in order]})
+        "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
+        "table": pvalue_table(labels, entry)})
 
 
-def _shade(p: float) -> str:
-    """Background colour of a p-value cell: dark for small p, white for p >= 0.1."""
-    if p < 0.01:
-        return "#1f5fbf"
-    if p < 0.05:
-        return "#7aa6e6"
-    if p < 0.1:
-        return "#d6e4f8"
-    return "#ffffff"
-
-
-def _exports_allowed(request: HttpRequest, task: Task, phase: Any) -> bool:
-    """Per-dialogue matrices of test data reach only organisers until the results are published."""
+def _exports_allowed(request: HttpRequest, task: Task, board: Board) -> bool:
+    """Per-dialogue matrices of test data reach only organisers until the results are published:
+    test data is a gold version that a test or final phase uses, whichever board shows it (the
+    same rule as per-dialogue scores on run pages, ``tasks.access``)."""
     if task.is_organiser(request.user):
         return True
-    return phase is None or phase.kind == "development" or phase.results_published
+    tests = task.phases.filter(kind__in=(Phase.TEST, Phase.FINAL), gold_version__number=board.gold_version)
+    return not tests.exists() or tests.filter(results_published=True).exists()
 
 
 @require_GET
@@ -310,7 +305,7 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     if record is None or (key != "all" and stored is None):
         raise Http404("no statistics for this measure yet")
     needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
-    if needs_matrix and not _exports_allowed(request, task, phase):
+    if needs_matrix and not _exports_allowed(request, task, board):
         return render(request, "403.html", status=403)
     if needs_matrix:
         from leaderboard.statistics import gather_matrices
@@ -366,9 +361,13 @@ def _latex(board: Board, record: Any) -> str:
 
     summaries = record.summaries()
     keys = [column.key for column in board.columns if column.key in summaries]
-    run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]})
     names = _run_names(board)
+    # Runs hidden or withdrawn since the computation are left out, not named by their ids.
+    run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
+    note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; top group at alpha = 0.05; "
+            f"{record.n_dialogues} dialogues ({board.scope} scores, gold version {board.gold_version}); "
+            f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC.")
     return exports.latex_means_table(
-        [names.get(run_id, str(run_id)) for run_id in run_ids], keys,
+        [names[run_id] for run_id in run_ids], keys,
         {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
-        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids)
+        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids, note=note)

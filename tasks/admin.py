@@ -58,6 +58,10 @@ class TaskAdmin(admin.ModelAdmin):
 
 class GoldUploadForm(forms.ModelForm):
     file = forms.FileField(help_text="the gold JSON file; every upload becomes a new version")
+    phases = forms.ModelMultipleChoiceField(
+        queryset=Phase.objects.select_related("task"), required=False,
+        help_text="phases of this task to move to the new version, their runs re-scored (a corrected gold); "
+                  "runs outside phases are always re-scored")
 
     class Meta:
         model = GoldVersion
@@ -67,6 +71,9 @@ class GoldUploadForm(forms.ModelForm):
         data = super().clean()
         upload = data.get("file")
         task = data.get("task")
+        foreign = [phase for phase in data.get("phases") or () if task is not None and phase.task_id != task.pk]
+        if foreign:
+            self.add_error("phases", f"not phases of {task.slug}: {', '.join(str(phase) for phase in foreign)}")
         if upload is not None and task is not None:
             try:
                 self.gold_content = upload.read()
@@ -95,14 +102,14 @@ class GoldVersionAdmin(admin.ModelAdmin):
         return [*self.readonly_fields, "task"] if obj else []
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["task", "label", "file"] if obj is None else super().get_fields(request, obj)
+        return ["task", "label", "file", "phases"] if obj is None else super().get_fields(request, obj)
 
     def save_model(self, request: HttpRequest, obj: GoldVersion, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
         version = services.load_gold_version(obj.task, form.gold_content, form.cleaned_data["file"].name,
-                                             request.user, obj.label)
+                                             request.user, obj.label, phases=form.cleaned_data.get("phases") or ())
         obj.pk, obj.number = version.pk, version.number
         messages.info(request, f"Gold version {version.number} stored; baselines created and runs re-queued.")
 

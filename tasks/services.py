@@ -63,9 +63,17 @@ def create_task(slug: str, preset: str = "stc3", title: str = "", description: s
 
 
 def load_gold_version(task: Task, content: bytes, source_name: str = "", user: Any = None,
-                      label: str = "") -> GoldVersion:
-    """Validate a gold file, store it as a new version, add baselines and re-score every run."""
+                      label: str = "", phases: Any = ()) -> GoldVersion:
+    """Validate a gold file, store it as a new version, add its baselines and re-score runs.
+
+    Re-scored: runs outside phases, and the runs of ``phases``, which are moved to the new
+    version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
+    stay, tagged with their version.
+    """
     gold = _validated_gold(task, content)
+    foreign = [phase.name for phase in phases if phase.task_id != task.pk]
+    if foreign:
+        raise Rejected([f"phase {name!r} belongs to another task" for name in foreign])
     with transaction.atomic():
         Task.objects.select_for_update().get(pk=task.pk)  # serialise version numbers per task
         number = (task.gold_versions.aggregate(Max("number"))["number__max"] or 0) + 1
@@ -75,8 +83,12 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
             n_dialogues=gold.n_dialogues, has_quality=gold.has_quality, has_nugget=gold.has_nugget,
             warnings=gold.warnings, created_by=user if user is not None and user.is_authenticated else None,
         )
+        for phase in phases:
+            phase.gold_version = version
+            phase.save(update_fields=["gold_version"])  # save(): the signals renew cached lookups
         create_baselines(task, version)
         rescore_task_runs(task, version)
+        task.touch_scores()
     return version
 
 
@@ -88,9 +100,13 @@ def _validated_gold(task: Task, content: bytes) -> Any:
 
 
 def create_baselines(task: Task, version: GoldVersion) -> list[Run]:
-    """The uniform and popularity baselines of this gold version; earlier baselines are withdrawn."""
+    """The uniform and popularity baselines of this gold version.
+
+    Baselines belong to their version (the popularity baseline is made from its labels): they are
+    never re-scored against another one, and every board shows those of the version it shows, so
+    a development board keeps its baselines when the test gold arrives.
+    """
     gold = version.load()
-    task.runs.filter(is_baseline=True, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     runs = []
     for name, builder, description in (
         ("uniform", uniform_run, "Baseline: the same probability for every label."),
@@ -115,8 +131,10 @@ def current_gold_for(task: Task, phase: Phase | None) -> GoldVersion | None:
 
 
 def rescore_task_runs(task: Task, version: GoldVersion) -> int:
-    """Queue every run of the task (outside phases bound to other versions) against ``version``."""
-    runs = task.runs.filter(Q(phase__isnull=True) | Q(phase__gold_version=version)).exclude(gold_version=version)
+    """Queue every run of the task (outside phases bound to other versions) against ``version``;
+    baselines stay with the version they were made from."""
+    runs = (task.runs.filter(Q(phase__isnull=True) | Q(phase__gold_version=version), is_baseline=False)
+            .exclude(gold_version=version))
     ids = list(runs.values_list("pk", flat=True))
     Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, gold_version=version, errors=[], started_at=None,
                                           finished_at=None, failure_is_server_side=False, queued_at=timezone.now())
@@ -431,10 +449,19 @@ def _compute(run: Run) -> tuple[Result, Result | None]:
     config = run.task.scoring_config
     result = evaluate(parsed, gold, config)
     live = None
-    subset = run.phase.live_subset() if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
+    phase = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
+    if run.is_baseline:  # baselines have no phase, but a test board with a live subset shows them too
+        phase = live_phase(run.task_id, run.gold_version_id)
+    subset = phase.live_subset() if phase is not None else None
     if subset is not None:
         live = evaluate(*restrict(parsed, gold, subset), config)
     return result, live
+
+
+def live_phase(task_id: int, gold_version_id: int | None) -> Phase | None:
+    """The phase whose live subset the runs scored against this gold version are shown on."""
+    return (Phase.objects.filter(task_id=task_id, gold_version_id=gold_version_id, live_subset_size__gt=0)
+            .select_related("gold_version").order_by("starts_at").first())
 
 
 def _store(run: Run, result: Result, scope: str) -> None:

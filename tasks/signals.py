@@ -26,10 +26,15 @@ def _task_changed(sender: type, instance: Task, **kwargs: Any) -> None:
     forget_task(instance.slug)
 
 
+LIVE_FIELDS = ("gold_version_id", "live_subset_size", "live_subset_seed")
+
+
 @receiver(pre_save, sender=Phase)
 def _phase_saving(sender: type, instance: Phase, **kwargs: Any) -> None:
-    instance._was_published = (Phase.objects.filter(pk=instance.pk).values_list("results_published", flat=True)
-                               .first() if instance.pk else None)
+    before = (Phase.objects.filter(pk=instance.pk).values("results_published", *LIVE_FIELDS).first()
+              if instance.pk else None)
+    instance._was_published = before["results_published"] if before else None
+    instance._live_before = tuple(before[name] for name in LIVE_FIELDS) if before else None
 
 
 @receiver(post_save, sender=Phase)
@@ -38,9 +43,24 @@ def _phase_changed(sender: type, instance: Phase, **kwargs: Any) -> None:
     slug = Task.objects.filter(pk=instance.task_id).values_list("slug", flat=True).first()
     if slug:
         forget_task(slug)
+    if kwargs.get("signal") is not post_save:
+        return
     was = getattr(instance, "_was_published", None)
-    if kwargs.get("signal") is post_save and was is not None and was != instance.results_published:
+    if was is not None and was != instance.results_published:
         _publication_changed(instance)
+    live = tuple(getattr(instance, name) for name in LIVE_FIELDS)
+    if instance.live_subset_size and live != getattr(instance, "_live_before", None):
+        _live_subset_changed(instance)
+
+
+def _live_subset_changed(phase: Phase) -> None:
+    """A phase with a live subset, new or changed: the baselines of its gold (which belong to no
+    phase) are scored again so that they have live-subset scores for its board."""
+    from tasks.models import Run
+    from tasks.services import rescore_runs
+
+    rescore_runs(Run.objects.filter(task_id=phase.task_id, is_baseline=True, gold_version_id=phase.gold_version_id,
+                                    withdrawn_at__isnull=True))
 
 
 def _publication_changed(phase: Phase) -> None:
@@ -52,6 +72,9 @@ def _publication_changed(phase: Phase) -> None:
     from tasks.services import statistics_changed
 
     TaskStatistics.objects.filter(task_id=phase.task_id, phase=phase).delete()
+    # Boards of other phases on the same gold change too (a test board leaves its live subset
+    # when the final phase is published): new scores' timestamp, new board cache keys.
+    Task.objects.get(pk=phase.task_id).touch_scores()
     task_id = phase.task_id
     transaction.on_commit(lambda: statistics_changed(task_id))
 

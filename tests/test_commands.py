@@ -52,9 +52,10 @@ def test_load_gold_prints_the_version_and_adds_baselines(tmp_path: Path) -> None
     out, _ = run_command("load_gold", "t-one", str(gold_file))
     assert out.strip().splitlines()[-1] == "2"
     assert GoldVersion.objects.filter(task__slug="t-one").count() == 2
-    baselines = Run.objects.filter(task__slug="t-one", is_baseline=True, withdrawn_at__isnull=True)
+    baselines = Run.objects.filter(task__slug="t-one", is_baseline=True, gold_version__number=2)
     assert sorted(run.name for run in baselines) == ["baseline-popularity-v2", "baseline-uniform-v2"]
     assert all(run.status == Run.DONE for run in baselines)
+    assert Run.objects.filter(task__slug="t-one", is_baseline=True, gold_version__number=1).count() == 2
 
 
 @pytest.mark.django_db

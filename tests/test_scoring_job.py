@@ -7,6 +7,7 @@ from datetime import timedelta
 import orjson
 import pytest
 from django.db import OperationalError
+from django.test import Client
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
@@ -77,11 +78,16 @@ def test_new_gold_version_rescores_runs_and_keeps_old_scores(world: World) -> No
     expected = evaluate(load_run(orjson.loads(run_bytes(world.gold, 0.3)), gold), gold).summary()
     assert scores[2]["quality"]["A"]["rsnod"] == pytest.approx(expected["quality"]["A"]["rsnod"], abs=1e-12)
     assert scores[2]["quality"]["A"]["rsnod"] != pytest.approx(first["quality"]["A"]["rsnod"], abs=1e-6)
-    # Baselines of version 1 are withdrawn (kept), version 2 has its own.
+    # Baselines belong to their version: those of version 1 keep their scores on it (never
+    # re-scored), version 2 has its own, and the board shows those of the version it shows.
     baselines = Run.objects.filter(task=world.task, is_baseline=True)
-    assert sorted((b.name, b.is_withdrawn) for b in baselines) == [
-        ("baseline-popularity-v1", True), ("baseline-popularity-v2", False),
-        ("baseline-uniform-v1", True), ("baseline-uniform-v2", False)]
+    assert sorted((b.name, b.gold_version.number, b.status) for b in baselines) == [
+        ("baseline-popularity-v1", 1, Run.DONE), ("baseline-popularity-v2", 2, Run.DONE),
+        ("baseline-uniform-v1", 1, Run.DONE), ("baseline-uniform-v2", 2, Run.DONE)]
+    board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
+    assert board["gold_version"] == 2
+    assert sorted(entry["name"] for entry in board["runs"] if entry["is_baseline"]) == [
+        "baseline-popularity-v2", "baseline-uniform-v2"]
 
 
 @pytest.mark.django_db
