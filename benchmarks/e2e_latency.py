@@ -25,7 +25,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,9 @@ from urllib.request import Request, urlopen
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.conftest import reachable  # noqa: E402
+from tests.workers import free_port  # noqa: E402
+
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 GUNICORN = str(VENV_BIN / "gunicorn") if (VENV_BIN / "gunicorn").exists() else "gunicorn"
@@ -55,20 +57,6 @@ START_TIMEOUT = 60.0
 
 def say(message: str) -> None:
     print(f"[bench] {message}", flush=True)
-
-
-def reachable(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # Set-up ------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.conftest import reachable  # noqa: E402
 from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
 from tests.workers import (  # noqa: E402
     BROKERS,
@@ -67,7 +68,6 @@ from tests.workers import (  # noqa: E402
     postgres_bin,
     postgres_restart_drill,
     queue_length,
-    reachable,
     read_load_processes,
     remove_queue,
     scratch_database,

@@ -40,6 +40,17 @@ def using_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
 
+def require_postgres() -> None:
+    """For tests whose worker processes read the test database: it must be PostgreSQL (a worker
+    cannot share the test's SQLite). Skip on a laptop, fail in CI."""
+    require_service("PostgreSQL", 5432)
+    if not using_postgres():
+        message = "DATABASE_URL must point at PostgreSQL: a worker process cannot share the test's SQLite"
+        if IN_CI:
+            pytest.fail(message + ", and CI=true forbids skipping")
+        pytest.skip(message)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Uploads in a temporary folder, no statistics (tests of them switch them on), a fresh cache."""

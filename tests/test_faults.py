@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from tasks import services
 from tasks.models import Run, Score
-from tests.conftest import IN_CI, make_world, require_service, run_bytes, using_postgres
+from tests.conftest import IN_CI, make_world, require_postgres, require_service, run_bytes
 from tests.workers import (
     BROKERS,
     FAULT_LIMITS,
@@ -66,9 +66,7 @@ def unavailable(message: str) -> None:
 def postgres(transactional_db: Any, settings: Any) -> None:
     """Committed data in the PostgreSQL test database, which worker processes can read; the
     scoring limits of ``FAULT_LIMITS`` in this process too (``requeue_stuck`` reads them)."""
-    require_service("PostgreSQL", 5432)
-    if not using_postgres():
-        unavailable("DATABASE_URL must point at PostgreSQL: a worker process cannot share the test's SQLite")
+    require_postgres()
     settings.CELERY_TASK_SOFT_TIME_LIMIT = int(FAULT_LIMITS["EVALSERVER_SCORING_SOFT_TIME_LIMIT"])
     settings.CELERY_TASK_TIME_LIMIT = int(FAULT_LIMITS["EVALSERVER_SCORING_TIME_LIMIT"])
     settings.EVALSERVER_STALE_GRACE_SECONDS = int(FAULT_LIMITS["EVALSERVER_STALE_GRACE_SECONDS"])

@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import IN_CI, World, require_service, run_bytes, using_postgres
+from tests.conftest import World, require_postgres, require_service, run_bytes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -149,12 +149,7 @@ def broker(request: pytest.FixtureRequest, settings: Any, live_server: Any) -> I
     world's baselines are already scored in-process when publishing starts.
     """
     name, port, url = BROKERS[request.param]
-    require_service("PostgreSQL", 5432)
-    if not using_postgres():
-        message = "DATABASE_URL must point at PostgreSQL: a worker process cannot share the test's SQLite"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_postgres()
     require_service(name, port)
     from evalserver.celery import app
 

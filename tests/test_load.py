@@ -25,7 +25,7 @@ from rest_framework.authtoken.models import Token
 
 from leaderboard.board import board_cache_key
 from tasks.models import Phase, Run, Task, Team
-from tests.conftest import IN_CI, make_world, require_service, run_bytes, using_postgres
+from tests.conftest import make_world, require_postgres, require_service, run_bytes
 from tests.workers import (
     BROKERS,
     call,
@@ -49,12 +49,7 @@ BOARD_RUNS = 500
 
 @pytest.fixture
 def postgres(transactional_db: Any) -> None:
-    require_service("PostgreSQL", 5432)
-    if not using_postgres():
-        message = "DATABASE_URL must point at PostgreSQL: a worker process cannot share the test's SQLite"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_postgres()
 
 
 def figures(what: str, result: Any) -> str:

@@ -49,14 +49,6 @@ FAULT_LIMITS = {"EVALSERVER_SCORING_SOFT_TIME_LIMIT": "3", "EVALSERVER_SCORING_T
 VECTORS_PER_SCORE = 21  # 3 quality dimensions x 6 measures + 3 nugget measures
 
 
-def reachable(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def free_port() -> int:
     """A loopback port nothing listens on (the kernel's choice, released at once)."""
     with socket.socket() as sock:
