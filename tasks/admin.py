@@ -198,6 +198,12 @@ class ScoreAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # scores are the record of what a run got: re-score instead
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(AccessLog)
 class AccessLogAdmin(admin.ModelAdmin):

@@ -8,7 +8,12 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.validators import (
+    MaxValueValidator,
+    MinValueValidator,
+    ProhibitNullCharactersValidator,
+    RegexValidator,
+)
 from django.db import models
 from django.utils import timezone
 
@@ -22,8 +27,9 @@ class Task(models.Model):
     """A shared task (e.g. NTCIR-14 STC-3 Chinese DQ and ND) with its labels and rules."""
 
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
-    title = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
+    # PostgreSQL refuses NUL characters in text: say so in validation, not with a database error.
+    title = models.CharField(max_length=200, validators=[ProhibitNullCharactersValidator()])
+    description = models.TextField(blank=True, validators=[ProhibitNullCharactersValidator()])
     config = models.JSONField(help_text="scoring.config.TaskConfig as a dict: labels, alpha, averaging, variant")
     is_public = models.BooleanField(default=True, help_text="listed and its leaderboard shown to everyone")
     organisers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="organised_tasks")
@@ -70,7 +76,8 @@ class GoldVersion(models.Model):
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="gold_versions")
     number = models.PositiveIntegerField()
-    label = models.CharField(max_length=100, blank=True, help_text="e.g. 'development' or 'test'")
+    label = models.CharField(max_length=100, blank=True, help_text="e.g. 'development' or 'test'",
+                             validators=[ProhibitNullCharactersValidator()])
     compiled = models.BinaryField(help_text="scoring.Gold.to_bytes(): label counts ready for scoring")
     sha256 = models.CharField(max_length=64)
     source_name = models.CharField(max_length=255, blank=True)
@@ -106,7 +113,7 @@ class Phase(models.Model):
     KINDS = [(DEVELOPMENT, "development"), (TEST, "test"), (FINAL, "final")]
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="phases")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[ProhibitNullCharactersValidator()])
     kind = models.CharField(max_length=20, choices=KINDS, default=DEVELOPMENT)
     gold_version = models.ForeignKey(GoldVersion, on_delete=models.PROTECT, related_name="phases")
     starts_at = models.DateTimeField()

@@ -70,6 +70,8 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
     version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
     stay, tagged with their version.
     """
+    if "\x00" in label or len(label) > 100:
+        raise Rejected(["label: at most 100 characters, without NUL characters"])
     gold = _validated_gold(task, content)
     foreign = [phase.name for phase in phases if phase.task_id != task.pk]
     if foreign:

@@ -97,3 +97,37 @@ def test_demo_builds_a_scored_task_once(settings, tmp_path: Path) -> None:
     assert "participant login: alice / demo-pass-123" in out
     again, _ = run_command("demo")
     assert "exists already" in again and "alice / demo-pass-123" in again
+
+
+@pytest.mark.django_db
+def test_nul_characters_in_command_arguments_are_refused_with_a_message(tmp_path: Path) -> None:
+    """PostgreSQL refuses NUL in text; the commands say so instead of failing in the database."""
+    with pytest.raises(CommandError, match="title: Null characters are not allowed"):
+        run_command("create_task", "t-nul", "--title", "bad\x00title")
+    assert not Task.objects.exists()
+    run_command("create_task", "t-nul")
+    gold_file = tmp_path / "gold.json"
+    gold_file.write_bytes(orjson.dumps(generate_gold(10, seed=2)))
+    stderr = io.StringIO()
+    with pytest.raises(CommandError, match="1 problem"):
+        call_command("load_gold", "t-nul", str(gold_file), "--label", "te\x00st", stderr=stderr)
+    assert "label: at most 100 characters, without NUL characters" in stderr.getvalue()
+    assert not GoldVersion.objects.exists()
+    with committing():
+        run_command("load_gold", "t-nul", str(gold_file))
+    with pytest.raises(CommandError, match="name: Null characters are not allowed"):
+        run_command("create_phase", "t-nul", "ph\x00ase", "--starts", "2026-12-01T00:00", "--ends", "2026-12-02T00:00")
+
+
+@pytest.mark.django_db
+def test_staff_cannot_delete_or_edit_scores_in_the_admin(world) -> None:
+    from django.test import Client
+
+    from tasks.models import Score
+
+    staff = Client()
+    staff.force_login(world.staff)
+    score = Score.objects.first()
+    assert staff.get(f"/admin/tasks/score/{score.pk}/change/").status_code == 200  # viewable
+    assert staff.post(f"/admin/tasks/score/{score.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Score.objects.filter(pk=score.pk).exists()
