@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.db.models import Q
 
 from scoring.measures import MEASURES
+from tasks import access
 from tasks.models import GoldVersion, Phase, Run, Score, Task
 
 CACHE_SECONDS = 600
@@ -39,6 +40,7 @@ class Board:
     phase_id: int | None
     gold_version: int | None
     scope: str
+    gold_version_id: int | None = None
     hidden_reason: str = ""
     columns: list[Column] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -95,7 +97,8 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
     version: GoldVersion | None = phase.gold_version if phase else task.latest_gold()
     scope = Score.FULL
     board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
-                  gold_version=version.number if version else None, scope=scope)
+                  gold_version=version.number if version else None, scope=scope,
+                  gold_version_id=version.pk if version else None)
     if version is None:
         board.hidden_reason = "No gold data has been loaded for this task yet."
         return board
@@ -107,11 +110,9 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
                                | Q(is_baseline=True))
         else:
             runs = runs.filter(Q(phase=phase) | Q(is_baseline=True))
-        # A test board shows the whole test set once its results, or those of a final phase on the
-        # same gold, are published.
-        published = phase.results_published or task.phases.filter(
-            kind=Phase.FINAL, gold_version=version, results_published=True).exists()
-        if phase.live_subset_size and not published:
+        # A test board shows the whole test set once the results on its gold are published (by
+        # this phase or a final phase on the same gold), the rule of tasks.access.
+        if phase.live_subset_size and access.test_results_hidden(list(task.phases.all()), version.pk):
             board.scope = Score.LIVE
         if phase.kind == Phase.FINAL and not phase.results_published:
             if not organiser:

@@ -26,10 +26,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
+from leaderboard.models import TaskStatistics
 from leaderboard.tables import board_table, pvalue_table, sort_link
 from tasks import access
 from tasks.lookup import cached_task
-from tasks.models import Phase, Task
+from tasks.models import Task
 from tasks.phases import quota_status
 
 
@@ -67,8 +68,6 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     known |= {f"nugget.{name}" for name in config.nugget_measures}
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
-    from leaderboard.models import TaskStatistics
-
     computed = (TaskStatistics.objects.filter(task=task, phase=phase).values_list("computed_at", flat=True)
                 .first())
     key = (f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:"
@@ -151,8 +150,8 @@ def _filename_safe(text: str) -> str:
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     task, _, phase, organiser = _find_board(request, slug)
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
-    # every score: a request is two small queries and a cache read, or no body at all when the
-    # reader sends back the ETag it has.
+    # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
+    # no body at all when the reader sends back the ETag it has.
     key = "json:" + board_cache_key(task, phase, organiser)
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
@@ -162,24 +161,29 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     encoding = "gzip" if _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")) else "identity"
     # The body under a key never changes (the key carries the scores' timestamp), so a process
     # may keep recent ones in memory and skip the shared cache too.
-    body = _recent_bodies.get(f"{key}:{encoding}") or cache.get(f"{key}:{encoding}")
+    body = _recent_bodies.get(f"{key}:{encoding}")
     if body is None:
-        board = get_board(task, phase, organiser)
-        plain = orjson.dumps({
-            "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
-            "gold_version": board.gold_version, "scope": board.scope, "lower_is_better": True,
-            "note": board.hidden_reason or None,
-            "runs": [{key: row[key] for key in ("id", "team", "name", "description", "is_baseline", "priority",
-                                                "submitted_at", "scores", "ranks")} for row in board.rows],
-        })
-        bodies = {"identity": plain, "gzip": gzip.compress(plain, compresslevel=6, mtime=0)}
-        cache.set_many({f"{key}:{name}": value for name, value in bodies.items()}, CACHE_SECONDS)
-        body = bodies[encoding]
-    _recent_bodies.put(f"{key}:{encoding}", body)
+        body = cache.get(f"{key}:{encoding}") or _json_bodies(task, phase, organiser, key)[encoding]
+        _recent_bodies.put(f"{key}:{encoding}", body)
     response = HttpResponse(body, content_type="application/json")
     if encoding == "gzip":
         response["Content-Encoding"] = "gzip"
     return _board_caching_headers(response, etag, organiser)
+
+
+def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str, bytes]:
+    """The board as JSON, plain and gzipped once, both stored in the shared cache."""
+    board = get_board(task, phase, organiser)
+    plain = orjson.dumps({
+        "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
+        "gold_version": board.gold_version, "scope": board.scope, "lower_is_better": True,
+        "note": board.hidden_reason or None,
+        "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
+                                                  "submitted_at", "scores", "ranks")} for row in board.rows],
+    })
+    bodies = {"identity": plain, "gzip": gzip.compress(plain, compresslevel=6, mtime=0)}
+    cache.set_many({f"{key}:{name}": value for name, value in bodies.items()}, CACHE_SECONDS)
+    return bodies
 
 
 _ACCEPTS_GZIP = re.compile(r"\bgzip\b")
@@ -289,8 +293,7 @@ def _exports_allowed(request: HttpRequest, task: Task, board: Board) -> bool:
     same rule as per-dialogue scores on run pages, ``tasks.access``)."""
     if task.is_organiser(request.user):
         return True
-    tests = task.phases.filter(kind__in=(Phase.TEST, Phase.FINAL), gold_version__number=board.gold_version)
-    return not tests.exists() or tests.filter(results_published=True).exists()
+    return not access.test_results_hidden(access.task_phases(task.pk), board.gold_version_id)
 
 
 @require_GET

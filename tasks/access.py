@@ -41,13 +41,25 @@ def task_phases(task_id: int) -> list[Phase]:
     return list(Phase.objects.filter(task_id=task_id))
 
 
+def test_phases_on(phases: list[Phase], gold_version_id: int | None) -> list[Phase]:
+    """The test and final phases that use this gold version: scores on it are scores on *test data*."""
+    return [phase for phase in phases if phase.kind in TEST_KINDS and gold_version_id is not None
+            and phase.gold_version_id == gold_version_id]
+
+
+def test_results_hidden(phases: list[Phase], gold_version_id: int | None) -> bool:
+    """Whether scores on this gold version are test data whose results are not published yet
+    (by any test or final phase that uses it)."""
+    tests = test_phases_on(phases, gold_version_id)
+    return bool(tests) and not any(phase.results_published for phase in tests)
+
+
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
     """The test and final phases whose gold the run is scored against, and the run's own phase
     if it is one: the run's scores are then scores on *test data*."""
     if phases is None:
         phases = task_phases(run.task_id)
-    found = [phase for phase in phases if phase.kind in TEST_KINDS and run.gold_version_id is not None
-             and phase.gold_version_id == run.gold_version_id]
+    found = test_phases_on(phases, run.gold_version_id)
     if run.phase_id and run.phase.kind in TEST_KINDS and all(phase.pk != run.phase_id for phase in found):
         found.append(run.phase)
     return found

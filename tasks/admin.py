@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -183,9 +182,7 @@ class RunAdmin(admin.ModelAdmin):
     def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
-            task.touch_scores()
-            task_id = task.pk  # the public statistics name the runs they compare: compute them again
-            transaction.on_commit(lambda task_id=task_id: services.statistics_changed(task_id))
+            services.board_changed(task)
         self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
 
 

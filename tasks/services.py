@@ -438,8 +438,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
                 status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
                 failure_is_server_side=False, has_quality=result.quality is not None,
                 has_nugget=result.nugget is not None)
-            run.task.touch_scores()
-            transaction.on_commit(lambda: statistics_changed(run.task_id))
+            board_changed(run.task)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
     return "done"
@@ -499,6 +498,15 @@ def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int
     for run_id in ids:
         _send(run_id)
     return ids
+
+
+def board_changed(task: Task) -> None:
+    """Something the task's boards show changed (scores, a run's visibility, a team's name, a
+    publication): new board cache keys at once, and the significance statistics, which name the
+    runs they compare, computed again once the change commits (debounced)."""
+    task.touch_scores()
+    task_id = task.pk
+    transaction.on_commit(lambda: statistics_changed(task_id))
 
 
 def statistics_changed(task_id: int) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
@@ -69,23 +68,19 @@ def _publication_changed(phase: Phase) -> None:
     board that is now hidden (they would keep showing full-test-set means), so they go, and the
     statistics are computed again for what the board now shows."""
     from leaderboard.models import TaskStatistics
-    from tasks.services import statistics_changed
+    from tasks.services import board_changed
 
     TaskStatistics.objects.filter(task_id=phase.task_id, phase=phase).delete()
     # Boards of other phases on the same gold change too (a test board leaves its live subset
-    # when the final phase is published): new scores' timestamp, new board cache keys.
-    Task.objects.get(pk=phase.task_id).touch_scores()
-    task_id = phase.task_id
-    transaction.on_commit(lambda: statistics_changed(task_id))
+    # when the final phase is published): new board cache keys.
+    board_changed(Task.objects.get(pk=phase.task_id))
 
 
 @receiver(post_save, sender=Team)
 def _team_changed(sender: type, instance: Team, created: bool, **kwargs: Any) -> None:
     """A renamed team: boards show team names, so the boards of its tasks are rebuilt."""
     if not created:
-        from tasks.services import statistics_changed
+        from tasks.services import board_changed
 
         for task in Task.objects.filter(runs__team=instance).distinct():
-            task.touch_scores()
-            task_id = task.pk
-            transaction.on_commit(lambda task_id=task_id: statistics_changed(task_id))  # labels name teams
+            board_changed(task)

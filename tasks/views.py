@@ -160,17 +160,13 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
         return redirect("run-page", run_id=run.pk)
     from django.utils import timezone
 
-    from tasks.services import statistics_changed
+    from tasks.services import board_changed
 
     if action == "withdraw":
         Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     else:
         Run.objects.filter(pk=run.pk).update(is_public=action == "show")
-    run.task.touch_scores()
-    # The stored significance results list the runs of the public board by name: recompute them
-    # so that a hidden or withdrawn run leaves the statistics pages too.
-    task_id = run.task_id
-    transaction.on_commit(lambda: statistics_changed(task_id))
+    board_changed(run.task)  # the statistics name the runs they compare: a hidden run leaves them too
     messages.success(request, {"show": "The run is shown on the public leaderboard.",
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
