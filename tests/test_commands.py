@@ -7,7 +7,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from fixtures.synthetic import generate_gold
 from tasks.models import GoldVersion, Run, Task
@@ -77,8 +80,6 @@ def test_load_gold_reports_every_problem_and_stores_nothing(tmp_path: Path) -> N
 
 @pytest.mark.django_db
 def test_create_participant_prints_a_working_token_last() -> None:
-    from rest_framework.authtoken.models import Token
-
     out, _ = run_command("create_participant", "carol", "--team", "Team Carol")
     token = out.strip().splitlines()[-1]
     assert Token.objects.get(key=token).user.username == "carol"
@@ -95,6 +96,16 @@ def test_demo_builds_a_scored_task_once(settings, tmp_path: Path) -> None:
     assert Run.objects.filter(task=task).count() == 6
     assert set(Run.objects.filter(task=task).values_list("status", flat=True)) == {Run.DONE}
     assert "participant login: alice / demo-pass-123" in out
+    # The files to try it with: a run that the task accepts, and the test data without annotations.
+    sample = (tmp_path / "demo" / "sample-run.json").read_bytes()
+    test_data = orjson.loads((tmp_path / "demo" / "test-data.json").read_bytes())
+    assert len(test_data) == 40 and all("annotations" not in dialogue and dialogue["turns"] for dialogue in test_data)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user__username='alice').key}")
+    with committing():
+        reply = client.post("/api/v1/tasks/stc3-demo/runs/", {"file": SimpleUploadedFile("sample-run.json", sample)},
+                            format="multipart")
+    assert reply.status_code == 202 and Run.objects.get(pk=reply.json()["id"]).status == Run.DONE
     again, _ = run_command("demo")
     assert "exists already" in again and "alice / demo-pass-123" in again
 

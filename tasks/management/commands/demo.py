@@ -64,9 +64,21 @@ class Command(BaseCommand):
 
         compute_task_statistics(task.pk)  # at once: a background thread would die with this command
         self.stdout.write(f"demo task {DEMO_SLUG}: {len(gold)} dialogues, 2 baselines, {len(runs)} runs")
+        self._write_files(gold)
         text = (f"organiser login: organiser / {password}   (admin at /admin/)\n"
                 f"participant login: alice / {password}   (team Aurora; bob / same password, team Borealis)\n"
                 f"alice's API token: {Token.objects.get(user=participants[0]).key}\n")
         logins.write_text(text)
         logins.chmod(0o600)
         self.stdout.write(text, ending="")
+
+    def _write_files(self, gold: list[dict[str, Any]]) -> None:
+        """Files to try the server with, in var/demo/ (never served): the test data as participants
+        get it (no annotations), a run ready to upload, and the gold for the offline score command."""
+        folder = Path(settings.VAR_DIR) / "demo"
+        folder.mkdir(exist_ok=True)
+        test_data = [{key: value for key, value in dialogue.items() if key != "annotations"} for dialogue in gold]
+        (folder / "test-data.json").write_bytes(orjson.dumps(test_data))
+        (folder / "sample-run.json").write_bytes(orjson.dumps(generate_run(gold, "noisy", noise=0.3, seed=999)))
+        (folder / "gold.json").write_bytes(orjson.dumps(gold))
+        self.stdout.write(f"files to try it with: {folder}/sample-run.json (upload it), test-data.json, gold.json")
