@@ -1,0 +1,206 @@
+"""The task-kind interface: what the server needs from a kind of shared task, and nothing else.
+
+A *kind* (DQ/ND ``stc3``, ``response``, ``metric``, ...) owns everything about its files and
+its numbers: its configuration and presets, how a gold file is validated and compiled, how a run
+is validated against a compiled gold, which measures it reports (with their direction, range,
+citation, whether they are official and how a run's headline figure is aggregated) and the
+per-item score vectors behind them, its baselines, and how an item is described on a run page.
+
+The server, the offline ``score`` command, the statistics and the exports only talk to this
+interface and to measure keys and item ids: none of them names a kind's labels. This follows
+sacrebleu's ``metrics/base.py`` (per-segment sufficient statistics, one function from summed
+statistics to a score) and ir_measures' providers (a registry of named implementations).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from scoring.formats import ValidationFailed
+
+__all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "groups_of", "measure_key"]
+
+Headline = Literal["mean", "corpus"]
+
+# A measure key names one per-item score vector of a run: ``quality.A.rsnod``, ``nugget.jsd``,
+# ``bleu``. Dots separate a kind's own levels; the key is also a URL path part and a CSV header.
+_KEY = re.compile(r"^[A-Za-z0-9_*-]+(\.[A-Za-z0-9_*-]+)*$")
+
+
+def measure_key(*parts: str) -> str:
+    """The one place a measure key is put together (``measure_key("quality", "A", "rsnod")``)."""
+    key = ".".join(parts)
+    if not _KEY.match(key) or len(key) > 64:
+        raise ValueError(f"not a valid measure key: {key!r}")
+    return key
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """One number a kind reports per item and per run, with what every page and export needs.
+
+    ``headline`` says how a run's figure is made from its items: ``mean`` of the per-item
+    scores, or ``corpus``: ``corpus(statistics summed over the items)`` (BLEU), where each item
+    stores its sufficient statistics so that the figure of any subset of items (a live subset,
+    a bootstrap resample) is computed exactly.
+    """
+
+    key: str
+    name: str
+    title: str
+    short_title: str
+    higher_is_better: bool
+    value_range: tuple[float, float]
+    citation: str
+    official: bool = False
+    group: str = ""
+    group_title: str = ""
+    headline: Headline = "mean"
+    corpus: Callable[[np.ndarray], float] | None = field(default=None, compare=False, repr=False)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _KEY.match(self.key):
+            raise ValueError(f"not a valid measure key: {self.key!r}")
+        if self.headline == "corpus" and self.corpus is None:
+            raise ValueError(f"{self.key}: a corpus-level headline needs its corpus function")
+
+    @property
+    def direction(self) -> str:
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether ``a`` is strictly better than ``b`` on this measure."""
+        return a > b if self.higher_is_better else a < b
+
+    def aggregate(self, per_item: np.ndarray, statistics: np.ndarray | None = None) -> float:
+        """The run's headline figure over the given items."""
+        if self.headline == "corpus":
+            if statistics is None:
+                raise ValueError(f"{self.key}: corpus-level figures need the items' sufficient statistics")
+            return float(self.corpus(np.asarray(statistics, dtype=np.float64).sum(axis=0)))
+        return float(np.asarray(per_item, dtype=np.float64).mean())
+
+
+@dataclass
+class Scored:
+    """A run's scores on one gold: per-item vectors keyed by measure key, aligned with ``item_ids``.
+
+    ``headlines`` holds each measure's run figure as the kind computes it (for the DQ/ND kind the
+    exact numbers of the 2018-2024 scripts); ``statistics`` the per-item sufficient statistics
+    of corpus-level measures (items x statistics). ``settings`` is everything needed to say how
+    the numbers were made (variant, averaging, tokeniser, pipeline versions, ...).
+    """
+
+    item_ids: list[str]
+    per_item: dict[str, np.ndarray]
+    headlines: dict[str, float]
+    settings: dict[str, Any] = field(default_factory=dict)
+    statistics: dict[str, np.ndarray] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    n_missing: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_ids)
+
+    def check_finite(self) -> None:
+        """No NaN or infinity may reach storage, a page or an export: refuse them here, named."""
+        bad = [key for key, values in self.per_item.items() if not np.isfinite(values).all()]
+        bad += [key for key, value in self.headlines.items() if not math.isfinite(value)]
+        if bad:
+            raise ValueError("scores that are not finite numbers: " + ", ".join(sorted(set(bad))))
+
+    def summary(self) -> dict[str, Any]:
+        """The ``score --format json`` object without per-item scores."""
+        data: dict[str, Any] = {"measures": dict(self.headlines), "n_items": self.n_items,
+                                "settings": dict(self.settings)}
+        if self.n_missing:
+            data["n_missing"] = self.n_missing
+        return data
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A run the server builds from a gold and shows on every board of that gold version."""
+
+    name: str
+    description: str
+    content: Any  # the run file's JSON value
+
+
+class Kind(ABC):
+    """A kind of shared task. Subclasses are registered in ``scoring.kinds.KINDS`` by ``name``."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    item_noun: ClassVar[str] = "item"
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    default_preset: ClassVar[str] = ""
+
+    # Configuration -------------------------------------------------------------------------
+    @abstractmethod
+    def config(self, data: Mapping[str, Any]) -> Any:
+        """The validated configuration object of a task (``ValueError`` naming every problem)."""
+
+    def config_dict(self, config: Any) -> dict[str, Any]:
+        return config.to_dict()
+
+    def preset(self, name: str) -> Any:
+        if name not in self.presets:
+            raise ValueError(f"unknown preset {name!r} for kind {self.name!r}; known presets: "
+                             f"{', '.join(sorted(self.presets)) or 'none'}")
+        return self.config(self.presets[name])
+
+    # Gold ----------------------------------------------------------------------------------
+    @abstractmethod
+    def compile_gold(self, data: object, config: Any) -> Any:
+        """Validate a parsed gold file (``ValidationFailed`` listing every problem) and compile it.
+
+        The compiled gold has ``item_ids`` (list of str), ``warnings`` and ``to_bytes()``."""
+
+    @abstractmethod
+    def gold_from_bytes(self, blob: bytes) -> Any:
+        """A compiled gold back from ``to_bytes()``."""
+
+    # Runs ----------------------------------------------------------------------------------
+    @abstractmethod
+    def parse_run(self, data: object, gold: Any, config: Any, *, allow_missing: bool = False) -> Any:
+        """Validate a parsed run against a compiled gold (``ValidationFailed``, every problem with
+        its JSON path) and return what ``score`` needs (with ``warnings`` and ``n_missing``)."""
+
+    @abstractmethod
+    def measures(self, config: Any, gold: Any | None = None) -> list[MeasureSpec]:
+        """Every measure a run of this task is scored with, in display order (official first)."""
+
+    @abstractmethod
+    def score(self, run: Any, gold: Any, config: Any, items: np.ndarray | None = None) -> Scored:
+        """Score a parsed run; ``items`` (ascending gold item indices) scores a subset only."""
+
+    def run_parts(self, run: Any) -> list[str]:
+        """The measure groups a parsed run takes part in (a DQ-only run has no ND scores)."""
+        return []
+
+    # Baselines and display -----------------------------------------------------------------
+    def baselines(self, gold: Any, config: Any) -> list[Baseline]:
+        return []
+
+    def describe_item(self, gold: Any, index: int) -> str:
+        """A short text a run page shows for one item."""
+        return str(gold.item_ids[index])
+
+
+def groups_of(measures: Sequence[MeasureSpec]) -> list[tuple[str, str]]:
+    """The measure groups (board tabs) in first-seen order, with their titles."""
+    seen: dict[str, str] = {}
+    for measure in measures:
+        seen.setdefault(measure.group, measure.group_title or measure.group)
+    return list(seen.items())

@@ -1,0 +1,151 @@
+"""The DQ/ND kind (NTCIR-14 STC-3, NTCIR-15/16 DialEval): the first kind behind the interface.
+
+Everything about dialogue quality dimensions, scales and nugget types stays in this module and in
+the modules it wraps (``scoring.config``, ``scoring.formats``, ``scoring.evaluate``,
+``scoring.baselines``), which compute exactly the numbers they computed before the interface
+existed (tests compare them bit for bit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+from scoring.baselines import popularity_run, uniform_run
+from scoring.config import PRESETS, TaskConfig
+from scoring.evaluate import Result, evaluate, normalise
+from scoring.formats import Gold, Run, load_gold, load_run, restrict
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, measure_key
+from scoring.measures import MEASURES
+
+# The official measures of STC-3 and DialEval (overview papers): RSNOD and NMD for DQ, JSD and
+# RNSS for ND. The others are reported beside them.
+OFFICIAL = {"quality": ("rsnod", "nmd"), "nugget": ("jsd", "rnss")}
+
+# What the STC-3 dimensions mean (Zeng et al., NTCIR-14 STC-3 overview); a task with other
+# dimensions shows their names.
+DIMENSION_TITLES = {"A": "task accomplishment", "S": "customer satisfaction", "E": "dialogue effectiveness"}
+
+
+def _micro_nugget(alpha: float) -> Any:
+    """Micro-averaged ND figure from summed per-dialogue statistics
+    (customer sum, customer turns, helpdesk sum, helpdesk turns)."""
+
+    def corpus(totals: np.ndarray) -> float:
+        customer_sum, customer_n, helpdesk_sum, helpdesk_n = totals.tolist()
+        if customer_n == 0:
+            return helpdesk_sum / helpdesk_n
+        if helpdesk_n == 0:
+            return customer_sum / customer_n
+        return alpha * customer_sum / customer_n + (1.0 - alpha) * helpdesk_sum / helpdesk_n
+
+    return corpus
+
+
+class Stc3Kind(Kind):
+    name = "stc3"
+    title = "Dialogue quality and nugget detection (STC-3 / DialEval)"
+    item_noun = "dialogue"
+    presets: Mapping[str, Mapping[str, Any]] = {name: config.to_dict() for name, config in PRESETS.items()}
+    default_preset = "stc3"
+
+    def config(self, data: Mapping[str, Any]) -> TaskConfig:
+        return TaskConfig.from_dict(dict(data))
+
+    def compile_gold(self, data: object, config: TaskConfig) -> Gold:
+        return load_gold(data, config)
+
+    def gold_from_bytes(self, blob: bytes) -> Gold:
+        return Gold.from_bytes(blob)
+
+    def parse_run(self, data: object, gold: Gold, config: TaskConfig, *, allow_missing: bool = False) -> Run:
+        return load_run(data, gold, allow_missing=allow_missing)
+
+    def run_parts(self, run: Run) -> list[str]:
+        return [part for part, present in (("quality", run.quality is not None),
+                                           ("nugget", run.customer is not None)) if present]
+
+    def measures(self, config: TaskConfig, gold: Gold | None = None) -> list[MeasureSpec]:
+        specs: list[MeasureSpec] = []
+        if gold is None or gold.has_quality:
+            for dim in config.quality_dimensions:
+                meaning = DIMENSION_TITLES.get(dim, dim)
+                for name in config.quality_measures:
+                    measure = MEASURES[name]
+                    specs.append(MeasureSpec(
+                        key=measure_key("quality", dim, name), name=name,
+                        title=f"{measure.title}, {dim} ({meaning})", short_title=name.upper(),
+                        higher_is_better=not measure.lower_is_better, value_range=measure.value_range,
+                        citation=measure.citation, official=name in OFFICIAL["quality"],
+                        group="quality", group_title="Dialogue quality (DQ)", description=f"{dim}: {meaning}"))
+        if gold is None or gold.has_nugget:
+            for name in config.nugget_measures:
+                measure = MEASURES[name]
+                micro = config.averaging == "micro"
+                specs.append(MeasureSpec(
+                    key=measure_key("nugget", name), name=name, title=f"{measure.title} (nugget detection)",
+                    short_title=name.upper(), higher_is_better=not measure.lower_is_better,
+                    value_range=measure.value_range, citation=measure.citation, official=name in OFFICIAL["nugget"],
+                    group="nugget", group_title="Nugget detection (ND)",
+                    headline="corpus" if micro else "mean", corpus=_micro_nugget(config.alpha) if micro else None))
+        return specs
+
+    def score(self, run: Run, gold: Gold, config: TaskConfig, items: np.ndarray | None = None) -> Scored:
+        if items is not None:
+            run, gold = restrict(run, gold, items)
+        result = evaluate(run, gold, config)
+        return self.scored_from_result(result, run, gold, config)
+
+    def scored_from_result(self, result: Result, run: Run, gold: Gold, config: TaskConfig) -> Scored:
+        per_item: dict[str, np.ndarray] = {}
+        headlines: dict[str, float] = {}
+        for dim, measures in (result.quality or {}).items():
+            for name, values in measures.items():
+                key = measure_key("quality", dim, name)
+                per_item[key] = values
+                headlines[key] = result.quality_means[dim][name]
+        statistics: dict[str, np.ndarray] = {}
+        for name, values in (result.nugget or {}).items():
+            key = measure_key("nugget", name)
+            per_item[key] = values
+            headlines[key] = result.nugget_means[name]
+            if config.averaging == "micro":
+                statistics[key] = self._micro_statistics(run, gold, config, name)
+        return Scored(item_ids=result.dialogue_ids, per_item=per_item, headlines=headlines,
+                      settings={"variant": result.variant, "alpha": result.alpha, "averaging": result.averaging},
+                      statistics=statistics, warnings=list(result.warnings), n_missing=result.n_missing)
+
+    @staticmethod
+    def _micro_statistics(run: Run, gold: Gold, config: TaskConfig, name: str) -> np.ndarray:
+        """Per dialogue: (sum over customer turns, customer turns, sum over helpdesk turns,
+        helpdesk turns) of one ND measure, the sufficient statistics of micro averaging."""
+        if run.n_missing:
+            gold = gold.subset(run.dialogue_index)
+        measure = MEASURES[name]
+        n = gold.n_dialogues
+        columns = []
+        for estimate, truth, dialogue in ((run.customer, gold.customer_counts, gold.customer_dialogue),
+                                          (run.helpdesk, gold.helpdesk_counts, gold.helpdesk_dialogue)):
+            scores = measure(normalise(estimate), normalise(truth), config.variant)
+            columns += [np.bincount(dialogue, weights=scores, minlength=n),
+                        np.bincount(dialogue, minlength=n).astype(np.float64)]
+        return np.column_stack(columns)
+
+    def baselines(self, gold: Gold, config: TaskConfig) -> list[Baseline]:
+        return [
+            Baseline("uniform", "Baseline: the same probability for every label.", uniform_run(gold)),
+            Baseline("popularity", "Baseline: all probability on the most frequent gold label per quality "
+                                   "dimension and per sender (ties split equally); uses no per-dialogue knowledge.",
+                     popularity_run(gold)),
+        ]
+
+    def describe_item(self, gold: Gold, index: int) -> str:
+        turns = int(gold.turn_counts[index])
+        return f"dialogue {gold.dialogue_ids[index]} ({turns} turn{'s' if turns != 1 else ''})"
+
+
+def baseline_bytes(baseline: Baseline) -> bytes:
+    return orjson.dumps(baseline.content)

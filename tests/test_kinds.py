@@ -1,0 +1,196 @@
+"""The task-kind interface: the DQ/ND kind through it gives exactly the numbers of ``evaluate``,
+and a toy kind of a few lines plugs in through the same interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixtures.synthetic import generate_gold, generate_run
+from scoring import STC3, evaluate, load_gold, load_run
+from scoring.formats import restrict
+from scoring.kinds import KINDS, Kind, MeasureSpec, Scored, ValidationFailed, get_kind, measure_key, register
+from scoring.measures import MEASURES
+
+
+@pytest.fixture(scope="module")
+def stc3_files() -> tuple[list, list]:
+    gold = generate_gold(40, seed=11)
+    return gold, generate_run(gold, "noisy", noise=0.4, seed=3)
+
+
+@pytest.mark.parametrize("averaging", ["macro", "micro"])
+def test_stc3_kind_is_bit_identical_to_evaluate(stc3_files: tuple[list, list], averaging: str) -> None:
+    gold_data, run_data = stc3_files
+    kind = get_kind("stc3")
+    config = kind.config({**kind.presets["stc3"], "averaging": averaging})
+    gold = kind.compile_gold(gold_data, config)
+    run = kind.parse_run(run_data, gold, config)
+    scored = kind.score(run, gold, config)
+    reference = evaluate(load_run(run_data, load_gold(gold_data, config)), load_gold(gold_data, config), config)
+    assert scored.item_ids == reference.dialogue_ids
+    for dim, measures in reference.quality.items():
+        for name, values in measures.items():
+            key = f"quality.{dim}.{name}"
+            assert scored.per_item[key].tobytes() == values.tobytes()
+            assert scored.headlines[key] == reference.quality_means[dim][name]
+    for name, values in reference.nugget.items():
+        assert scored.per_item[f"nugget.{name}"].tobytes() == values.tobytes()
+        assert scored.headlines[f"nugget.{name}"] == reference.nugget_means[name]
+    assert set(scored.per_item) == {spec.key for spec in kind.measures(config, gold)}
+    assert scored.settings == {"variant": "paper", "alpha": 0.5, "averaging": averaging}
+
+
+def test_stc3_kind_scores_a_subset_as_the_live_board_did(stc3_files: tuple[list, list]) -> None:
+    gold_data, run_data = stc3_files
+    kind = get_kind("stc3")
+    config = kind.preset("stc3")
+    gold = kind.compile_gold(gold_data, config)
+    run = kind.parse_run(run_data, gold, config)
+    items = np.array([1, 4, 5, 17, 30, 39])
+    scored = kind.score(run, gold, config, items=items)
+    reference = evaluate(*restrict(run, gold, items), config)
+    assert scored.item_ids == [gold.dialogue_ids[i] for i in items]
+    assert scored.headlines["quality.A.rsnod"] == reference.quality_means["A"]["rsnod"]
+    assert scored.per_item["nugget.jsd"].tobytes() == reference.nugget["jsd"].tobytes()
+
+
+def test_micro_averaging_statistics_give_the_micro_figure_of_any_subset(stc3_files: tuple[list, list]) -> None:
+    """The sufficient statistics of micro-averaged ND reproduce the pooled-turn figure of the whole
+    run and of a subset (computed independently here from the turn-level scores)."""
+    gold_data, run_data = stc3_files
+    kind = get_kind("stc3")
+    config = kind.config({**kind.presets["stc3"], "averaging": "micro", "alpha": 0.3})
+    gold = kind.compile_gold(gold_data, config)
+    run = kind.parse_run(run_data, gold, config)
+    scored = kind.score(run, gold, config)
+    specs = {spec.key: spec for spec in kind.measures(config, gold)}
+    spec = specs["nugget.rnss"]
+    assert spec.headline == "corpus"
+    whole = spec.aggregate(scored.per_item[spec.key], scored.statistics[spec.key])
+    assert whole == pytest.approx(scored.headlines[spec.key], abs=1e-14)
+    subset = np.array([0, 2, 3, 8, 21])
+    # Independent: pool the turns of the subset's dialogues side by side.
+    estimate_c = run.customer / run.customer.sum(axis=1, keepdims=True)
+    truth_c = gold.customer_counts / gold.customer_counts.sum(axis=1, keepdims=True)
+    estimate_h = run.helpdesk / run.helpdesk.sum(axis=1, keepdims=True)
+    truth_h = gold.helpdesk_counts / gold.helpdesk_counts.sum(axis=1, keepdims=True)
+    rnss_c = np.sqrt(((estimate_c - truth_c) ** 2).sum(axis=1) / 2)
+    rnss_h = np.sqrt(((estimate_h - truth_h) ** 2).sum(axis=1) / 2)
+    in_c = np.isin(gold.customer_dialogue, subset)
+    in_h = np.isin(gold.helpdesk_dialogue, subset)
+    expected = 0.3 * rnss_c[in_c].mean() + 0.7 * rnss_h[in_h].mean()
+    assert spec.aggregate(scored.per_item[spec.key][subset], scored.statistics[spec.key][subset]) == \
+        pytest.approx(expected, abs=1e-12)
+
+
+def test_stc3_measures_are_classified() -> None:
+    """Every registered DQ/ND measure appears with its registry facts; official ones are those of
+    the STC-3 and DialEval overviews; keys are unique."""
+    kind = get_kind("stc3")
+    specs = kind.measures(STC3)
+    keys = [spec.key for spec in specs]
+    assert len(keys) == len(set(keys)) == 3 * 6 + 3
+    for spec in specs:
+        assert spec.higher_is_better is (not MEASURES[spec.name].lower_is_better) is False
+        assert spec.value_range == (0.0, 1.0)
+    official = sorted(spec.key for spec in specs if spec.official)
+    assert official == sorted([f"quality.{dim}.{name}" for dim in "ASE" for name in ("rsnod", "nmd")]
+                              + ["nugget.jsd", "nugget.rnss"])
+    assert {spec.group for spec in specs} == {"quality", "nugget"}
+
+
+def test_unknown_kind_and_key_errors_name_what_exists() -> None:
+    with pytest.raises(ValueError, match="known kinds: .*stc3"):
+        get_kind("nonsense")
+    with pytest.raises(ValueError, match="not a valid measure key"):
+        measure_key("quality", "A b")
+    with pytest.raises(ValueError, match="unknown preset"):
+        get_kind("stc3").preset("nope")
+
+
+def test_scored_refuses_non_finite_numbers() -> None:
+    scored = Scored(item_ids=["a", "b"], per_item={"m": np.array([0.5, np.nan])}, headlines={"m": 0.5})
+    with pytest.raises(ValueError, match="not finite.*m"):
+        scored.check_finite()
+
+
+# A toy kind: items with a number each; a run guesses the numbers; one measure, absolute error,
+# plus a corpus-level ratio measure. It is all a new kind needs to write.
+@dataclass(frozen=True)
+class ToyConfig:
+    scale: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale}
+
+
+@dataclass
+class ToyGold:
+    item_ids: list[str]
+    values: np.ndarray
+    warnings: list[str]
+
+    def to_bytes(self) -> bytes:
+        return np.array(self.values).tobytes() + b"|" + ",".join(self.item_ids).encode()
+
+
+class ToyKind(Kind):
+    name = "toy"
+    title = "Guess the number"
+    presets = {"toy": {"scale": 1.0}}
+    default_preset = "toy"
+
+    def config(self, data: Any) -> ToyConfig:
+        return ToyConfig(**data)
+
+    def compile_gold(self, data: object, config: ToyConfig) -> ToyGold:
+        if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
+            raise ValidationFailed(["$: expected a list of objects"])
+        return ToyGold([str(entry["id"]) for entry in data], np.array([entry["value"] for entry in data], float), [])
+
+    def gold_from_bytes(self, blob: bytes) -> ToyGold:
+        values, ids = blob.rsplit(b"|", 1)
+        return ToyGold(ids.decode().split(","), np.frombuffer(values), [])
+
+    def parse_run(self, data: object, gold: ToyGold, config: ToyConfig, *, allow_missing: bool = False) -> Any:
+        guesses = {str(entry["id"]): entry["guess"] for entry in data}
+        problems = [f"$: missing id {item!r}" for item in gold.item_ids if item not in guesses]
+        if problems:
+            raise ValidationFailed(problems)
+        return np.array([guesses[item] for item in gold.item_ids], float)
+
+    def measures(self, config: ToyConfig, gold: Any = None) -> list[MeasureSpec]:
+        return [MeasureSpec("error", "error", "Absolute error", "ERR", False, (0.0, np.inf), "toy", official=True),
+                MeasureSpec("ratio", "ratio", "Sum of guesses / sum of values", "RATIO", True, (0.0, np.inf), "toy",
+                            headline="corpus", corpus=lambda totals: totals[0] / totals[1])]
+
+    def score(self, run: np.ndarray, gold: ToyGold, config: ToyConfig, items: np.ndarray | None = None) -> Scored:
+        index = np.arange(len(gold.item_ids)) if items is None else items
+        error = np.abs(run[index] - gold.values[index]) * config.scale
+        statistics = np.column_stack([run[index], gold.values[index]])
+        return Scored([gold.item_ids[i] for i in index], {"error": error, "ratio": run[index] / gold.values[index]},
+                      {"error": float(error.mean()), "ratio": float(statistics[:, 0].sum() / statistics[:, 1].sum())},
+                      statistics={"ratio": statistics})
+
+
+def test_a_toy_kind_plugs_in() -> None:
+    kind = register(ToyKind())
+    try:
+        assert get_kind("toy") is kind
+        config = kind.preset("toy")
+        gold = kind.gold_from_bytes(kind.compile_gold([{"id": 1, "value": 2.0}, {"id": "b", "value": 4.0}],
+                                                      config).to_bytes())
+        run = kind.parse_run([{"id": "1", "guess": 3.0}, {"id": "b", "guess": 3.0}], gold, config)
+        scored = kind.score(run, gold, config)
+        assert scored.headlines == {"error": 1.0, "ratio": 1.0}
+        ratio = kind.measures(config)[1]
+        assert ratio.aggregate(scored.per_item["ratio"][[1]], scored.statistics["ratio"][[1]]) == 0.75
+        assert ratio.better(0.9, 0.8) and not kind.measures(config)[0].better(0.9, 0.8)
+        with pytest.raises(ValidationFailed, match="missing id 'b'"):
+            kind.parse_run([{"id": "1", "guess": 3.0}], gold, config)
+    finally:
+        KINDS.pop("toy", None)
