@@ -142,3 +142,30 @@ def test_staff_cannot_delete_or_edit_scores_in_the_admin(world) -> None:
     assert staff.get(f"/admin/tasks/score/{score.pk}/change/").status_code == 200  # viewable
     assert staff.post(f"/admin/tasks/score/{score.pk}/delete/", {"post": "yes"}).status_code == 403
     assert Score.objects.filter(pk=score.pk).exists()
+
+
+def test_manage_py_runs_under_the_project_virtualenv_from_a_plain_python(tmp_path: Path) -> None:
+    """``python manage.py ...`` as the README writes it, from a Python without Django (the one that
+    ran ``dev.py``): manage.py re-runs itself under .venv instead of failing on ``import django``."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not (root / ".venv" / "bin" / "python").exists() or not base.exists():
+        pytest.skip("needs the project's .venv (made by dev.py) and the Python that made it")
+    if subprocess.run([str(base), "-c", "import django"], capture_output=True).returncode == 0:
+        pytest.skip("this Python has Django installed itself: there is nothing to re-run")
+    gold = generate_gold(4, seed=1)
+    (tmp_path / "gold.json").write_bytes(orjson.dumps(gold))
+    from fixtures.synthetic import generate_run
+
+    (tmp_path / "run.json").write_bytes(orjson.dumps(generate_run(gold, "noisy", seed=2)))
+    scored = subprocess.run([str(base), str(root / "manage.py"), "score", str(tmp_path / "run.json"),
+                             str(tmp_path / "gold.json")], capture_output=True, text=True, timeout=120)
+    assert scored.returncode == 0, scored.stderr
+    assert orjson.loads(scored.stdout)["n_dialogues"] == 4
+    helped = subprocess.run([str(base), str(root / "manage.py"), "help", "load_gold"], capture_output=True,
+                            text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "EVALSERVER_VAR_DIR": str(tmp_path)})
+    assert helped.returncode == 0, helped.stderr
+    assert "load_gold" in helped.stdout
