@@ -113,7 +113,9 @@ def test_invalid_gold_stores_no_version(world: World) -> None:
 @pytest.mark.django_db
 def test_requeue_sends_runs_whose_job_was_lost(world: World, monkeypatch) -> None:
     run = submit(world, run_bytes(world.gold))
-    Run.objects.filter(pk=run.pk).update(status=Run.QUEUED, queued_at=timezone.now() - timedelta(minutes=5))
+    # Its job was lost: queued five minutes ago, last handed to the broker as long ago.
+    long_ago = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=run.pk).update(status=Run.QUEUED, queued_at=long_ago, last_sent_at=long_ago)
     fresh = submit(world, run_bytes(world.gold, seed=8))
     Run.objects.filter(pk=fresh.pk).update(status=Run.QUEUED)
     assert services.requeue_stuck_runs() == [run.pk]
