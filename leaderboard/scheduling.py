@@ -269,12 +269,19 @@ def run_due(task_id: int, force: bool = False) -> float | None:
     return again
 
 
-def compute_now(task_id: int) -> int:
-    """Request and compute every board of the task at once (commands, tests, sync mode), still
-    through the claim: a board another process is computing is left to it (it follows up)."""
+def compute_now(task_id: int, wait: float = 2 * LEASE_SECONDS) -> int:
+    """Request and compute every board of the task at once (commands, tests), still through the
+    claim: a board another process (or a timer thread of this one, which would die with a
+    command) is computing is waited for, and computed again if the request is newer than what
+    that computation served. Returns the number of boards."""
     boards = request(task_id)
-    run_due(task_id, force=True)
-    return boards
+    deadline = time.monotonic() + wait
+    while True:
+        run_due(task_id, force=True)
+        pending = StatisticsState.objects.filter(_board_filter(task_id), requested__gt=F("completed")).exists()
+        if not pending or time.monotonic() > deadline:
+            return boards
+        time.sleep(0.5)
 
 
 def overdue_task_ids(slack: float = 60.0) -> list[int]:

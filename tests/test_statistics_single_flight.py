@@ -180,14 +180,14 @@ def test_of_two_concurrent_claimants_exactly_one_wins(world: World) -> None:
         barrier = threading.Barrier(2)
         won: list[scheduling.Claim | None] = [None, None]
 
-        def contend(slot: int) -> None:
+        def contend(slot: int, barrier: threading.Barrier, won: list) -> None:
             try:
                 barrier.wait()
                 won[slot] = scheduling.claim(state.pk)
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=contend, args=(slot,)) for slot in (0, 1)]
+        threads = [threading.Thread(target=contend, args=(slot, barrier, won)) for slot in (0, 1)]
         for thread in threads:
             thread.start()
         for thread in threads:
