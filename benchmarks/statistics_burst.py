@@ -14,12 +14,18 @@ a broker (scoring in-process, statistics in a background thread after the 5 s de
 and gunicorn (``gunicorn.conf.py``: several worker processes, each with its own timers; the
 claim in the database must keep them to one computation).
 
+``--broker redis://127.0.0.1:6379/13`` (with ``--database``) is the production shape: gunicorn,
+PostgreSQL, a Celery worker on a queue of its own; the worker computes the statistics.
+
 ``burst_statistics()`` is the measurement alone, for the reliability report: it needs the base
 URL, a participant's token, the task, the gold, a callable that runs SQL on the server's database
-and the server's log (the computations' start and finish lines).
+and the log of the processes that compute (the web server in the thread mode, the Celery
+worker otherwise), whose ``leaderboard.scheduling`` lines give each computation's start and end.
 
     .venv/bin/python benchmarks/statistics_burst.py
     .venv/bin/python benchmarks/statistics_burst.py --database postgres://postgres@127.0.0.1:5432/burst_bench
+    .venv/bin/python benchmarks/statistics_burst.py --database postgres://postgres@127.0.0.1:5432/burst_bench \
+        --broker redis://127.0.0.1:6379/13
 """
 
 from __future__ import annotations
@@ -51,15 +57,19 @@ from tests.workers import (  # noqa: E402
     drop_database,
     free_port,
     manage,
+    new_queue,
+    remove_queue,
     scratch_database,
     site_env,
     start_gunicorn,
+    start_worker,
     upload,
     wait_until,
 )
 
 Rows = Callable[[str, tuple], list[tuple]]
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO leaderboard\.scheduling: statistics of "
+# The project's log format (web processes) and Celery's ("[2026-11-23 05:40:01,123: INFO/MainProcess] ...").
+LOG_LINE = re.compile(r"^\[?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}).*?statistics of "
                       r"(\S+): generation (\d+) (started|finished in ([\d.]+) s)")
 
 
@@ -83,7 +93,8 @@ class BurstResult:
     @property
     def passed(self) -> bool:
         # One second of slack: the poll interval and the timer's wake-up.
-        return (self.complete_after is not None and self.covered == self.runs_on_board and self.max_concurrent <= 1
+        return (self.complete_after is not None and self.covered == self.runs_on_board
+                and self.computations >= 1 and self.max_concurrent == 1
                 and self.complete_after <= self.target + 1.0)
 
     def lines(self) -> list[str]:
@@ -144,6 +155,16 @@ def burst_statistics(base_url: str, slug: str, token: str, task_id: int, gold: l
                      timeout: float = 600.0) -> BurstResult:
     """``uploads`` runs uploaded evenly over ``within`` seconds; then wait until the stored
     statistics cover every run on the board and no computation is pending."""
+
+    def at_rest() -> bool:
+        on_board = board_runs(rows, task_id)
+        covered, state = stored(rows, task_id)
+        unfinished = rows("SELECT count(*) FROM tasks_run WHERE task_id = %s AND status IN ('queued', 'scoring')",
+                          (task_id,))[0][0]
+        return (not unfinished and bool(on_board) and on_board <= covered and bool(state)
+                and state["requested"] == state["completed"] and not state["claim_token"])
+
+    wait_until("the board to be at rest before the burst", at_rest, timeout, interval=0.5)
     since = datetime.now()
     contents = [orjson.dumps(generate_run(gold, "noisy", noise=0.1 + 0.08 * number, seed=500 + number))
                 for number in range(uploads)]
@@ -158,10 +179,7 @@ def burst_statistics(base_url: str, slug: str, token: str, task_id: int, gold: l
     complete_after = None
     deadline = last_answer + timeout
     while time.monotonic() < deadline:
-        on_board = board_runs(rows, task_id)
-        covered, state = stored(rows, task_id)
-        if on_board and on_board <= covered and state and state["requested"] == state["completed"] \
-                and not state["claim_token"]:
+        if at_rest():
             complete_after = time.monotonic() - last_answer
             break
         time.sleep(0.2)
@@ -195,41 +213,57 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", help="a PostgreSQL URL whose database is dropped and re-created; "
                         "default: SQLite in a scratch folder (the embedded default)")
+    parser.add_argument("--broker", help="with --database: a Celery broker URL; a worker computes the statistics")
     parser.add_argument("--uploads", type=int, default=10)
     parser.add_argument("--within", type=float, default=5.0, help="seconds over which the uploads are spread")
     parser.add_argument("--dialogues", type=int, default=300)
     args = parser.parse_args(argv)
+    if args.broker and not args.database:
+        parser.error("--broker needs --database (a worker cannot share the web server's SQLite)")
     work = Path(tempfile.mkdtemp(prefix="statistics-burst-"))
     server: Process | None = None
+    worker: Process | None = None
     database_url = ""
+    queue = new_queue("evalserver-burst") if args.broker else None
     try:
         if args.database:
             server_url, name = args.database.rsplit("/", 1)
             database_url = scratch_database(server_url, name)
-        env = site_env(database_url, work / "var")
-        env.pop("EVALSERVER_STATISTICS_MODE")  # the default: a background thread, there is no broker
+        env = site_env(database_url, work / "var", broker_url=args.broker, queue=queue)
+        env.pop("EVALSERVER_STATISTICS_MODE")  # the default: a thread without a broker, else celery
         if not database_url:
             env.pop("DATABASE_URL")  # the default: SQLite in the var folder
         manage(env, "migrate", "--no-input", timeout=600)
+        if args.broker:  # before the demo, which sends its runs' scoring jobs to it
+            worker = start_worker(env, queue, "burst", work / "worker.log")
+            worker.wait_for_log("ready")
         manage(env, "demo", "--dialogues", str(args.dialogues), "--password", "burst-pass-1", timeout=900)
         logins = (work / "var" / "demo-logins.txt").read_text()
         token = re.search(r"alice's API token: (\w+)", logins).group(1)
         gold = json.loads((work / "var" / "demo" / "gold.json").read_text())
         port = free_port()
-        if args.database:
+        computing_log: Callable[[], str]
+        if worker is not None:
             server = start_gunicorn(env, port, work / "server.log")
             rows = postgres_rows(database_url)
+            computing_log = worker.log
+            shape = "gunicorn + PostgreSQL + a Celery worker (statistics in the worker)"
+        elif args.database:
+            server = start_gunicorn(env, port, work / "server.log")
+            rows = postgres_rows(database_url)
+            computing_log = server.log
             shape = "gunicorn + PostgreSQL, statistics in threads of the web workers"
         else:
             server = Process("runserver", [PYTHON, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
                              env, work / "server.log")
             rows = sqlite_rows(work / "var" / "db.sqlite3")
+            computing_log = server.log
             shape = "manage.py runserver + SQLite, statistics in a background thread (embedded default)"
         base_url = f"http://127.0.0.1:{port}"
         wait_until("the server to answer", lambda: call(f"{base_url}/api/v1/tasks/", timeout=5).status == 200, 60,
                    server)
         task_id = rows("SELECT id FROM tasks_task WHERE slug = %s", ("stc3-demo",))[0][0]
-        result = burst_statistics(base_url, "stc3-demo", token, task_id, gold, rows, server.log,
+        result = burst_statistics(base_url, "stc3-demo", token, task_id, gold, rows, computing_log,
                                   uploads=args.uploads, within=args.within)
         print(f"Burst statistics: {args.uploads} uploads in {args.within:.0f} s, {args.dialogues} dialogues, "
               f"B = 10,000; {shape}")
@@ -237,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + line)
         return 0 if result.passed else 1
     finally:
-        if server is not None:
-            server.stop()
+        for process in (server, worker):
+            if process is not None:
+                process.stop()
+        if queue:
+            remove_queue(args.broker, queue)
         if args.database and database_url:
             drop_database(args.database.rsplit("/", 1)[0], args.database.rsplit("/", 1)[1])
         shutil.rmtree(work, ignore_errors=True)

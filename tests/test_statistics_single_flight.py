@@ -245,6 +245,40 @@ def test_concurrent_requests_from_many_threads_never_compute_a_board_twice_at_on
     assert state.computations == spy.started
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_command_waits_for_the_computation_another_process_holds_then_computes_the_newer_request(
+        world: World, monkeypatch) -> None:
+    """runserver's timer thread computes the board; ``manage.py demo`` (compute_task_statistics)
+    asks meanwhile: it neither computes at the same time nor returns with its request unserved."""
+    require_postgres()
+    from leaderboard.statistics import compute_task_statistics
+
+    submit(world, world.alice, 1, "one", capture=False)
+    submit(world, world.bob, 2, "two", capture=False)
+    scheduling.request(world.task.pk)
+    state = StatisticsState.objects.get(task=world.task)
+    held = scheduling.claim(state.pk)
+    spy = Spy(monkeypatch)
+
+    def other_process_finishes() -> None:
+        try:
+            time.sleep(1.0)
+            assert spy.started == 0
+            scheduling.finish(held, "finished elsewhere")
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=other_process_finishes)
+    started = time.monotonic()
+    other.start()
+    compute_task_statistics(world.task.pk)
+    other.join()
+    assert time.monotonic() - started >= 1.0
+    assert spy.started == 1 and spy.generations == [held.generation + 1]
+    record = TaskStatistics.objects.get(task=world.task)
+    assert set(record.run_ids) == board_run_ids(world) and record.generation == held.generation + 1
+
+
 # Dirty boards and their one follow-up ----------------------------------------------------------------
 
 @pytest.mark.django_db(transaction=True)
