@@ -325,7 +325,8 @@ def board_status(task_id: int, phase_id: int | None) -> BoardStatus:
     now = timezone.now()
     live = lease_is_live(state, now)
     running = live and state.pending
-    queued = state.pending and not live
+    # With statistics off nothing would pick a request up: it is not "queued".
+    queued = state.pending and not live and mode != "off"
     starts_in = seconds_until_due(state, now) if queued else None
     running_for = (now - state.running_since).total_seconds() if running and state.running_since else None
     return BoardStatus(mode, state, running, queued, starts_in, running_for)

@@ -458,6 +458,10 @@ def test_the_page_says_why_no_computation_is_under_way(world: World, settings) -
     page = statistics_page(world)
     assert "No statistics yet" not in page and "once at least two runs are scored" not in page
     assert 'Statistics are not recomputed on this server (EVALSERVER_STATISTICS_MODE is "off").' in page
+    # A request left from before statistics were switched off is not "queued": nothing would run it.
+    scheduling.request(world.task.pk)
+    page = statistics_page(world)
+    assert "is queued" not in page and 'EVALSERVER_STATISTICS_MODE is "off"' in page
 
 
 @pytest.mark.django_db
@@ -475,6 +479,16 @@ def test_a_board_whose_computation_was_lost_is_woken_by_its_page(queued_board: W
     statistics_page(world)
     assert woken == [(world.task.pk, 0.0)]
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=70))
+    assert jobs.wake_forgotten_statistics() == [world.task.pk]
+    # A computing worker that died (no heartbeat for longer than the lease) is noticed too; a
+    # live one is not.
+    state = StatisticsState.objects.get(task=world.task)
+    scheduling.claim(state.pk)
+    assert jobs.wake_forgotten_statistics() == []
+    scheduling.request(world.task.pk)
+    StatisticsState.objects.filter(pk=state.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=scheduling.LEASE_SECONDS + 1),
+        requested_at=timezone.now() - timedelta(seconds=70))
     assert jobs.wake_forgotten_statistics() == [world.task.pk]
 
 
