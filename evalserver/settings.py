@@ -163,6 +163,8 @@ CELERY_WORKER_SEND_TASK_EVENTS = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "requeue-stuck-runs": {"task": "tasks.jobs.requeue_stuck_runs_task", "schedule": 60.0},
+    # Statistics whose job was lost (broker restarted) or whose computing worker died.
+    "statistics-sweep": {"task": "tasks.jobs.statistics_sweep_task", "schedule": 60.0},
 }
 # Significance statistics after scores change: "celery" (a debounced job), "thread" (in the web
 # process, for the broker-less default), "sync" (at once, for tests) or "off".
@@ -170,6 +172,11 @@ EVALSERVER_STATISTICS_MODE = env.str("EVALSERVER_STATISTICS_MODE",
                                      default="thread" if CELERY_TASK_ALWAYS_EAGER else "celery")
 if EVALSERVER_STATISTICS_MODE not in ("celery", "thread", "sync", "off"):
     raise ImproperlyConfigured("EVALSERVER_STATISTICS_MODE must be celery, thread, sync or off")
+# A board's statistics are computed once its scores have been quiet this long (a burst of scored
+# runs shares one computation), in the celery and thread modes alike (leaderboard.scheduling).
+EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = env.float("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS", default=5.0)
+if not 0 <= EVALSERVER_STATISTICS_DEBOUNCE_SECONDS <= 3600:
+    raise ImproperlyConfigured("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS must be between 0 and 3600")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

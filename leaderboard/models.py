@@ -32,6 +32,8 @@ class TaskStatistics(models.Model):
     seconds = models.FloatField(default=0.0)
     scores_as_of = models.DateTimeField(help_text="the task's scores_changed_at when computed")
     computed_at = models.DateTimeField(auto_now=True)
+    generation = models.PositiveBigIntegerField(
+        default=0, help_text="the board's requested generation (StatisticsState) these numbers were computed for")
 
     class Meta:
         constraints = [
@@ -116,3 +118,55 @@ class MeasureStatistics(models.Model):
     def entry(self) -> dict[str, Any]:
         """Summary and matrices in one mapping (what :meth:`scoring.stats.TukeyHSDResult.from_stored` reads)."""
         return {**self.summary, **self.matrices(), "measure": self.key}
+
+
+class StatisticsState(models.Model):
+    """Single flight of one board's statistics, shared by every process through the database.
+
+    Every trigger (scores changed, a run hidden, a publication) adds one to ``requested``. A
+    computation starts by claiming the row with a conditional UPDATE that copies ``requested``
+    into ``computing`` and sets ``claim_token``; only one claim can hold the row while its
+    ``heartbeat_at`` is fresh (``leaderboard.scheduling.LEASE_SECONDS``), so two processes never
+    compute the same board at once. A trigger during a computation leaves ``requested`` above
+    ``computing``: the board is dirty and the holder schedules one follow-up when it finishes.
+    ``completed`` is the last generation whose computation finished (stored or not, see
+    ``outcome``); ``stored_generation`` the one the stored numbers belong to. A result is written
+    only if its generation is above ``stored_generation`` and ``floor``, checked in the same
+    transaction as the write, so a computation that finishes late never overwrites a newer one.
+    """
+
+    task = models.ForeignKey("tasks.Task", on_delete=models.CASCADE, related_name="+")
+    phase = models.ForeignKey("tasks.Phase", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    requested = models.PositiveBigIntegerField(default=0)
+    requested_at = models.DateTimeField(null=True, blank=True, help_text="the latest trigger")
+    pending_since = models.DateTimeField(null=True, blank=True,
+                                         help_text="the first trigger no computation has started for yet")
+    computing = models.PositiveBigIntegerField(null=True, blank=True)
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    running_since = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    completed = models.PositiveBigIntegerField(default=0)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_seconds = models.FloatField(default=0.0, help_text="how long the last finished computation took")
+    outcome = models.CharField(max_length=300, blank=True, default="")
+    stored_generation = models.PositiveBigIntegerField(default=0)
+    stored_at = models.DateTimeField(null=True, blank=True)
+    floor = models.PositiveBigIntegerField(
+        default=0, help_text="results of this generation or older are never stored (the board changed under them)")
+    computations = models.PositiveIntegerField(default=0, help_text="computations started (claims won)")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "phase"], condition=models.Q(phase__isnull=False),
+                                    name="one_statistics_state_per_phase"),
+            models.UniqueConstraint(fields=["task"], condition=models.Q(phase__isnull=True),
+                                    name="one_statistics_state_per_phaseless_task"),
+        ]
+
+    def __str__(self) -> str:
+        return f"statistics state of task {self.task_id} ({self.phase_id or 'no phase'})"
+
+    @property
+    def pending(self) -> bool:
+        """A trigger has come that no finished computation has served yet."""
+        return self.requested > self.completed

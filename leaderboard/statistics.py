@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
+from django.db.models import F
 
+from leaderboard import scheduling
 from leaderboard.board import Board, build_board
-from leaderboard.models import MeasureStatistics, TaskStatistics
+from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
+from leaderboard.scheduling import Claim
 from scoring import stats
 from tasks.models import Phase, ScoreVector, Task
 
@@ -58,8 +61,10 @@ BOOTSTRAP_LEVEL = 0.95
 KENDALL_RESAMPLES = 1000
 
 
-def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
-    """Compute and store the statistics of the public board of a task (or phase).
+def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> str:
+    """Compute the statistics of the public board of a task (or phase) and store them if no newer
+    result exists (``claim`` is this computation's claim on the board, ``leaderboard.scheduling``);
+    returns what happened, for the board's state and its pages.
 
     Every number is drawn with the task's B and seed, the ones the record keeps: both subtasks
     use the same seed, so each measure's p-values and intervals can be reproduced from the
@@ -69,8 +74,10 @@ def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics 
     """
     started = time.perf_counter()
     board = build_board(task, phase, organiser=False)
-    if board.hidden_reason or board.gold_version is None:
-        return None
+    if board.hidden_reason:
+        return f"nothing stored: {board.hidden_reason}"
+    if board.gold_version is None:
+        return "nothing stored: the board has no gold version"
     seed, permutations = task.statistics_seed, task.permutations
     resamples = min(permutations, 10_000)
     gathered: dict[str, Matrices] = {}
@@ -116,18 +123,24 @@ def compute_board_statistics(task: Task, phase: Phase | None) -> TaskStatistics 
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
     with transaction.atomic():
+        # The generation check and the write in one transaction, under the state row's lock: a
+        # computation that finishes after a newer one never overwrites it.
+        if not scheduling.may_store(claim):
+            return f"not stored: a newer result was stored first (this was generation {claim.generation})"
         record, _ = TaskStatistics.objects.update_or_create(
             task=task, phase=phase,
             defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
                       "run_ids": [row["id"] for row in board.rows], "run_labels": labels,
                       "meta": meta, "permutations": permutations, "seed": seed,
                       "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
-                      "scores_as_of": task.scores_changed_at})
+                      "scores_as_of": task.scores_changed_at, "generation": claim.generation})
         record.measures.all().delete()
         MeasureStatistics.objects.bulk_create([
             MeasureStatistics(statistics=record, key=key, summary=summary, pairwise=pairwise[key])
             for key, summary in summaries.items()])
-    return record
+        scheduling.mark_stored(claim)
+    compared = ", ".join(f"{len(gathered[subtask].run_ids)} runs on {subtask}" for subtask in gathered)
+    return f"stored over {len(board.rows)} runs ({compared or 'too few runs or dialogues to compare'})"
 
 
 def _gold_version_id(task: Task, phase: Phase | None) -> int:
@@ -149,18 +162,14 @@ def _json_ready(value: Any) -> Any:
 
 
 def compute_task_statistics(task_id: int) -> str:
-    task = Task.objects.filter(pk=task_id).first()
-    if task is None:
+    """Compute every board of the task now (commands, tests), through the same claim as the
+    scheduled computations: a board another process is computing is left to it."""
+    if not Task.objects.filter(pk=task_id).exists():
         return "no such task"
-    boards = [None] if not task.phases.exists() else list(task.phases.all())
-    done = 0
-    for phase in boards:
-        try:
-            if compute_board_statistics(task, phase) is not None:
-                done += 1
-        except ValueError:
-            log.exception("statistics of %s / %s could not be computed", task.slug, phase)
-    return f"statistics computed for {done} board(s)"
+    boards = scheduling.compute_now(task_id)
+    stored = StatisticsState.objects.filter(task_id=task_id, stored_generation__gt=0,
+                                            stored_generation=F("completed")).count()
+    return f"statistics of {boards} board(s) requested; {stored} board(s) hold the newest result"
 
 
 def stored_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
@@ -209,4 +218,6 @@ def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]], key
             "axis_y": axis_y, "width": right + 30, "height": axis_y + 24,
             # When and over which runs the statistics were computed, and how the intervals were drawn.
             "computed_at": entry.get("computed_at"), "n_runs": len(entry["run_ids"]),
+            # How many of the runs the table shows now the statistics cover.
+            "n_shown": len(shown), "n_rows": len(rows),
             "bootstrap": entry.get("bootstrap")}

@@ -16,6 +16,7 @@ from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
@@ -26,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
-from leaderboard.models import TaskStatistics
+from leaderboard.scheduling import board_status
 from leaderboard.tables import board_table, pvalue_table, sort_link
 from tasks import access
 from tasks.lookup import cached_task
@@ -68,13 +69,13 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     known |= {f"nugget.{name}" for name in config.nugget_measures}
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
-    computed = (TaskStatistics.objects.filter(task=task, phase=phase).values_list("computed_at", flat=True)
-                .first())
-    key = (f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:"
-           f"{computed.timestamp() if computed else 0}")
+    # One small query: the board's statistics state changes whenever the stored statistics do or
+    # a newer computation is queued, started or finished, which the section reports.
+    status = board_status(task.pk, phase.pk if phase else None)
+    key = f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:{status.cache_token()}"
     section = cache.get(key)
     if section is None:
-        section = _board_section(task, phase, organiser, tab, sort)
+        section = _board_section(task, phase, organiser, tab, sort, status)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
@@ -82,7 +83,7 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         "quota": quota_status(task, request.user) if team else None})
 
 
-def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: str) -> str:
+def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: str, status: Any) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
     from leaderboard.statistics import interval_chart, measure_summary
@@ -102,6 +103,7 @@ def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: 
     return render_to_string("leaderboard/board_section.html", {
         "task": task, "phase": phase, "board": board, "subtask": subtask, "organiser": organiser,
         "table": table, "top_group": top_group, "chart": interval_chart(summary, rows, sort_key),
+        "status": status, "runs_on_board": len(board.rows),
         "tabs": [(name, title, sort_link(phase_name, name, "")) for name, title in (
             ("quality", "Dialogue quality (DQ)"), ("nugget", "Nugget detection (ND)")) if board.columns_for(name)],
     })
@@ -258,12 +260,37 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
                              "top_group": len(summary["top_group"]), **meta})
         for subtask in ("quality", "nugget"):
             taus += record.meta.get(subtask, {}).get("kendall_tau", [])
-    stale = record is not None and record.scores_as_of < task.scores_changed_at
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "stale": stale, "exports_allowed": _exports_allowed(request, task, board),
+        "exports_allowed": _exports_allowed(request, task, board),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
+        **_statistics_status(task, phase, board, record),
     })
+
+
+def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dict[str, Any]:
+    """What the pages say about the statistics besides their numbers: over how many of the runs
+    now on the board they were computed, and whether a newer computation is queued or running
+    (``leaderboard.scheduling``). A board whose computation was lost (a web process restarted
+    with its timer) is woken here, so a visitor never reads "queued" for ever."""
+    from leaderboard import scheduling
+    from tasks.jobs import wake_statistics
+
+    status = scheduling.board_status(task.pk, phase.pk if phase else None)
+    on_board = {row["id"] for row in board.rows}
+    covered = len(on_board & set(record.run_ids)) if record is not None else 0
+    if status.mode in ("thread", "celery") and not board.hidden_reason:
+        if status.state is None and len(on_board) >= 2:
+            # Scored before any computation was ever requested (e.g. while statistics were off).
+            scheduling.request(task.pk)
+            wake_statistics(task.pk, 0.0)
+            status = scheduling.board_status(task.pk, phase.pk if phase else None)
+        elif status.queued and status.starts_in == 0 and status.state.requested_at is not None and (
+                timezone.now() - status.state.requested_at).total_seconds() > 2 * scheduling.debounce_seconds():
+            wake_statistics(task.pk, 0.0)
+    return {"status": status, "runs_on_board": len(on_board), "runs_covered": covered,
+            "covers_board": record is not None and covered == len(on_board) == len(record.run_ids),
+            "debounce": scheduling.debounce_seconds()}
 
 
 def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -64,64 +65,123 @@ def requeue_stuck_runs_task() -> list[int]:
     return services.requeue_stuck_runs()
 
 
-STATISTICS_DEBOUNCE_SECONDS = 5
-
-
 def schedule_statistics(task_id: int) -> None:
-    """Ask for the task's statistics to be recomputed; triggers close together share one run.
+    """Scores changed: ask for the task's statistics, computed once the board has been quiet for
+    the debounce (``EVALSERVER_STATISTICS_DEBOUNCE_SECONDS``, in every mode).
 
-    A cache key marks a pending computation; only the trigger that sets it sends a job, delayed
-    by the debounce window, so a burst of scored runs causes one recomputation over all of them.
+    The request is recorded in the database (``leaderboard.scheduling``), which is what makes a
+    burst of triggers share one computation and keeps every process (web threads, workers,
+    commands) to one computation per board at a time; the timer or message sent here only says
+    when to look.
     """
+    from leaderboard import scheduling
+
     mode = settings.EVALSERVER_STATISTICS_MODE
     if mode == "off":
         return
+    scheduling.request(task_id)
     if mode == "sync":
-        compute_statistics_task.apply((task_id,))
+        scheduling.run_due(task_id, force=True)
         return
-    key = f"statistics-pending:{task_id}"
+    wake_statistics(task_id, scheduling.debounce_seconds())
+
+
+def wake_statistics(task_id: int, delay: float) -> None:
+    """Look at the task's statistics after ``delay`` seconds: a Celery job, or in the thread mode
+    a timer in this process. An earlier look already planned makes this one unnecessary: that
+    one plans the next."""
+    mode = settings.EVALSERVER_STATISTICS_MODE
     if mode == "thread":
-        _schedule_in_thread(task_id)
+        _wake_in_thread(task_id, delay)
+    elif mode == "celery":
+        _wake_in_celery(task_id, delay)
+
+
+def _pending_key(task_id: int) -> str:
+    return f"statistics-pending:{task_id}"
+
+
+def _wake_in_celery(task_id: int, delay: float) -> None:
+    # The cache only spares the broker duplicate messages; the claim in the database decides.
+    run_at = time.time() + delay
+    planned = cache.get(_pending_key(task_id))
+    if planned is not None and planned <= run_at + 0.5:
         return
-    if cache.add(key, 1, timeout=STATISTICS_DEBOUNCE_SECONDS * 6):
-        try:
-            compute_statistics_task.apply_async((task_id,), countdown=STATISTICS_DEBOUNCE_SECONDS)
-        except Exception:
-            cache.delete(key)
-            log.exception("could not queue statistics for task %s", task_id)
+    cache.set(_pending_key(task_id), run_at, timeout=int(delay) + 300)
+    try:
+        compute_statistics_task.apply_async((task_id,), countdown=delay)
+    except Exception:
+        cache.delete(_pending_key(task_id))
+        log.exception("could not queue statistics for task %s; the statistics sweep sends them later", task_id)
 
 
-_pending_threads: dict[int, threading.Timer] = {}
-_pending_lock = threading.Lock()
+_timers: dict[int, tuple[threading.Timer, float]] = {}
+_timers_lock = threading.Lock()
 
 
-def _schedule_in_thread(task_id: int) -> None:
-    """Without a broker, recompute in a background thread after the debounce window, so an
-    upload's response does not wait for the statistics (the embedded default)."""
-
-    def run() -> None:
-        with _pending_lock:
-            _pending_threads.pop(task_id, None)
-        try:
-            from django.db import close_old_connections
-
-            compute_statistics_task.apply((task_id,))
-            close_old_connections()
-        except Exception:
-            log.exception("statistics of task %s failed", task_id)
-
-    with _pending_lock:
-        if task_id in _pending_threads:
+def _wake_in_thread(task_id: int, delay: float) -> None:
+    """Without a broker (the embedded default): a timer thread in this web process. Several
+    processes may each arm one; the claim lets one of them compute."""
+    run_at = time.monotonic() + delay
+    with _timers_lock:
+        current = _timers.get(task_id)
+        if current is not None and current[1] <= run_at + 0.05:
             return
-        timer = threading.Timer(STATISTICS_DEBOUNCE_SECONDS / 5, run)
+        if current is not None:
+            current[0].cancel()
+        timer = threading.Timer(delay, _look_in_thread, (task_id,))
         timer.daemon = True
-        _pending_threads[task_id] = timer
+        _timers[task_id] = (timer, run_at)
         timer.start()
+
+
+def _look_in_thread(task_id: int) -> None:
+    from django.db import connections
+
+    from leaderboard import scheduling
+
+    with _timers_lock:
+        current = _timers.get(task_id)
+        if current is not None and current[0] is threading.current_thread():
+            del _timers[task_id]
+    again: float | None
+    try:
+        again = scheduling.run_due(task_id)
+    except Exception:  # the database unreachable: look again once it may be back
+        log.exception("statistics of task %s failed", task_id)
+        again = scheduling.LEASE_SECONDS
+    finally:
+        connections.close_all()  # this thread's own connections; the thread ends here
+    if again is not None:
+        _wake_in_thread(task_id, again)
 
 
 @app.task(acks_late=True, soft_time_limit=600, time_limit=720)
 def compute_statistics_task(task_id: int) -> str:
-    from leaderboard.statistics import compute_task_statistics
+    """Compute the task's boards that are due; plan the next look if one is needed."""
+    from leaderboard import scheduling
 
-    cache.delete(f"statistics-pending:{task_id}")
-    return compute_task_statistics(task_id)
+    cache.delete(_pending_key(task_id))
+    again = scheduling.run_due(task_id)
+    if again is not None:
+        _wake_in_celery(task_id, again)
+        return f"next look in {again:.1f} s"
+    return "nothing pending"
+
+
+def wake_forgotten_statistics() -> list[int]:
+    """Tasks whose statistics should be under way but are not (a lost message or timer, a dead
+    computing process): look at them now."""
+    from leaderboard import scheduling
+
+    if settings.EVALSERVER_STATISTICS_MODE not in ("celery", "thread"):
+        return []
+    task_ids = scheduling.overdue_task_ids()
+    for task_id in task_ids:
+        wake_statistics(task_id, 0.0)
+    return task_ids
+
+
+@app.task(acks_late=True)
+def statistics_sweep_task() -> list[int]:
+    return wake_forgotten_statistics()

@@ -206,6 +206,9 @@ class Run(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     queued_at = models.DateTimeField(default=timezone.now, help_text="when the scoring job was last queued")
+    last_sent_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="when a scoring job was last handed to the broker")
+    sends = models.PositiveIntegerField(default=0, help_text="scoring jobs handed to the broker in all")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

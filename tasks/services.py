@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, parse_json
@@ -320,12 +320,19 @@ def enqueue_scoring(run: Run) -> None:
 
 
 def _send(run_id: int) -> None:
+    """Hand the run's scoring job to the broker and record the send (``last_sent_at``, ``sends``):
+    ``requeue_stuck_runs`` re-sends a run only once its last send is older than the stale threshold."""
     from tasks.jobs import score_run_task
 
+    sent_at = timezone.now()
     try:
         score_run_task.delay(run_id)
     except Exception:  # broker unreachable: the run is safe in the database and will be re-sent
         log.exception("could not queue run %s; requeue_stuck_runs will send it again", run_id)
+        return
+    # The time the job was handed over, not after: in the embedded default delay() scores the run
+    # in-process first, and the send is what the threshold is measured from.
+    Run.objects.filter(pk=run_id).update(last_sent_at=sent_at, sends=F("sends") + 1)
 
 
 def stale_after() -> timedelta:
@@ -490,11 +497,18 @@ def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:
 
 def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
     """Send again runs whose job was lost: queued too long (broker down at upload time), or
-    scoring past the hard time limit (worker killed). The claim makes duplicates harmless."""
+    scoring past the hard time limit (worker killed). The claim makes duplicates harmless.
+
+    A run whose job was handed to the broker is sent again only when that last send is older
+    than the stale threshold (``stale_after``): under a backlog its message is still waiting in
+    the queue, and re-sending every queued run at each call (celery beat: every minute) would
+    multiply the backlog. A run never sent (broker down at upload) goes after ``queued_for``.
+    """
     now = timezone.now()
-    stuck = Run.objects.filter(Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
+    not_sent_lately = Q(last_sent_at__isnull=True) | Q(last_sent_at__lt=now - stale_after())
+    stuck = Run.objects.filter(not_sent_lately, Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
                                | Q(status=Run.SCORING, started_at__lt=stale_before()))
-    ids = list(stuck.values_list("pk", flat=True))
+    ids = list(stuck.order_by("pk").values_list("pk", flat=True))
     for run_id in ids:
         _send(run_id)
     return ids

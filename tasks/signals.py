@@ -67,10 +67,10 @@ def _publication_changed(phase: Phase) -> None:
     significance results of the phase's board were computed over the other scope, or over a
     board that is now hidden (they would keep showing full-test-set means), so they go, and the
     statistics are computed again for what the board now shows."""
-    from leaderboard.models import TaskStatistics
+    from leaderboard.scheduling import forget
     from tasks.services import board_changed
 
-    TaskStatistics.objects.filter(task_id=phase.task_id, phase=phase).delete()
+    forget(phase.task_id, phase.pk)  # also refuses the results of computations already under way
     # Boards of other phases on the same gold change too (a test board leaves its live subset
     # when the final phase is published): new board cache keys.
     board_changed(Task.objects.get(pk=phase.task_id))

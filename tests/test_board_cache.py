@@ -134,9 +134,10 @@ def test_an_anonymous_reader_of_a_cached_board_costs_almost_no_query(world: Worl
 
     submit(world, world.alice, 0.2, 1, "some-run")
     client = Client()
-    # The JSON: none at all. The page: one, for when the statistics it marks were computed.
+    # The JSON: none at all. The page: one, for the board's statistics state (what is stored,
+    # whether a newer computation is queued or running).
     for path, expected in ((f"/api/v1/tasks/{world.task.slug}/leaderboard/", []),
-                           (f"/tasks/{world.task.slug}/", ["leaderboard_taskstatistics"])):
+                           (f"/tasks/{world.task.slug}/", ["leaderboard_statisticsstate"])):
         client.get(path)  # fills the caches
         with CaptureQueriesContext(connection) as queries:
             assert client.get(path).status_code == 200

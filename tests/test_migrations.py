@@ -22,7 +22,7 @@ def test_no_model_change_is_missing_a_migration() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_statistics_stored_as_json_are_moved_to_one_row_per_measure(world: Any) -> None:
-    before, after = [("leaderboard", "0001_initial")], [("leaderboard", "0002_measure_statistics")]
+    before, after = [("leaderboard", "0001_initial")], [("leaderboard", "0003_statistics_single_flight")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps

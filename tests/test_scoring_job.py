@@ -113,13 +113,74 @@ def test_invalid_gold_stores_no_version(world: World) -> None:
 @pytest.mark.django_db
 def test_requeue_sends_runs_whose_job_was_lost(world: World, monkeypatch) -> None:
     run = submit(world, run_bytes(world.gold))
-    Run.objects.filter(pk=run.pk).update(status=Run.QUEUED, queued_at=timezone.now() - timedelta(minutes=5))
+    # Its job was lost: queued five minutes ago, last handed to the broker as long ago.
+    long_ago = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=run.pk).update(status=Run.QUEUED, queued_at=long_ago, last_sent_at=long_ago)
     fresh = submit(world, run_bytes(world.gold, seed=8))
     Run.objects.filter(pk=fresh.pk).update(status=Run.QUEUED)
     assert services.requeue_stuck_runs() == [run.pk]
     # The embedded default runs the re-sent job at once.
     assert Run.objects.get(pk=run.pk).status == Run.DONE
     assert Run.objects.get(pk=fresh.pk).status == Run.QUEUED
+
+
+@pytest.mark.django_db
+def test_requeue_under_a_backlog_sends_each_run_again_only_once_its_last_send_is_stale(
+        world: World, monkeypatch) -> None:
+    """Issue 11, defect 5: with 8 runs waiting in the broker (a backlog, no worker free), celery
+    beat's requeue_stuck every minute re-sent every queued run each time (8 runs became 49
+    messages). A run is sent again only when its last send is older than the stale threshold."""
+    from tasks import jobs
+
+    messages: list[int] = []
+    monkeypatch.setattr(jobs.score_run_task, "delay", messages.append)  # the broker holds them; nobody scores
+    runs = [submit(world, run_bytes(world.gold, seed=seed), name=f"backlog-{seed}") for seed in range(8)]
+    ids = sorted(run.pk for run in runs)
+    assert sorted(messages) == ids
+    assert list(Run.objects.filter(pk__in=ids).values_list("sends", flat=True)) == [1] * 8
+    # Queued for three minutes already (past the two-minute "maybe on its way" window), sent as
+    # long ago; beat calls requeue_stuck every minute, within the stale threshold (3.5 minutes).
+    start = timezone.now()
+    Run.objects.filter(pk__in=ids).update(queued_at=start - timedelta(minutes=3), last_sent_at=start)
+    threshold = services.stale_after()
+    assert threshold == timedelta(seconds=210)
+    for minute in range(3):
+        clock = start + timedelta(minutes=minute, seconds=30)
+        monkeypatch.setattr(timezone, "now", lambda clock=clock: clock)
+        assert services.requeue_stuck_runs() == []
+    assert len(messages) == 8
+    # Past the threshold: each run is sent once more, and the next call sends nothing again.
+    later = start + threshold + timedelta(seconds=1)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert services.requeue_stuck_runs() == ids
+    assert len(messages) == 16 and sorted(messages[8:]) == ids
+    assert services.requeue_stuck_runs() == []
+    later_still = later + timedelta(minutes=1)
+    monkeypatch.setattr(timezone, "now", lambda: later_still)
+    assert services.requeue_stuck_runs() == []
+    assert len(messages) == 16
+    assert set(Run.objects.filter(pk__in=ids).values_list("sends", "last_sent_at")) == {(2, later)}
+
+
+@pytest.mark.django_db
+def test_every_send_is_recorded_and_a_failed_send_is_not(world: World, monkeypatch) -> None:
+    from tasks import jobs
+
+    run = submit(world, run_bytes(world.gold))
+    first = Run.objects.get(pk=run.pk)
+    assert first.sends == 1 and first.last_sent_at is not None
+    with committing():
+        services.rescore_runs(Run.objects.filter(pk=run.pk))
+    assert Run.objects.get(pk=run.pk).sends == 2
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionRefusedError("broker down")
+
+    monkeypatch.setattr(jobs.score_run_task, "delay", broker_down)
+    with committing():
+        services.rescore_runs(Run.objects.filter(pk=run.pk))
+    after = Run.objects.get(pk=run.pk)
+    assert after.sends == 2 and after.status == Run.QUEUED  # not sent: requeue_stuck sends it after two minutes
 
 
 @pytest.mark.django_db

@@ -143,17 +143,24 @@ def test_statistics_follow_new_scores(board: World) -> None:
 
 @pytest.mark.django_db
 def test_a_burst_of_triggers_sends_one_job(world: World, settings, monkeypatch) -> None:
-    """With a broker, triggers within the debounce window share one delayed computation."""
+    """With a broker, triggers within the debounce window share one delayed job (5 s, the
+    documented debounce), and the requests are counted in the database."""
+    from leaderboard.models import StatisticsState
     from tasks import jobs
 
     settings.EVALSERVER_STATISTICS_MODE = "celery"
     sent = []
     monkeypatch.setattr(jobs.compute_statistics_task, "apply_async",
                         lambda args, countdown: sent.append((args, countdown)))
+    baseline = StatisticsState.objects.filter(task=world.task).values_list("requested", flat=True).first() or 0
     for _ in range(5):
         jobs.schedule_statistics(world.task.pk)
-    assert sent == [((world.task.pk,), jobs.STATISTICS_DEBOUNCE_SECONDS)]
-    jobs.compute_statistics_task.run(world.task.pk)  # the job clears the mark: the next trigger sends again
+    assert sent == [((world.task.pk,), 5.0)]
+    assert StatisticsState.objects.get(task=world.task).requested == baseline + 5
+    # The job, once the board has been quiet for the debounce, computes; the next trigger sends again.
+    StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=6))
+    assert jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
+    assert TaskStatistics.objects.get(task=world.task).generation == baseline + 5
     jobs.schedule_statistics(world.task.pk)
     assert len(sent) == 2
 
