@@ -55,7 +55,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Only for the migration that moved its clear-text tokens into knox as hashes (its table is empty).
     "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "tasks",
@@ -173,7 +175,7 @@ if EVALSERVER_STATISTICS_MODE not in ("celery", "thread", "sync", "off"):
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tasks.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -183,6 +185,8 @@ REST_FRAMEWORK = {
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
 
 }
+# API tokens (knox): stored as SHA-512 digests; they last until regenerated or revoked, as before.
+REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False, "AUTH_HEADER_PREFIX": "Token"}
 SPECTACULAR_SETTINGS = {
     "TITLE": "DialEval evaluation server API",
     "DESCRIPTION": "Upload STC-3 / DialEval runs, follow their scoring and read public leaderboards.",

@@ -9,19 +9,18 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
-from rest_framework.authtoken.models import Token
 
 from tasks import access
 from tasks.api import run_data
 from tasks.models import AccessLog, Run, Score
 from tasks.phases import open_phase, phase_for_upload, quota_status
 from tasks.services import Rejected, Submission, parse_priority, participant_team, submit_run
+from tasks.tokens import current_token, issue_token, revoke_tokens
 
 
 @method_decorator(ratelimit(key="ip", rate=settings.EVALSERVER_LOGIN_RATE, method="POST", block=False), name="post")
@@ -118,19 +117,14 @@ def _per_dialogue_rows(score: Score) -> dict[str, Any]:
 def team_page(request: HttpRequest) -> HttpResponse:
     team = participant_team(request.user)
     runs = Run.objects.filter(team=team).select_related("task", "phase") if team else Run.objects.none()
-    token = Token.objects.filter(user=request.user).first()
+    token = current_token(request.user)
     return render(request, "tasks/team.html", {"team": team, "runs": runs[:500], "token": token})
 
 
 @require_POST
 @login_required
 def regenerate_token(request: HttpRequest) -> HttpResponse:
-    from django.contrib.auth import get_user_model
-
-    with transaction.atomic():  # a double click must not make two tokens (one per user): serialise
-        get_user_model().objects.select_for_update().filter(pk=request.user.pk).first()
-        Token.objects.filter(user=request.user).delete()
-        token = Token.objects.create(user=request.user)
+    token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")
     return render(request, "tasks/token.html", {"token": token})
 
@@ -138,7 +132,7 @@ def regenerate_token(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def revoke_token(request: HttpRequest) -> HttpResponse:
-    Token.objects.filter(user=request.user).delete()
+    revoke_tokens(request.user)
     messages.success(request, "Your API token was revoked.")
     return redirect("team-page")
 
