@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django import forms
@@ -146,8 +147,27 @@ class PhaseAdmin(admin.ModelAdmin):
         return form
 
 
+class TeamForm(forms.ModelForm):
+    """Renaming or adding a team in the admin follows the sign-up rules: visible characters, and
+    not confusable with another team's name (``team_name_problems``)."""
+
+    class Meta:
+        model = Team
+        fields = ["name", "slug", "members", "approved", "join_code"]
+
+    def clean_name(self) -> str:
+        from tasks.accounts import team_name_problems
+
+        name = unicodedata.normalize("NFC", self.cleaned_data["name"])
+        problems = team_name_problems(name, team_pk=self.instance.pk)
+        if problems:
+            raise forms.ValidationError([problem.removeprefix("team: ") for problem in problems])
+        return name
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
+    form = TeamForm
     list_display = ["name", "slug", "approved", "created_at"]
     list_filter = ["approved"]
     search_fields = ["name", "members__username"]

@@ -118,10 +118,11 @@ def skeleton(text: str) -> str:
 
 
 def comparison_keys(name: str) -> set[str]:
-    """What two names must not share: the skeleton as written and that of the case-folded name
-    (names that differ only in case are already taken to be the same team; ``Аurora``/``aurora``
-    must be caught too)."""
-    return {skeleton(name), skeleton(name.casefold())}
+    """What two names must not share: the skeleton as written, and those of the name in lower
+    and in upper case. Names that differ only in case are already taken to be the same team, so
+    ``аurora`` (Cyrillic а) must clash with ``Aurora``, and ``B0REALIS`` (digit zero, whose
+    prototype is capital O) with ``Borealis``."""
+    return {skeleton(name), skeleton(name.casefold()), skeleton(name.upper())}
 
 
 def confusable_with(name: str, existing: Iterable[str], identical_allowed: bool = False) -> str | None:

@@ -1,6 +1,7 @@
 """``manage.py create_participant USERNAME --team TEAM``: account, team and API token."""
 
 import secrets
+import unicodedata
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -26,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         users = get_user_model()
-        username, team_name = options["username"].strip(), options["team"].strip()
+        username, team_name = options["username"].strip(), unicodedata.normalize("NFC", options["team"].strip())
         if not username or users.objects.filter(username=username).exists():
             raise CommandError(f"user {username!r} exists already or is empty", returncode=2)
         problems = []
