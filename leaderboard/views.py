@@ -23,6 +23,7 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from evalserver.clientip import client_ip
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
 from leaderboard.models import TaskStatistics
 from leaderboard.tables import board_table, pvalue_table, sort_link
@@ -319,7 +320,7 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
             body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
         AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
                                  what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
-                                 ip_address=request.META.get("REMOTE_ADDR"))
+                                 ip_address=client_ip(request))
     elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
         entry = stored.entry()
         names = _run_names(board)

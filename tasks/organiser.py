@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from evalserver.clientip import client_ip
 from scoring import exports
 from tasks import services
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
@@ -33,7 +34,7 @@ def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
 
 def _log(request: HttpRequest, task: Task, what: str) -> None:
     AccessLog.objects.create(user=request.user, task=task, what=what[:200],
-                             ip_address=request.META.get("REMOTE_ADDR"))
+                             ip_address=client_ip(request))
 
 
 def _param(data: Any, name: str) -> str:

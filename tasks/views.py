@@ -15,6 +15,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
+from evalserver.clientip import client_ip
 from tasks import access
 from tasks.api import run_data
 from tasks.models import AccessLog, Run, Score
@@ -38,6 +39,7 @@ class LoginView(auth_views.LoginView):
 
 @require_http_methods(["GET", "POST"])
 @login_required
+@ratelimit(key="user_or_ip", rate=settings.EVALSERVER_UPLOAD_RATE, method="POST", block=False)
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
     phase = open_phase(task)
@@ -52,6 +54,9 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
                                "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
     if request.method == "GET":
         return render(request, "tasks/upload.html", context)
+    if getattr(request, "limited", False):  # the same limit per user as the API's uploads
+        context.update(errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
+        return render(request, "tasks/upload.html", context, status=429)
     upload_file = request.FILES.get("file")
     errors: list[str] = []
     status = 400
@@ -92,7 +97,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             per_dialogue = _per_dialogue_rows(score)
             if access.on_test_data(run, phases) and not access.test_results_published(run, phases):
                 # Gold-derived data that only organisers may see yet: the access log says who did.
-                AccessLog.objects.create(user=request.user, task=run.task, ip_address=request.META.get("REMOTE_ADDR"),
+                AccessLog.objects.create(user=request.user, task=run.task, ip_address=client_ip(request),
                                          what=f"per-dialogue scores of run #{run.pk} ({run.label[:100]}, "
                                               f"gold v{score.gold_version.number})")
     data = run_data(run, request.user, phases)
