@@ -233,3 +233,12 @@ class AccessLogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# API tokens live in knox's table as digests (tasks.tokens); rest_framework.authtoken stays
+# installed only for the migration that hashed its tokens. Its admin page would create clear-text
+# tokens that no longer authenticate anyone: hide it.
+from rest_framework.authtoken.models import TokenProxy  # noqa: E402
+
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)
