@@ -39,7 +39,8 @@ class LoginView(auth_views.LoginView):
 
 @require_http_methods(["GET", "POST"])
 @login_required
-@ratelimit(key="user_or_ip", rate=settings.EVALSERVER_UPLOAD_RATE, method="POST", block=False)
+@ratelimit(key="user_or_ip", rate=lambda group, request: settings.EVALSERVER_UPLOAD_RATE, method="POST",
+           block=False)
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
     phase = open_phase(task)

@@ -152,3 +152,23 @@ def test_every_variable_the_settings_read_is_in_the_readme() -> None:
     assert {"DJANGO_SECURE", "EVALSERVER_TRUSTED_PROXIES", "DATABASE_URL"} <= names
     readme = (ROOT / "README.md").read_text()
     assert sorted(name for name in names if f"`{name}`" not in readme) == []
+
+
+@pytest.mark.django_db
+def test_web_form_uploads_share_the_upload_rate_per_user(world: World, settings) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.conftest import committing, run_bytes
+
+    cache.clear()
+    settings.EVALSERVER_UPLOAD_RATE = "2/m"
+
+    def post(user, forwarded: str) -> int:
+        client = Client(REMOTE_ADDR="198.51.100.7", HTTP_X_FORWARDED_FOR=forwarded)
+        client.force_login(user)
+        with committing():
+            return client.post(f"/tasks/{world.task.slug}/upload/", {
+                "file": SimpleUploadedFile("run.json", run_bytes(world.gold)), "name": "r"}).status_code
+
+    assert [post(world.alice, f"203.0.113.{n}") for n in range(3)] == [302, 302, 429]
+    assert post(world.bob, "203.0.113.9") == 302  # per user, not per address
