@@ -44,6 +44,9 @@ def team_name_problems(name: str, team_pk: int | None = None) -> list[str]:
     for an existing team's (UTS #39 confusable skeletons, ``tasks.names``), site-wide since
     team names identify teams on every board. ``team_pk``: the team being renamed."""
     problems = character_problems(name, "team")
+    max_length = Team._meta.get_field("name").max_length
+    if len(name) > max_length:
+        problems.append(f"team: at most {max_length} characters (got {len(name)})")
     if problems:
         return problems
     slug = team_slug(name)
@@ -65,7 +68,7 @@ def team_name_problems(name: str, team_pk: int | None = None) -> list[str]:
 
 
 def _lock_team_names() -> None:
-    """Serialise team creation and renaming until the transaction ends, so two concurrent
+    """Serialise team creation until the transaction ends, so two concurrent
     requests cannot both add confusable names (the unique constraint only stops identical ones).
     SQLite writes one transaction at a time anyway."""
     if connection.vendor == "postgresql":

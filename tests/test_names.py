@@ -229,3 +229,10 @@ def test_create_phase_refuses_invisible_characters(world: World) -> None:
         call_command("create_phase", world.task.slug, "test\u202elav", "--starts", "2030-01-01",
                      "--ends", "2030-02-01", stdout=io.StringIO())
     assert not Phase.objects.exists()
+
+
+@pytest.mark.django_db
+def test_create_participant_refuses_an_overlong_team_name(world: World) -> None:
+    with pytest.raises(CommandError, match=r"team: at most 100 characters \(got 101\)"):
+        call_command("create_participant", "carol", "--team", "T" * 101, stdout=io.StringIO())
+    assert not Team.objects.filter(members__username="carol").exists()
