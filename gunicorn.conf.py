@@ -10,9 +10,21 @@ served 600 requests/s with p99 214 ms, 4 x 4 served 510/s with p99 1.2 s.
 import multiprocessing
 import os
 
+
+def _positive_int(name: str, default: int) -> int:
+    """Like evalserver.settings.env_int: a value that is not a whole number >= 1 stops the start,
+    naming the variable (gunicorn reads this file before Django's settings exist)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"{name}={raw!r} is not a whole number of at least 1")
+    return int(raw)
+
+
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
-threads = int(os.environ.get("GUNICORN_THREADS", "2"))
+workers = _positive_int("WEB_CONCURRENCY", multiprocessing.cpu_count())
+threads = _positive_int("GUNICORN_THREADS", 2)
 worker_class = "gthread"
 timeout = 60  # a run upload is validated in the request: up to a few seconds for 32 MiB
 graceful_timeout = 20

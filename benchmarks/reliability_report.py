@@ -19,8 +19,14 @@ limit, 1 s grace) so dead attempts go stale in seconds.
    gzip, revalidating, paced) and, when Debian's ``wrk`` is installed, wrk, which measures the
    server without a load generator competing for the same two cores.
 
-Prints one table. Exit status 1 when a must-be-zero figure is not zero or a fault was not
-recovered, 2 when the set-up failed.
+4. Confusable names: run and team names with a RIGHT-TO-LEFT OVERRIDE, a zero-width space, a
+   Cyrillic look-alike of an existing name, and bytes that are not UTF-8 (multipart and
+   urlencoded), sent over HTTP to the API and the sign-up form; each must be refused with a
+   message naming the character (or the invalid UTF-8), and nothing stored.
+
+Prints one table. Exit status 1 (and FAIL in the table) when a must-be-zero figure is not zero,
+a fault was not recovered or a target was missed (or could not be measured), 2 when the set-up
+failed.
 
     .venv/bin/python benchmarks/reliability_report.py            # about 5 minutes
     .venv/bin/python benchmarks/reliability_report.py --quick    # fewer requests, about 3 minutes
@@ -113,6 +119,10 @@ class Tally:
     drill_accepted: int = 0
     load_rows: list[tuple[str, str]] = field(default_factory=list)
     targets_missed: list[str] = field(default_factory=list)
+    targets_judged: list[str] = field(default_factory=list)
+    names_tried: int = 0
+    names_refused: int = 0
+    name_problems: list[str] = field(default_factory=list)
 
     def see(self, reply: Reply) -> Reply:
         if looks_like_traceback(reply):
@@ -269,6 +279,130 @@ def hostile_inputs(tally: Tally, base_url: str, db: Database, token: str, upload
     ]
     for name, send, status, fragments in requests:
         judged(name, send, status, fragments)
+
+
+# 4. Confusable names ---------------------------------------------------------------------------------------
+
+def _form_post(base_url: str, path: str, body: bytes, content_type: str) -> Reply:
+    """A form POST as a browser sends it: the CSRF cookie and token from a GET of the same page."""
+    import http.client
+    import re
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.request("GET", path, headers={"Connection": "close"})
+        page = connection.getresponse()
+        cookie = next((value.split(";", 1)[0] for name, value in page.getheaders()
+                       if name.lower() == "set-cookie" and value.startswith("csrftoken=")), "")
+        match = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.read())
+    finally:
+        connection.close()
+    if not cookie or match is None:
+        raise RuntimeError(f"no CSRF token on {path}")
+    if content_type.startswith("multipart/"):
+        boundary = content_type.split("boundary=", 1)[1]
+        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="csrfmiddlewaretoken"\r\n\r\n'.encode()
+                + match.group(1) + b"\r\n" + body)
+    else:
+        body = b"csrfmiddlewaretoken=" + match.group(1) + b"&" + body
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    started = time.perf_counter()
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": content_type, "Cookie": cookie,
+                                                             "Connection": "close"})
+        response = connection.getresponse()
+        return Reply(response.status, response.read(), {k.lower(): v for k, v in response.getheaders()},
+                     time.perf_counter() - started)
+    finally:
+        connection.close()
+
+
+def _raw_multipart(fields: dict[str, bytes], content: bytes) -> tuple[bytes, str]:
+    """A multipart body whose text fields are sent as raw bytes (``multipart`` encodes them as UTF-8)."""
+    boundary = "----evalserver-names"
+    head = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
+                    + value + b"\r\n" for name, value in fields.items())
+    part = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="run.json"\r\n'
+            "Content-Type: application/json\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return head + part, f"multipart/form-data; boundary={boundary}"
+
+
+def confusable_names(tally: Tally, base_url: str, db: Database, token: str, team: str, upload_dir: Path,
+                     worker: Process) -> None:
+    """Hostile run and team names over HTTP: each refused with the expected status and a message
+    naming the character (or the invalid UTF-8), and no row or file stored."""
+    from urllib.parse import quote
+
+    slug = "corpus-free"
+    gold = big_gold(30)
+    url = f"{base_url}/api/v1/tasks/{slug}/runs/"
+    # An existing run name to imitate (a real upload, followed like every accepted run).
+    reply = tally.see(upload(base_url, slug, token, big_run(gold, seed=91), "Aurora-1"))
+    if reply.status != 202:
+        raise RuntimeError(f"upload of the run to imitate answered {reply.status}: {reply.body[:300]!r}")
+    tally.accepted.add(reply.json()["id"])
+    db.wait_status(reply.json()["id"], {"done"}, 60, worker)
+    content = big_run(gold, seed=92)
+    # The team to imitate: ``team`` (e.g. "Free 01"); its look-alike with a Cyrillic e (U+0435).
+    lookalike = team.replace("e", "\u0435", 1)
+    if lookalike == team:
+        raise RuntimeError(f"team name {team!r} has no 'e' to imitate")
+
+    def api(name: bytes) -> Reply:
+        body, content_type = _raw_multipart({"name": name}, content)
+        return call(url, token, body, content_type)
+
+    def sign_up(team_name: bytes) -> Reply:
+        body = (b"username=" + quote(f"names-{uuid4_hex()}").encode() + b"&email=names%40example.org"
+                b"&password1=a-long-pass-123&password2=a-long-pass-123&team_name=" + team_name)
+        return _form_post(base_url, "/accounts/signup/", body, "application/x-www-form-urlencoded")
+
+    cases = [
+        ("run name with U+202E (API)", lambda: api("my\u202erun".encode()), 400,
+         "name: contains U+202E RIGHT-TO-LEFT OVERRIDE at position 3"),
+        ("run name with U+200B (API)", lambda: api("my\u200brun".encode()), 400,
+         "name: contains U+200B ZERO WIDTH SPACE at position 3"),
+        ("run name with U+FEFF (API)", lambda: api("\ufeffrun".encode()), 400,
+         "name: contains U+FEFF ZERO WIDTH NO-BREAK SPACE at position 1"),
+        ("run name, Cyrillic look-alike of 'Aurora-1' (API)", lambda: api("\u0410urora-1".encode()), 409,
+         "can be mistaken for your team's run 'Aurora-1'"),
+        ("run name, invalid UTF-8 (API, multipart)", lambda: api(b"run\xff\xfe"), 400,
+         "name: not valid UTF-8 at position 4"),
+        ("team name with U+202E (sign-up)", lambda: sign_up(quote("Team\u202eX").encode()), 400,
+         "Contains U+202E RIGHT-TO-LEFT OVERRIDE at position 5"),
+        (f"team name, Cyrillic look-alike of {team!r} (sign-up)", lambda: sign_up(quote(lookalike).encode()), 400,
+         f"can be mistaken for the existing team &#x27;{team}&#x27;"),
+        ("team name, invalid UTF-8 (sign-up, urlencoded)", lambda: sign_up(b"Team%FFX"), 400,
+         "Not valid UTF-8 at position 5"),
+    ]
+    for name, send, status, fragment in cases:
+        before_rows, before_files = count_rows(db.url), stored_files(upload_dir)
+        reply = tally.see(send())
+        text = reply.body.decode("utf-8", errors="replace")
+        problems = []
+        if reply.status != status:
+            problems.append(f"status {reply.status}, expected {status}")
+        if fragment not in text:
+            problems.append(f"missing message {fragment!r}: {text[:300]!r}")
+        if looks_like_traceback(reply):
+            problems.append("a traceback was shown")
+        if count_rows(db.url) != before_rows:
+            problems.append("table rows changed")
+        if stored_files(upload_dir) != before_files:
+            problems.append("stored files changed")
+        tally.names_tried += 1
+        if problems:
+            tally.name_problems.append(f"{name}: {'; '.join(problems)}")
+        else:
+            tally.names_refused += 1
+
+
+def uuid4_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:12]
 
 
 # 2. Faults ------------------------------------------------------------------------------------------------
@@ -501,6 +635,7 @@ def _verdict(tally: Tally, label: str, p95: float, judged: str) -> str:
     """The JSON target is judged on one kind of reader (gzip, from wrk when installed)."""
     if label != judged:
         return ""
+    tally.targets_judged.append(label)
     if p95 > JSON_TARGET_P95:
         tally.targets_missed.append(f"leaderboard JSON ({label}) p95 {ms(p95)} > {ms(JSON_TARGET_P95)}")
     return f" (target p95 <= {ms(JSON_TARGET_P95)}: {'met' if p95 <= JSON_TARGET_P95 else 'MISSED'})"
@@ -540,6 +675,8 @@ def board_load(tally: Tally, site: Site, db: Database, late_token: str, worker: 
         if measured is not None:
             tally.load_rows.append((f"leaderboard JSON, {rows} runs, {label}",
                                     measured[0] + _verdict(tally, label, measured[1], judged)))
+    if judged not in tally.targets_judged:  # wrk failed, say: a target nobody measured is not met
+        tally.targets_missed.append(f"leaderboard JSON p95 target not measured ({judged} gave no figure)")
     page_load = read_load_processes(site.base_url, [page_path], readers, 4 if quick else 10, processes=4,
                                     timeout=180, client="gzip")
     tally.unclean += page_load.statuses.get(0, 0)
@@ -587,17 +724,22 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
         "quota violations": tally.quota_violations,
         "tracebacks or dropped connections shown": tally.tracebacks + tally.unclean + (drill.unclean if drill else 0)
         + (drill.failed_after if drill else 0),
+        "hostile names not refused precisely, or something stored": tally.names_tried - tally.names_refused,
     }
     rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of tests/hostile_corpus.py, "
                                      f"{tally.inputs_tried - len(CASES)} malformed requests)"),
             ("rejected correctly", f"{tally.rejected_correctly} (expected status and messages; no row, file or "
                                    "quota changed)"),
+            ("confusable names", f"{tally.names_refused}/{tally.names_tried} refused with a precise message, "
+                                 "nothing stored (RLO, zero-width, BOM, Cyrillic look-alikes of a run and a team, "
+                                 "invalid UTF-8 in multipart and urlencoded forms; API and sign-up)"),
             ("faults injected", str(len(tally.faults)))]
     rows += [(f"- {fault.name}", ("" if fault.ok else "NOT RECOVERED: ") + fault.outcome) for fault in tally.faults]
     rows.append(("runs accepted and followed", str(len(tally.accepted) + (len(drill.accepted) if drill else 0))))
     rows += [(f"{name} (must be 0)", str(value)) for name, value in must_be_zero.items()]
     rows += [(f"load: {name}", value) for name, value in tally.load_rows]
-    ok = faults_ok and not any(must_be_zero.values())
+    # Every target counts: a missed latency target fails the report like a lost run.
+    ok = faults_ok and not any(must_be_zero.values()) and not tally.targets_missed
     width = max(len(name) for name, _ in rows)
     lines = [f"Reliability report ({'quick' if args.quick else 'full'} run, {os.cpu_count()} cores, "
              f"{wall:.0f} s): {'PASS' if ok else 'FAIL'}", "",
@@ -605,8 +747,10 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
     lines += [f"| {name.ljust(width)} | {value} |" for name, value in rows]
     if tally.rejection_problems:
         lines += ["", "inputs not rejected correctly:", *[f"  {line}" for line in tally.rejection_problems]]
+    if tally.name_problems:
+        lines += ["", "hostile names not refused correctly:", *[f"  {line}" for line in tally.name_problems]]
     if tally.targets_missed:
-        lines += ["", "targets missed: " + "; ".join(tally.targets_missed)]
+        lines += ["", "targets missed (FAIL): " + "; ".join(tally.targets_missed)]
     return "\n".join(lines), ok
 
 
@@ -683,6 +827,10 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
                                         name="corpus-web", workers=2, threads=2)
             hostile_inputs(tally, corpus_web, db, next(iter(corpus["tokens"].values())), upload_dir)
             say(f"   {tally.rejected_correctly}/{tally.inputs_tried} rejected correctly")
+            say("4. confusable names")
+            free_team, free_token = next(iter(free["tokens"].items()))
+            confusable_names(tally, redis_site.base_url, db, free_token, free_team, upload_dir, worker)
+            say(f"   {tally.names_refused}/{tally.names_tried} refused correctly")
             say("3. load: the upload rush")
             load_tokens = dict(sorted(load["tokens"].items()))
             upload_rush(tally, redis_site, db, load_tokens, worker)

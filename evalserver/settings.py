@@ -8,7 +8,9 @@ and ``CACHE_URL`` switch to PostgreSQL, Redis or RabbitMQ. Bad values fail loudl
 from __future__ import annotations
 
 import os
+import re
 import secrets
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 import environ
@@ -17,10 +19,92 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
+# Tiny env helpers: a value that cannot be read stops the start with ImproperlyConfigured naming
+# the variable and what it accepts. (django-environ's env.bool reads anything it does not know,
+# "ture" say, as false: secure cookies and HSTS silently off.)
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in TRUE_WORDS:
+        return True
+    if value in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of {', '.join(TRUE_WORDS)} "
+                               f"or {', '.join(FALSE_WORDS)} (any case)")
+
+
+def env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bounds = (f"from {minimum} to {maximum}" if minimum is not None and maximum is not None
+                  else f"at least {minimum}" if minimum is not None else f"at most {maximum}")
+        raise ImproperlyConfigured(f"{name}={raw!r} is out of range: use a whole number {bounds}")
+    return value
+
+
+def env_float(name: str, default: float, minimum: float, maximum: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not minimum <= value <= maximum:  # also refuses nan and inf
+        raise ImproperlyConfigured(f"{name}={raw!r} is out of range: use a number from {minimum:g} to {maximum:g}")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    if raw.strip() not in choices:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw.strip()
+
+
+_RATE = re.compile(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate limit ``N/period`` that both django-ratelimit and DRF's throttles read."""
+    value = env.str(name, default=default).strip()
+    if not _RATE.fullmatch(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate; use N/s, N/m, N/h or N/d "
+                                   "(also N/min, N/hour, N/day), N at least 1")
+    return value
+
+
+def env_networks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Comma-separated IP addresses or CIDR networks (``10.0.0.5, 172.16.0.0/12, ::1``)."""
+    networks = []
+    for item in env.str(name, default="").split(","):
+        if item.strip():
+            try:
+                networks.append(ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ImproperlyConfigured(f"{name}: {item.strip()!r} is not an IP address or network "
+                                           "(e.g. 10.0.0.5 or 172.16.0.0/12)") from None
+    return tuple(networks)
+
+
 VAR_DIR = Path(env.str("EVALSERVER_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = env.bool("DJANGO_DEBUG", default=False)
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
 
 # Numba caches the compiled significance-test kernel (6 s to compile) here, a folder the server
 # can always write to, whoever it runs as.
@@ -55,7 +139,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Only for the migration that moved its clear-text tokens into knox as hashes (its table is empty).
     "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "tasks",
@@ -98,7 +184,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Uploads and the in-process worker write at the same time; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", default=60, minimum=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -106,7 +192,7 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://evalserver")}
 # Leaderboard requests find their task and phases in the cache (tasks.lookup) only when every
 # process shares it: a worker's new scores must renew the entry the web processes read. A
 # local-memory cache is per process, so by default it is used only with a shared cache.
-EVALSERVER_CACHE_TASK_LOOKUPS = env.bool(
+EVALSERVER_CACHE_TASK_LOOKUPS = env_bool(
     "EVALSERVER_CACHE_TASK_LOOKUPS",
     default=not CACHES["default"]["BACKEND"].endswith(("LocMemCache", "DummyCache")))
 
@@ -137,9 +223,7 @@ STORAGES = {
 # Uploaded runs live here, outside the static root, under names made from their hashes.
 MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "uploads")))
 
-RUN_UPLOAD_MAX_BYTES = env.int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024)
-if RUN_UPLOAD_MAX_BYTES < 1024:
-    raise ImproperlyConfigured("EVALSERVER_RUN_MAX_BYTES must be at least 1024")
+RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024, minimum=1024)
 # Django refuses request bodies past this size before a view sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
@@ -152,10 +236,10 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("EVALSERVER_SCORING_SOFT_TIME_LIMIT", default=120)
-CELERY_TASK_TIME_LIMIT = env.int("EVALSERVER_SCORING_TIME_LIMIT", default=180)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("EVALSERVER_SCORING_SOFT_TIME_LIMIT", default=120, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("EVALSERVER_SCORING_TIME_LIMIT", default=180, minimum=1)
 # A run "scoring" for longer than the hard limit plus this grace belongs to a dead worker.
-EVALSERVER_STALE_GRACE_SECONDS = env.int("EVALSERVER_STALE_GRACE_SECONDS", default=30)
+EVALSERVER_STALE_GRACE_SECONDS = env_int("EVALSERVER_STALE_GRACE_SECONDS", default=30, minimum=0)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "max_retries": 2}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5}
@@ -168,19 +252,16 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Significance statistics after scores change: "celery" (a debounced job), "thread" (in the web
 # process, for the broker-less default), "sync" (at once, for tests) or "off".
-EVALSERVER_STATISTICS_MODE = env.str("EVALSERVER_STATISTICS_MODE",
-                                     default="thread" if CELERY_TASK_ALWAYS_EAGER else "celery")
-if EVALSERVER_STATISTICS_MODE not in ("celery", "thread", "sync", "off"):
-    raise ImproperlyConfigured("EVALSERVER_STATISTICS_MODE must be celery, thread, sync or off")
+EVALSERVER_STATISTICS_MODE = env_choice("EVALSERVER_STATISTICS_MODE",
+                                        "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
+                                        ("celery", "thread", "sync", "off"))
 # A board's statistics are computed once its scores have been quiet this long (a burst of scored
 # runs shares one computation), in the celery and thread modes alike (leaderboard.scheduling).
-EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = env.float("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS", default=5.0)
-if not 0 <= EVALSERVER_STATISTICS_DEBOUNCE_SECONDS <= 3600:
-    raise ImproperlyConfigured("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS must be between 0 and 3600")
+EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = env_float("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS", 5.0, 0.0, 3600.0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tasks.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -190,6 +271,8 @@ REST_FRAMEWORK = {
                                  "rest_framework.renderers.BrowsableAPIRenderer"],
 
 }
+# API tokens (knox): stored as SHA-512 digests; they last until regenerated or revoked, as before.
+REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False, "AUTH_HEADER_PREFIX": "Token"}
 SPECTACULAR_SETTINGS = {
     "TITLE": "DialEval evaluation server API",
     "DESCRIPTION": "Upload STC-3 / DialEval runs, follow their scoring and read public leaderboards.",
@@ -209,31 +292,36 @@ SECURE_REFERRER_POLICY = "same-origin"
 # HTTPS-only cookies, redirect and HSTS: on by default whenever DEBUG is off, so a deployment is
 # secure unless someone opts out. The local quickstart (dev.py serve, plain HTTP on 127.0.0.1)
 # and the test settings turn it off.
-SECURE = env.bool("DJANGO_SECURE", default=not DEBUG)
+SECURE = env_bool("DJANGO_SECURE", default=not DEBUG)
 if SECURE:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
-    SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=31_536_000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
-    SECURE_HSTS_PRELOAD = env.bool("DJANGO_HSTS_PRELOAD", default=True)
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", default=31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # health checks come over plain HTTP from inside
 
+LOG_LEVEL = env_choice("EVALSERVER_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("EVALSERVER_LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
 # Rate limits (requests per period): uploads per user, and sign-in attempts per address.
-EVALSERVER_UPLOAD_RATE = env.str("EVALSERVER_UPLOAD_RATE", default="30/min")
-EVALSERVER_LOGIN_RATE = env.str("EVALSERVER_LOGIN_RATE", default="10/m")
-EVALSERVER_SIGNUP_RATE = env.str("EVALSERVER_SIGNUP_RATE", default="5/h")
+# The address is the client's own (evalserver.clientip): X-Forwarded-For is believed only as far
+# as it was written by these proxies (addresses or CIDR networks; empty: the TCP peer is the client).
+EVALSERVER_TRUSTED_PROXIES = env_networks("EVALSERVER_TRUSTED_PROXIES")
+RATELIMIT_IP_META_KEY = "evalserver.clientip.client_ip"
+EVALSERVER_UPLOAD_RATE = env_rate("EVALSERVER_UPLOAD_RATE", default="30/min")
+EVALSERVER_LOGIN_RATE = env_rate("EVALSERVER_LOGIN_RATE", default="10/m")
+EVALSERVER_SIGNUP_RATE = env_rate("EVALSERVER_SIGNUP_RATE", default="5/h")
 # Sign-up: open to everyone, or not at all (organisers then use create_participant);
 # new teams may need an organiser's approval before they can submit to tasks that ask for it.
-EVALSERVER_SIGNUP_OPEN = env.bool("EVALSERVER_SIGNUP_OPEN", default=True)
-EVALSERVER_TEAMS_NEED_APPROVAL = env.bool("EVALSERVER_TEAMS_NEED_APPROVAL", default=False)
+EVALSERVER_SIGNUP_OPEN = env_bool("EVALSERVER_SIGNUP_OPEN", default=True)
+EVALSERVER_TEAMS_NEED_APPROVAL = env_bool("EVALSERVER_TEAMS_NEED_APPROVAL", default=False)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import csv
 import gzip
 import hashlib
-import io
 import re
 import threading
 from collections import OrderedDict
@@ -26,9 +24,11 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from evalserver.clientip import client_ip
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
 from leaderboard.scheduling import board_status
 from leaderboard.tables import board_table, pvalue_table, sort_link
+from scoring import exports
 from tasks import access
 from tasks.lookup import cached_task
 from tasks.models import Task
@@ -112,29 +112,19 @@ def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: 
 @require_GET
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     task, phase, board, _ = _board_for(request, slug)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
-                    + [column.key for column in board.columns]
-                    + [f"rank:{column.key}" for column in board.columns])
+    rows: list[list[Any]] = [["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
+                             + [column.key for column in board.columns]
+                             + [f"rank:{column.key}" for column in board.columns]]
     for row in board.rows:
-        writer.writerow([row["id"], _csv_safe(row["team"]), _csv_safe(row["name"]), int(row["is_baseline"]),
-                         row["submitted_at"], board.gold_version, board.scope]
-                        + [_number(row["values"][column.key]) for column in board.columns]
-                        + [row["ranks"][column.key] if row["ranks"][column.key] else "" for column in board.columns])
-    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        rows.append([row["id"], row["team"], row["name"], int(row["is_baseline"]), row["submitted_at"],
+                     board.gold_version, board.scope]
+                    + [row["values"][column.key] for column in board.columns]
+                    + [row["ranks"][column.key] or None for column in board.columns])
+    # The project's one CSV writer: participant text cannot become a spreadsheet formula.
+    response = HttpResponse(exports.csv_text(rows), content_type="text/csv; charset=utf-8")
     suffix = f"-{phase.name}" if phase else ""
     response["Content-Disposition"] = f'attachment; filename="{task.slug}{_filename_safe(suffix)}-leaderboard.csv"'
     return response
-
-
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(value)
-
-
-def _csv_safe(text: str) -> str:
-    """Keep spreadsheet programs from running participant text as a formula."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _filename_safe(text: str) -> str:
@@ -357,7 +347,7 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
             body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
         AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
                                  what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
-                                 ip_address=request.META.get("REMOTE_ADDR"))
+                                 ip_address=client_ip(request))
     elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
         entry = stored.entry()
         names = _run_names(board)

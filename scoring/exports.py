@@ -6,10 +6,12 @@ to the same float), so nothing is lost on a round trip; the LaTeX table rounds.
 
 Run names come from participants, so they are treated as untrusted text:
 
-* CSV goes through the ``csv`` module (commas, quotes and newlines are quoted properly),
-  and a name cell starting with ``= + - @`` or a tab/carriage return gets a leading ``'``
-  so that spreadsheet programs do not run it as a formula (OWASP "CSV injection");
-  ``guard_formulas=False`` turns that off.
+* CSV goes through ``csv_text``, the one CSV writer of the whole project (leaderboard CSV,
+  organiser ``results.csv``, the runs zip's ``manifest.csv``, statistics exports): commas,
+  quotes and newlines are quoted by the ``csv`` module, and every *text* cell starting with
+  ``= + - @`` or a tab/carriage return gets a leading ``'`` so that spreadsheet programs do
+  not run it as a formula (OWASP "CSV injection"); numbers are written as numbers, never
+  guarded. ``guard_formulas=False`` turns the guard off.
 * Whitespace-separated formats (Discpower, p-value lines) cannot hold whitespace in a name:
   each whitespace character becomes ``_``; two names that become equal raise ValueError.
 * LaTeX escapes ``& % $ # _ { } ~ ^ \\`` and ``< > |``.
@@ -20,8 +22,8 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Collection, Hashable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,6 +31,8 @@ from scoring.stats import TukeyHSDResult
 
 __all__ = [
     "DiscpowerFiles",
+    "csv_cell",
+    "csv_text",
     "discpower_files",
     "latex_escape",
     "latex_means_table",
@@ -97,10 +101,27 @@ def _check_export_matrix(matrix: np.ndarray) -> np.ndarray:
     return array
 
 
-def _csv_text(rows: list[list[str]]) -> str:
+def csv_cell(value: Any, guard_formulas: bool = True) -> str:
+    """One CSV cell: empty for None, ``repr`` for floats (the shortest text that reads back to the
+    same number), ``str`` for integers and booleans, and text guarded against formulas."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    return _text_cell(value, guard_formulas)
+
+
+def csv_text(rows: Iterable[Sequence[Any]], guard_formulas: bool = True) -> str:
+    """The project's CSV writer: rows of cells (``csv_cell``), ``\n`` line ends."""
     buffer = io.StringIO()
     # "\n" rather than the csv default "\r\n": diff- and grep-friendly; csv readers accept both.
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    writer = csv.writer(buffer, lineterminator="\n")
+    for row in rows:
+        writer.writerow([csv_cell(value, guard_formulas) for value in row])
     return buffer.getvalue()
 
 
@@ -126,10 +147,10 @@ def matrix_csv(
     array = _check_export_matrix(matrix)
     dialogue_ids = _check_names(dialogue_ids, array.shape[0], "dialogue ids")
     run_names = _check_names(run_names, array.shape[1], "run names")
-    rows = [["dialogue_id", *(_text_cell(name, guard_formulas) for name in run_names)]]
+    rows: list[list[Any]] = [["dialogue_id", *(str(name) for name in run_names)]]
     for dialogue, values in zip(dialogue_ids, array):
-        rows.append([_text_cell(dialogue, guard_formulas), *(_number(v) for v in values)])
-    return _csv_text(rows)
+        rows.append([str(dialogue), *(float(v) for v in values)])
+    return csv_text(rows, guard_formulas)
 
 
 def discpower_files(run_names: Sequence[str], matrix: np.ndarray) -> DiscpowerFiles:
@@ -162,19 +183,11 @@ def pvalue_lines(run_names: Sequence[str], result: TukeyHSDResult) -> str:
 def pvalue_csv(run_names: Sequence[str], result: TukeyHSDResult, *, guard_formulas: bool = True) -> str:
     """CSV ``run_a,run_b,diff,p,effect_size,mc_se``, one row per run pair (i < j)."""
     names = _check_result_names(result, run_names)
-    rows = [["run_a", "run_b", "diff", "p", "effect_size", "mc_se"]]
+    rows: list[list[Any]] = [["run_a", "run_b", "diff", "p", "effect_size", "mc_se"]]
     for i, j, diff, p in result.pairs():
-        rows.append(
-            [
-                _text_cell(names[i], guard_formulas),
-                _text_cell(names[j], guard_formulas),
-                _number(diff),
-                _number(p),
-                _number(result.effect_sizes[i, j]),
-                _number(result.mc_standard_errors[i, j]),
-            ]
-        )
-    return _csv_text(rows)
+        rows.append([names[i], names[j], float(diff), float(p), float(result.effect_sizes[i, j]),
+                     float(result.mc_standard_errors[i, j])])
+    return csv_text(rows, guard_formulas)
 
 
 def latex_escape(text: str) -> str:

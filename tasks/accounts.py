@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import secrets
+import unicodedata
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.forms import UserCreationForm
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.text import slugify
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 from django_ratelimit.decorators import ratelimit
 
 from tasks.models import Team
+from tasks.names import character_problems, confusable_with
 
 MIN_TEAM_NAME_CHARACTERS = 2
 
@@ -33,18 +35,58 @@ def team_slug(name: str) -> str | None:
     return slug
 
 
-def create_team(name: str, approved: bool = True) -> Team:
-    """A new team, or ``Rejected`` saying why not (the name or its URL name is taken)."""
-    from tasks.services import Rejected
+RESERVED_TEAM_NAMES = ("baseline",)  # boards show baselines under this owner name
 
+
+def team_name_problems(name: str, team_pk: int | None = None) -> list[str]:
+    """Why ``name`` cannot be a team's name (empty list: it can): invisible or control characters
+    (each named with its position), too few letters or digits, or a name that can be mistaken
+    for an existing team's (UTS #39 confusable skeletons, ``tasks.names``), site-wide since
+    team names identify teams on every board. ``team_pk``: the team being renamed."""
+    problems = character_problems(name, "team")
+    max_length = Team._meta.get_field("name").max_length
+    if len(name) > max_length:
+        problems.append(f"team: at most {max_length} characters (got {len(name)})")
+    if problems:
+        return problems
     slug = team_slug(name)
     if slug is None:
-        raise Rejected([f"team: a team name needs at least {MIN_TEAM_NAME_CHARACTERS} letters or digits"])
-    if Team.objects.filter(name__iexact=name).exists() or Team.objects.filter(slug=slug).exists():
-        raise Rejected([f"team: a team named {name!r} (or one whose URL name is {slug!r}) exists already"])
+        return [f"team: a team name needs at least {MIN_TEAM_NAME_CHARACTERS} letters or digits"]
+    others = Team.objects.exclude(pk=team_pk) if team_pk is not None else Team.objects.all()
+    reserved = confusable_with(name, RESERVED_TEAM_NAMES)
+    if reserved is not None:
+        return [f"team: {name!r} is reserved (the leaderboards show baselines under the name {reserved!r})"]
+    other = confusable_with(name, others.values_list("name", flat=True))
+    if other is not None:
+        same = other.casefold() == name.casefold()
+        return [f"team: a team named {other!r} exists already" if same else
+                f"team: {name!r} can be mistaken for the existing team {other!r} (Unicode confusables); "
+                "choose a name that looks different"]
+    if team_pk is None and others.filter(slug=slug).exists():
+        return [f"team: a team whose URL name is {slug!r} exists already"]
+    return []
+
+
+def _lock_team_names() -> None:
+    """Serialise team creation until the transaction ends, so two concurrent
+    requests cannot both add confusable names (the unique constraint only stops identical ones).
+    SQLite writes one transaction at a time anyway."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {Team._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
+
+
+def create_team(name: str, approved: bool = True) -> Team:
+    """A new team, or ``Rejected`` saying why not (``team_name_problems``)."""
+    from tasks.services import Rejected
+
     try:
         with transaction.atomic():
-            return Team.objects.create(name=name, slug=slug, approved=approved)
+            _lock_team_names()
+            problems = team_name_problems(name)
+            if problems:
+                raise Rejected(problems)
+            return Team.objects.create(name=name, slug=team_slug(name), approved=approved)
     except IntegrityError:  # created a moment ago by a concurrent request
         raise Rejected([f"team: a team named {name!r} exists already"]) from None
 
@@ -67,12 +109,9 @@ class SignUpForm(UserCreationForm):
         if bool(team_name) == bool(join_code):
             raise forms.ValidationError("Give either the name of a new team or the join code of an existing one.")
         if team_name:
-            slug = team_slug(team_name)
-            if slug is None:
-                self.add_error("team_name", f"A team name needs at least {MIN_TEAM_NAME_CHARACTERS} letters or "
-                                            "digits.")
-            elif Team.objects.filter(name__iexact=team_name).exists() or Team.objects.filter(slug=slug).exists():
-                self.add_error("team_name", "A team with this name exists; ask its members for the join code.")
+            team_name = unicodedata.normalize("NFC", team_name)
+            for problem in team_name_problems(team_name):
+                self.add_error("team_name", _form_message(problem))
         else:
             team = Team.objects.filter(join_code=join_code).first()
             if team is None:
@@ -80,6 +119,15 @@ class SignUpForm(UserCreationForm):
             data["team"] = team
         data["team_name"] = team_name
         return data
+
+
+def _form_message(problem: str) -> str:
+    """A ``team: ...`` message as a form error under the field; existing teams are joined by code."""
+    message = problem.removeprefix("team: ")
+    message = message[:1].upper() + message[1:]
+    if "exists already" in message or "can be mistaken" in message:
+        message += "; to join an existing team, ask its members for the join code"
+    return message + "."
 
 
 @ratelimit(key="ip", rate=settings.EVALSERVER_SIGNUP_RATE, method="POST", block=False)
@@ -101,9 +149,11 @@ def signup(request: HttpRequest) -> HttpResponse:
                     team = create_team(form.cleaned_data["team_name"],
                                        approved=not settings.EVALSERVER_TEAMS_NEED_APPROVAL)
                 team.members.add(user)
-        except Rejected:
-            # Another sign-up took the team name between the check and now: nothing was kept.
-            form.add_error("team_name", "A team with this name exists; ask its members for the join code.")
+        except Rejected as rejected:
+            # Another sign-up took the team name (or a confusable one) between the check and now:
+            # nothing was kept.
+            for problem in rejected.errors:
+                form.add_error("team_name", _form_message(problem))
         except IntegrityError:
             form.add_error("username", "A user with that username already exists.")
         else:

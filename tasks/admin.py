@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django import forms
@@ -146,8 +147,27 @@ class PhaseAdmin(admin.ModelAdmin):
         return form
 
 
+class TeamForm(forms.ModelForm):
+    """Renaming or adding a team in the admin follows the sign-up rules: visible characters, and
+    not confusable with another team's name (``team_name_problems``)."""
+
+    class Meta:
+        model = Team
+        fields = ["name", "slug", "members", "approved", "join_code"]
+
+    def clean_name(self) -> str:
+        from tasks.accounts import team_name_problems
+
+        name = unicodedata.normalize("NFC", self.cleaned_data["name"])
+        problems = team_name_problems(name, team_pk=self.instance.pk)
+        if problems:
+            raise forms.ValidationError([problem.removeprefix("team: ") for problem in problems])
+        return name
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
+    form = TeamForm
     list_display = ["name", "slug", "approved", "created_at"]
     list_filter = ["approved"]
     search_fields = ["name", "members__username"]
@@ -213,3 +233,12 @@ class AccessLogAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# API tokens live in knox's table as digests (tasks.tokens); rest_framework.authtoken stays
+# installed only for the migration that hashed its tokens. Its admin page would create clear-text
+# tokens that no longer authenticate anyone: hide it.
+from rest_framework.authtoken.models import TokenProxy  # noqa: E402
+
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)

@@ -86,6 +86,12 @@ class UploadThrottle(UserRateThrottle):
     def get_rate(self) -> str:
         return settings.EVALSERVER_UPLOAD_RATE
 
+    def get_ident(self, request: Request) -> str | None:
+        # DRF's own reads X-Forwarded-For as sent, which anyone can forge.
+        from evalserver.clientip import client_ip
+
+        return client_ip(request)
+
 
 _run_response = inline_serializer("RunStatus", {
     "id": serializers.IntegerField(), "status": serializers.ChoiceField(choices=[s for s, _ in Run.STATUSES]),

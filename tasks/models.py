@@ -18,6 +18,7 @@ from django.db import models
 from django.utils import timezone
 
 from scoring import Gold, TaskConfig
+from tasks.names import validate_visible_name
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$",
                                 "use 3-50 lower-case letters, digits and hyphens, not starting or ending with -")
@@ -113,7 +114,7 @@ class Phase(models.Model):
     KINDS = [(DEVELOPMENT, "development"), (TEST, "test"), (FINAL, "final")]
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="phases")
-    name = models.CharField(max_length=100, validators=[ProhibitNullCharactersValidator()])
+    name = models.CharField(max_length=100, validators=[ProhibitNullCharactersValidator(), validate_visible_name])
     kind = models.CharField(max_length=20, choices=KINDS, default=DEVELOPMENT)
     gold_version = models.ForeignKey(GoldVersion, on_delete=models.PROTECT, related_name="phases")
     starts_at = models.DateTimeField()
@@ -159,7 +160,9 @@ def _join_code() -> str:
 
 
 class Team(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    # Shown on every board: visible characters only (tasks.names); confusable names are refused
+    # where teams are created or renamed (tasks.accounts.team_name_problems).
+    name = models.CharField(max_length=100, unique=True, validators=[validate_visible_name])
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
     approved = models.BooleanField(default=True, help_text="tasks that require approval accept runs only "
@@ -186,7 +189,7 @@ class Run(models.Model):
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     phase = models.ForeignKey(Phase, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[validate_visible_name])
     description = models.TextField(blank=True, max_length=5000)
     priority = models.PositiveSmallIntegerField(null=True, blank=True, help_text="NTCIR run number: 1 = primary")
     is_baseline = models.BooleanField(default=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 import tempfile
@@ -20,6 +18,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from evalserver.clientip import client_ip
+from scoring import exports
 from tasks import services
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 
@@ -34,7 +34,7 @@ def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
 
 def _log(request: HttpRequest, task: Task, what: str) -> None:
     AccessLog.objects.create(user=request.user, task=task, what=what[:200],
-                             ip_address=request.META.get("REMOTE_ADDR"))
+                             ip_address=client_ip(request))
 
 
 def _param(data: Any, name: str) -> str:
@@ -172,15 +172,19 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
                              "original_filename": run.original_filename,
                              "submitted_at": run.created_at.isoformat()})
         archive.writestr("manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=list(manifest[0]) if manifest else ["id"])
-        writer.writeheader()
-        writer.writerows(manifest)
-        archive.writestr("manifest.csv", text.getvalue())
+        archive.writestr("manifest.csv", _dicts_csv(manifest, ["id"]))
     _log(request, task, f"runs zip ({phase_name or 'all phases'}, {len(manifest)} runs)")
     buffer.seek(0)
     return FileResponse(buffer, as_attachment=True, filename=f"{task.slug}-{_safe(phase_name or 'all')}-runs.zip",
                         content_type="application/zip")
+
+
+def _dicts_csv(rows: list[dict[str, Any]], empty_header: list[str]) -> str:
+    """Rows of dicts as CSV through the project's one writer (formula guard on text cells), with
+    the union of their keys as columns in order of first appearance (DQ-only and ND-only runs
+    have different measures); a missing value is an empty cell."""
+    columns = list(dict.fromkeys(key for row in rows for key in row)) or empty_header
+    return exports.csv_text([columns, *([row.get(column) for column in columns] for row in rows)])
 
 
 def _safe(text: str) -> str:
@@ -226,12 +230,7 @@ def results_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
         response: HttpResponse = JsonResponse({"task": task.slug, "exported_at": timezone.now().isoformat(),
                                                "results": rows})
     elif fmt == "csv":
-        import pandas as pd
-
-        # pandas lines up the union of measure columns (DQ-only and ND-only runs differ).
-        frame = pd.DataFrame(rows)
-        response = HttpResponse(frame.to_csv(index=False, float_format="%.17g"),
-                                content_type="text/csv; charset=utf-8")
+        response = HttpResponse(_dicts_csv(rows, ["run_id"]), content_type="text/csv; charset=utf-8")
     else:
         raise Http404("unknown format")
     response["Content-Disposition"] = f'attachment; filename="{task.slug}-results.{fmt}"'

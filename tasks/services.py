@@ -28,6 +28,7 @@ from scoring.baselines import popularity_run, uniform_run
 from scoring.evaluate import Result
 from scoring.formats import restrict
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
+from tasks.names import character_problems, confusable_with
 from tasks.phases import check_quota
 
 log = logging.getLogger(__name__)
@@ -194,23 +195,20 @@ def read_run_file(run: Run) -> bytes:
 
 # Submissions ------------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
 def clean_text(value: str | None, field: str, max_length: int, errors: list[str], single_line: bool) -> str:
-    """Normalise participant text; control characters and over-long values are errors, not silently cut."""
+    """Normalise participant text; control, invisible and undecodable characters and over-long
+    values are errors (each named with its position), not silently cut (``tasks.names``)."""
     text = unicodedata.normalize("NFC", (value or "").strip())
-    if _CONTROL.search(text) or (single_line and ("\n" in text or "\r" in text)):
-        errors.append(f"{field}: must not contain control characters{' or line breaks' if single_line else ''}")
+    errors.extend(character_problems(text, field, multi_line=not single_line))
     if len(text) > max_length:
         errors.append(f"{field}: at most {max_length} characters (got {len(text)})")
     return text
 
 
 def safe_filename(name: str | None) -> str:
-    """The upload's own name, kept for display only: no directories, no control characters."""
+    """The upload's own name, kept for display only: no directories, no control or invisible characters."""
     base = re.split(r"[\\/]", name or "")[-1]
-    base = _CONTROL.sub("", base).strip().lstrip(".")
+    base = "".join(char for char in base if not character_problems(char, "file")).strip().lstrip(".")
     return base[:255]
 
 
@@ -276,7 +274,8 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             if submission.priority is not None:
                 check_priority_free(task, team, phase, submission.priority)
             sha, created_file = _store_run_file(submission.content)
-            default_name = name or filename.rsplit(".", 1)[0][:MAX_NAME_LENGTH] or "run"
+            default_name = name or _filename_run_name(filename)
+            check_run_name_free(task, team, default_name)
             run = Run.objects.create(
                 task=task, team=team, phase=phase, submitted_by=user, name=default_name, description=description,
                 priority=submission.priority, is_public=submission.is_public, file_sha256=sha,
@@ -290,6 +289,26 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             run_file_path(sha).unlink(missing_ok=True)
         raise
     return run
+
+
+def _filename_run_name(filename: str) -> str:
+    """A run without a name is called after its file, less the characters a name may not hold."""
+    stem = filename.rsplit(".", 1)[0]
+    cleaned = "".join(char for char in stem if not character_problems(char, "name"))
+    return cleaned.strip()[:MAX_NAME_LENGTH] or "run"
+
+
+def check_run_name_free(task: Task, team: Team, name: str) -> None:
+    """A run name must not be confusable with another name of the team's runs of the task
+    (``Аurora-1`` with a Cyrillic А next to ``Aurora-1``); the same name again is allowed (a
+    team's repeated submissions, told apart by their ids). Runs are shown as "team: run" on
+    the task's boards, so only the team's own runs of that task can be mistaken for each other;
+    team names are kept apart site-wide. Call under the team's row lock, like the quota."""
+    names = Run.objects.filter(task=task, team=team).values_list("name", flat=True).distinct()
+    other = confusable_with(name, names, identical_allowed=True)
+    if other is not None:
+        raise Rejected([f"name: {name!r} can be mistaken for your team's run {other!r} (Unicode confusables); "
+                        "choose a name that looks different"], status=409)
 
 
 def check_priority_free(task: Task, team: Team, phase: Phase | None, priority: int) -> None:

@@ -9,19 +9,19 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
-from rest_framework.authtoken.models import Token
 
+from evalserver.clientip import client_ip
 from tasks import access
 from tasks.api import run_data
 from tasks.models import AccessLog, Run, Score
 from tasks.phases import open_phase, phase_for_upload, quota_status
 from tasks.services import Rejected, Submission, parse_priority, participant_team, submit_run
+from tasks.tokens import current_token, issue_token, revoke_tokens
 
 
 @method_decorator(ratelimit(key="ip", rate=settings.EVALSERVER_LOGIN_RATE, method="POST", block=False), name="post")
@@ -39,6 +39,8 @@ class LoginView(auth_views.LoginView):
 
 @require_http_methods(["GET", "POST"])
 @login_required
+@ratelimit(key="user_or_ip", rate=lambda group, request: settings.EVALSERVER_UPLOAD_RATE, method="POST",
+           block=False)
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
     phase = open_phase(task)
@@ -53,6 +55,9 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
                                "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
     if request.method == "GET":
         return render(request, "tasks/upload.html", context)
+    if getattr(request, "limited", False):  # the same limit per user as the API's uploads
+        context.update(errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
+        return render(request, "tasks/upload.html", context, status=429)
     upload_file = request.FILES.get("file")
     errors: list[str] = []
     status = 400
@@ -93,7 +98,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             per_dialogue = _per_dialogue_rows(score)
             if access.on_test_data(run, phases) and not access.test_results_published(run, phases):
                 # Gold-derived data that only organisers may see yet: the access log says who did.
-                AccessLog.objects.create(user=request.user, task=run.task, ip_address=request.META.get("REMOTE_ADDR"),
+                AccessLog.objects.create(user=request.user, task=run.task, ip_address=client_ip(request),
                                          what=f"per-dialogue scores of run #{run.pk} ({run.label[:100]}, "
                                               f"gold v{score.gold_version.number})")
     data = run_data(run, request.user, phases)
@@ -118,19 +123,14 @@ def _per_dialogue_rows(score: Score) -> dict[str, Any]:
 def team_page(request: HttpRequest) -> HttpResponse:
     team = participant_team(request.user)
     runs = Run.objects.filter(team=team).select_related("task", "phase") if team else Run.objects.none()
-    token = Token.objects.filter(user=request.user).first()
+    token = current_token(request.user)
     return render(request, "tasks/team.html", {"team": team, "runs": runs[:500], "token": token})
 
 
 @require_POST
 @login_required
 def regenerate_token(request: HttpRequest) -> HttpResponse:
-    from django.contrib.auth import get_user_model
-
-    with transaction.atomic():  # a double click must not make two tokens (one per user): serialise
-        get_user_model().objects.select_for_update().filter(pk=request.user.pk).first()
-        Token.objects.filter(user=request.user).delete()
-        token = Token.objects.create(user=request.user)
+    token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")
     return render(request, "tasks/token.html", {"token": token})
 
@@ -138,7 +138,7 @@ def regenerate_token(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def revoke_token(request: HttpRequest) -> HttpResponse:
-    Token.objects.filter(user=request.user).delete()
+    revoke_tokens(request.user)
     messages.success(request, "Your API token was revoked.")
     return redirect("team-page")
 

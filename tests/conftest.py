@@ -94,11 +94,11 @@ def committing() -> Any:
 
 def make_world(n_dialogues: int = 30, seed: int = 5, permutations: int = 200) -> World:
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from fixtures.synthetic import generate_gold
     from tasks.models import Team
     from tasks.services import create_task, load_gold_version
+    from tasks.tokens import issue_token
 
     users = get_user_model()
     task = create_task("demo-task", "stc3", "Demo task")
@@ -117,8 +117,8 @@ def make_world(n_dialogues: int = 30, seed: int = 5, permutations: int = 200) ->
     borealis = Team.objects.create(name="Borealis", slug="borealis")
     borealis.members.add(bob)
     return World(task=task, gold=gold, gold_version=version, alice=alice, bob=bob, organiser=organiser,
-                 staff=staff, alice_token=Token.objects.create(user=alice).key,
-                 bob_token=Token.objects.create(user=bob).key)
+                 staff=staff, alice_token=issue_token(alice),
+                 bob_token=issue_token(bob))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import orjson
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from fixtures.synthetic import generate_gold
@@ -82,8 +83,13 @@ def test_load_gold_reports_every_problem_and_stores_nothing(tmp_path: Path) -> N
 def test_create_participant_prints_a_working_token_last() -> None:
     out, _ = run_command("create_participant", "carol", "--team", "Team Carol")
     token = out.strip().splitlines()[-1]
-    assert Token.objects.get(key=token).user.username == "carol"
-    assert Token.objects.get(key=token).user.teams.get().name == "Team Carol"
+    # Stored only as its SHA-512 digest (knox), and it authenticates carol.
+    stored = AuthToken.objects.get(user__username="carol")
+    assert stored.digest == hashlib.sha512(token.encode()).hexdigest() and token not in str(stored.__dict__)
+    assert stored.user.teams.get().name == "Team Carol"
+    reply = APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/v1/runs/999999/")
+    assert reply.status_code == 404  # authenticated (an unknown token would be 401)
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {token[:-1]}x").get("/api/v1/runs/999999/").status_code == 401
     with pytest.raises(CommandError, match="exists already"):
         run_command("create_participant", "carol", "--team", "Other")
 
@@ -101,7 +107,8 @@ def test_demo_builds_a_scored_task_once(settings, tmp_path: Path) -> None:
     test_data = orjson.loads((tmp_path / "demo" / "test-data.json").read_bytes())
     assert len(test_data) == 40 and all("annotations" not in dialogue and dialogue["turns"] for dialogue in test_data)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user__username='alice').key}")
+    token = out.split("alice's API token: ")[1].split()[0]
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     with committing():
         reply = client.post("/api/v1/tasks/stc3-demo/runs/", {"file": SimpleUploadedFile("sample-run.json", sample)},
                             format="multipart")

@@ -21,10 +21,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from leaderboard.board import board_cache_key
 from tasks.models import Phase, Run, Task, Team
+from tasks.tokens import issue_token
 from tests.conftest import make_world, require_postgres, require_service, run_bytes
 from tests.workers import (
     BROKERS,
@@ -71,7 +71,7 @@ def test_near_a_deadline_twenty_teams_uploading_five_runs_at_once_get_exactly_th
     for number in range(TEAMS):
         user = get_user_model().objects.create_user(f"load-{number:02d}", password="load-pass-1")
         Team.objects.create(name=f"Load {number:02d}", slug=f"load-{number:02d}").members.add(user)
-        tokens[number] = Token.objects.create(user=user).key
+        tokens[number] = issue_token(user)
     contents = {(team, k): run_bytes(world.gold, noise=0.1 + 0.15 * k, seed=100 * team + k)
                 for team in range(TEAMS) for k in range(UPLOADS_PER_TEAM)}
     queue = new_queue("evalserver-load")

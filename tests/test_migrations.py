@@ -56,3 +56,41 @@ def test_statistics_stored_as_json_are_moved_to_one_row_per_measure(world: Any) 
     assert np.array_equal(matrices["differences"], np.array(entry["differences"]))
     assert np.allclose(matrices["effect_sizes"], np.array(entry["effect_sizes"]), rtol=1e-12)
     assert np.allclose(matrices["mc_se"], np.array(entry["mc_se"]), atol=1e-10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_clear_text_api_tokens_are_hashed_and_keep_working(world: Any) -> None:
+    """Issue 11, defect 8b: a token issued before the change (rest_framework.authtoken, clear text)
+    authenticates after the migration, and no clear-text token is left in the database."""
+    import hashlib
+
+    from rest_framework.test import APIClient
+
+    before = [("tasks", "0004_visible_names"), ("authtoken", "0004_alter_tokenproxy_options"),
+              ("knox", "0009_extend_authtoken_field")]
+    after = [("tasks", "0005_hash_api_tokens")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    key = "0123456789abcdef0123456789abcdef01234567"  # DRF's format: 40 hex characters
+    old.get_model("authtoken", "Token").objects.create(key=key, user_id=world.alice.pk)
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    from knox.models import AuthToken
+    from rest_framework.authtoken.models import Token
+
+    assert not Token.objects.exists()
+    stored = AuthToken.objects.get(user=world.alice)
+    assert (stored.token_key, stored.digest) == (key[:15], hashlib.sha512(key.encode()).hexdigest())
+    with connection.cursor() as cursor:  # nowhere in the token tables as text
+        cursor.execute("SELECT COUNT(*) FROM knox_authtoken WHERE digest = %s OR token_key = %s", [key, key])
+        assert cursor.fetchone()[0] == 0
+    api = APIClient(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 200
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {key[:-1]}8").get(
+        f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 401

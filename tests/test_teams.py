@@ -41,7 +41,7 @@ def test_sign_up_joins_a_team_with_its_code(world: World) -> None:
     ({}, "Give either the name of a new team or the join code"),
     ({"team_name": "X", "join_code": "abc"}, "Give either the name of a new team or the join code"),
     ({"join_code": "no-such-code"}, "No team has this join code."),
-    ({"team_name": "aurora"}, "A team with this name exists"),
+    ({"team_name": "aurora"}, "A team named 'Aurora' exists already"),
     ({"team_name": "!!"}, "A team name needs at least 2 letters or digits."),
     ({"team_name": "x-"}, "A team name needs at least 2 letters or digits."),
     ({"team_name": "Eels", "password2": "different-123"}, "password fields didn"),
@@ -61,8 +61,9 @@ def test_sign_up_can_be_closed(world: World, settings) -> None:
 
 @pytest.mark.django_db
 def test_tasks_requiring_approval_wait_for_the_organiser(world: World, settings) -> None:
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from tasks.tokens import issue_token
 
     settings.EVALSERVER_TEAMS_NEED_APPROVAL = True
     world.task.requires_team_approval = True
@@ -71,7 +72,7 @@ def test_tasks_requiring_approval_wait_for_the_organiser(world: World, settings)
     team = Team.objects.get(name="Newcomers")
     assert team.approved is False
     api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=team.members.get()).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(team.members.get())}")
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     def upload():

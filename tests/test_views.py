@@ -8,6 +8,7 @@ import io
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from rest_framework.test import APIClient
 
 from tasks.models import Run
 from tests.conftest import World, committing, run_bytes
@@ -124,16 +125,23 @@ def test_hidden_and_withdrawn_runs(world: World) -> None:
 
 @pytest.mark.django_db
 def test_team_page_and_tokens(world: World) -> None:
-    from rest_framework.authtoken.models import Token
+    import re
+
+    from knox.models import AuthToken
 
     client = signed_in(world.alice)
     page = client.get("/team/").content.decode()
     assert "Team Aurora" in page and world.alice_token not in page  # never shown after creation
     response = client.post("/team/token/regenerate/")
-    new_key = Token.objects.get(user=world.alice).key
-    assert new_key != world.alice_token and new_key in response.content.decode()
+    new_key = re.search(r'id="token">([0-9a-f]+)<', response.content.decode()).group(1)
+    assert new_key != world.alice_token and len(new_key) == 64
+    assert [token.token_key for token in AuthToken.objects.filter(user=world.alice)] == [new_key[:15]]
+    api = APIClient(HTTP_AUTHORIZATION=f"Token {new_key}")
+    assert api.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 200
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {world.alice_token}").get(
+        f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 401  # the old one no longer works
     client.post("/team/token/revoke/")
-    assert not Token.objects.filter(user=world.alice).exists()
+    assert not AuthToken.objects.filter(user=world.alice).exists()
     assert Client().get("/team/").status_code == 302
     assert client.get("/team/token/revoke/").status_code == 405
 

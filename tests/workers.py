@@ -876,10 +876,10 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.utils import timezone
-    from rest_framework.authtoken.models import Token
 
     from tasks import services
     from tasks.models import Phase, Team
+    from tasks.tokens import issue_token
 
     call_command("migrate", verbosity=0, interactive=False)
     task = services.create_task(spec["slug"], "stc3", spec.get("title", spec["slug"]))
@@ -895,7 +895,7 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
         user = users.objects.create_user(f"{spec['slug']}-u{number + 1:02d}", password=uuid.uuid4().hex)
         team.members.add(user)
         teams.append(team)
-        tokens[name] = Token.objects.create(user=user).key
+        tokens[name] = issue_token(user)
     phase = None
     if spec.get("phase"):
         now = timezone.now()

@@ -1,6 +1,7 @@
 """``manage.py create_participant USERNAME --team TEAM``: account, team and API token."""
 
 import secrets
+import unicodedata
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -8,11 +9,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_email
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from tasks.accounts import MIN_TEAM_NAME_CHARACTERS, create_team, team_slug
 from tasks.models import Team
 from tasks.services import Rejected
+from tasks.tokens import issue_token
 
 
 class Command(BaseCommand):
@@ -26,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         users = get_user_model()
-        username, team_name = options["username"].strip(), options["team"].strip()
+        username, team_name = options["username"].strip(), unicodedata.normalize("NFC", options["team"].strip())
         if not username or users.objects.filter(username=username).exists():
             raise CommandError(f"user {username!r} exists already or is empty", returncode=2)
         problems = []
@@ -47,10 +48,10 @@ class Command(BaseCommand):
                 user = users.objects.create_user(username=username, email=options["email"], password=password)
                 team = Team.objects.filter(name=team_name).first() or create_team(team_name)
                 team.members.add(user)
-                token = Token.objects.create(user=user)
+                token = issue_token(user)
         except Rejected as error:
             raise CommandError("; ".join(error.errors) + "; nothing was created", returncode=2) from None
         self.stdout.write(f"user {username} in team {team.name}")
         if not options["password"]:
             self.stdout.write(f"password: {password}")
-        self.stdout.write(token.key)
+        self.stdout.write(token)  # stored only as a hash: this is the one time it is shown

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from fixtures.synthetic import generate_gold, generate_run
 from tasks.models import Task, Team
 from tasks.services import Submission, create_task, load_gold_version, submit_run
+from tasks.tokens import issue_token
 
 DEMO_SLUG = "stc3-demo"
 
@@ -45,12 +45,12 @@ class Command(BaseCommand):
                                "300 dialogues, 19 annotators, both subtasks.")
             task.organisers.add(organiser)
             load_gold_version(task, orjson.dumps(gold), "demo-gold.json", organiser, "demo")
-            participants = []
+            participants, tokens = [], []
             for username, team_name, slug in (("alice", "Aurora", "aurora"), ("bob", "Borealis", "borealis")):
                 user = users.objects.create_user(username, password=password)
                 team = Team.objects.create(name=team_name, slug=slug)
                 team.members.add(user)
-                Token.objects.create(user=user)
+                tokens.append(issue_token(user))
                 participants.append(user)
         runs = [(participants[0], "aurora-run1", 0.15, ("quality", "nugget")),
                 (participants[0], "aurora-run2", 0.35, ("quality", "nugget")),
@@ -67,7 +67,7 @@ class Command(BaseCommand):
         self._write_files(gold)
         text = (f"organiser login: organiser / {password}   (admin at /admin/)\n"
                 f"participant login: alice / {password}   (team Aurora; bob / same password, team Borealis)\n"
-                f"alice's API token: {Token.objects.get(user=participants[0]).key}\n")
+                f"alice's API token: {tokens[0]}\n")
         logins.write_text(text)
         logins.chmod(0o600)
         self.stdout.write(text, ending="")
