@@ -62,7 +62,7 @@ class MetricGold:
     * ``context[r]``: index of response r's context (non-decreasing: contexts are contiguous);
     * ``human[r]``: the human judgement;
     * ``system[r]``: index into ``system_names``, or -1 everywhere when the gold names no systems;
-    * ``property``: the gold-standard property metric per response, or None;
+    * ``property_metric``: the gold-standard property metric per response, or None;
     * ``grade_counts[r]`` turns for response r, grades flat in ``grades`` (both None without grades).
     """
 
@@ -72,7 +72,7 @@ class MetricGold:
     human: np.ndarray
     system: np.ndarray
     system_names: list[str]
-    property: np.ndarray | None = None
+    property_metric: np.ndarray | None = None
     grades: np.ndarray | None = None
     grade_counts: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
@@ -131,8 +131,8 @@ class MetricGold:
             "human": self.human,
             "system": self.system,
         }
-        if self.property is not None:
-            arrays["property"] = self.property
+        if self.property_metric is not None:
+            arrays["property"] = self.property_metric
         if self.grades is not None:
             arrays["grades"] = self.grades
             arrays["grade_counts"] = self.grade_counts
@@ -152,7 +152,7 @@ class MetricGold:
                 human=arrays["human"],
                 system=arrays["system"],
                 system_names=[str(x) for x in arrays["system_names"]],
-                property=arrays["property"] if "property" in arrays else None,
+                property_metric=arrays["property"] if "property" in arrays else None,
                 grades=arrays["grades"] if "grades" in arrays else None,
                 grade_counts=arrays["grade_counts"] if "grade_counts" in arrays else None,
                 warnings=json.loads(str(arrays["warnings"])),
@@ -328,7 +328,7 @@ def _load_gold(data: object) -> MetricGold:
         human=human_array,
         system=system_array,
         system_names=system_names,
-        property=np.asarray(prop, dtype=np.float64) if "property" in wanted else None,
+        property_metric=np.asarray(prop, dtype=np.float64) if "property" in wanted else None,
         grades=np.asarray(grades, dtype=np.float64) if "grades" in wanted else None,
         grade_counts=np.asarray(grade_counts, dtype=np.int64) if "grades" in wanted else None,
         warnings=warnings,
