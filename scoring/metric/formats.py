@@ -218,7 +218,8 @@ def _load_gold(data: object) -> MetricGold:
             problems.add(f"{path}.id", "missing or not a non-empty string or integer" if raw is None
                          else f"must be a non-empty string (without NUL) or an integer, got {_label(raw)}")
         elif context_id in first_context:
-            problems.add(f"{path}.id", f"duplicate context id {_label(context_id)} (first at [{first_context[context_id]}])")
+            problems.add(f"{path}.id",
+                         f"duplicate context id {_label(context_id)} (first at [{first_context[context_id]}])")
             context_id = None
         else:
             first_context[context_id] = position
