@@ -8,6 +8,7 @@ Plain pytest, no Django.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -160,6 +161,23 @@ def test_predictive_power_matches_plain_loop(seed):
     for name, x in runs.items():
         expected = loop_predictive_power([contexts_of(gold, x)[c] for c in subset], [humans[c] for c in subset])
         assert meta.predictive_power(counts, contexts=subset)[name] == pytest.approx(expected, rel=1e-14)
+
+
+def test_stored_counts_round_trip():
+    gold, runs = random_round(2)
+    counts = meta.context_counts(gold, runs)
+    stored = {name: json.loads(json.dumps(counts.stored(name))) for name in counts.names}
+    again = meta.ContextCounts.from_stored(stored)
+    assert again.names == counts.names
+    assert np.array_equal(again.correct, counts.correct) and np.array_equal(again.ties, counts.ties)
+    assert meta.predictive_power(again) == meta.predictive_power(counts)
+    stored["m1"]["pairs"] = [p + 1 for p in stored["m1"]["pairs"]]
+    with pytest.raises(ValueError, match="'m1' was scored on other contexts"):
+        meta.ContextCounts.from_stored(stored)
+    stored["m1"]["pairs"] = stored["m0"]["pairs"]
+    stored["m1"]["ties"][0] = stored["m1"]["pairs"][0] + 1
+    with pytest.raises(ValueError, match="correct \\+ ties <= pairs"):
+        meta.ContextCounts.from_stored(stored)
 
 
 def test_predictive_power_of_the_people_and_their_opposite():

@@ -157,6 +157,35 @@ class ContextCounts:
         m = self.names.index(name)
         return self.correct[:, m], self.ties[:, m], self.pairs
 
+    def stored(self, name: str) -> dict[str, list[int]]:
+        """One metric's per-context vectors, JSON-ready, to store with its run (keys as in :meth:`from_stored`)."""
+        correct, ties, pairs = self.column(name)
+        return {"correct": correct.tolist(), "ties": ties.tolist(), "pairs": pairs.tolist()}
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Mapping[str, Sequence[int]]]) -> ContextCounts:
+        """Counts of several metrics from their stored vectors (``{name: {"correct", "ties", "pairs"}}``).
+
+        Raises ValueError unless every metric was scored on the same contexts (same ``pairs``)
+        and ``0 <= correct, ties``, ``correct + ties <= pairs``.
+        """
+        if not stored:
+            raise ValueError("no metrics given")
+        names = tuple(str(name) for name in stored)
+        columns = [{key: np.asarray(entry[key], dtype=np.int64) for key in ("correct", "ties", "pairs")}
+                   for entry in stored.values()]
+        pairs = columns[0]["pairs"]
+        for name, column in zip(names, columns, strict=True):
+            if not np.array_equal(column["pairs"], pairs):
+                raise ValueError(f"metric {name!r} was scored on other contexts (its pair counts differ)")
+            if column["correct"].shape != pairs.shape or column["ties"].shape != pairs.shape:
+                raise ValueError(f"metric {name!r}: correct and ties need one count per context")
+            if (column["correct"] < 0).any() or (column["ties"] < 0).any() \
+                    or (column["correct"] + column["ties"] > pairs).any():
+                raise ValueError(f"metric {name!r}: counts must satisfy 0 <= correct, ties and correct + ties <= pairs")
+        return cls(names=names, correct=np.stack([c["correct"] for c in columns], axis=1),
+                   ties=np.stack([c["ties"] for c in columns], axis=1), pairs=pairs)
+
     def credit(self, ties_half: bool = False) -> np.ndarray:
         """Per-context credit: correct pairs, plus half the tied ones when ``ties_half``."""
         return self.correct + 0.5 * self.ties if ties_half else self.correct.astype(np.float64)
@@ -295,30 +324,46 @@ def _within_correlations(gold: MetricGold, x: np.ndarray) -> dict[str, np.ndarra
 
 
 def _rank_rows(values: np.ndarray) -> np.ndarray:
+    """Mid-ranks along the last axis."""
     from scipy.stats import rankdata
 
     return rankdata(values, axis=-1)
 
 
 def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson between matching rows of two (B, k) arrays; NaN where a row is constant."""
-    ca = a - a.mean(axis=1, keepdims=True)
-    cb = b - b.mean(axis=1, keepdims=True)
-    denominator = np.sqrt((ca * ca).sum(axis=1) * (cb * cb).sum(axis=1))
-    numerator = (ca * cb).sum(axis=1)
-    constant = (a.max(axis=1) == a.min(axis=1)) | (b.max(axis=1) == b.min(axis=1))
+    """Pearson along the last axis of two broadcastable arrays; NaN where one side is constant."""
+    ca = a - a.mean(axis=-1, keepdims=True)
+    cb = b - b.mean(axis=-1, keepdims=True)
+    denominator = np.sqrt((ca * ca).sum(axis=-1) * (cb * cb).sum(axis=-1))
+    numerator = (ca * cb).sum(axis=-1)
+    constant = (a.max(axis=-1) == a.min(axis=-1)) | (b.max(axis=-1) == b.min(axis=-1))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip(numerator / denominator, -1.0, 1.0)
     out[constant] = np.nan
     return out
 
 
+def _tau_b_last_axis(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kendall tau-b along the last axis of two broadcastable arrays (as scipy's tau-b); NaN if all tied.
+
+    The same sum as ``scoring.stats._tau_b_rows``, over one more axis (metrics) at once.
+    """
+    i, j = np.triu_indices(a.shape[-1], 1)
+    sign_a = np.sign(a[..., i] - a[..., j])
+    sign_b = np.sign(b[..., i] - b[..., j])
+    numerator = (sign_a * sign_b).sum(axis=-1)
+    denominator = np.sqrt(np.square(sign_a).sum(axis=-1) * np.square(sign_b).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+
+
 def _system_correlations(metric_means: np.ndarray, human_means: np.ndarray) -> dict[str, np.ndarray]:
-    """Kendall tau-b, Spearman and Pearson between rows of (B, S) system means."""
+    """Kendall tau-b, Spearman and Pearson between system means: (B, m, S) against (B, S) -> (B, m)."""
+    human = human_means[:, None, :]
     return {
-        "system_kendall_tau_b": stats._tau_b_rows(metric_means, human_means),
-        "system_spearman": _pearson_rows(_rank_rows(metric_means), _rank_rows(human_means)),
-        "system_pearson": _pearson_rows(metric_means, human_means),
+        "system_kendall_tau_b": _tau_b_last_axis(metric_means, human),
+        "system_spearman": _pearson_rows(_rank_rows(metric_means), _rank_rows(human_means)[:, None, :]),
+        "system_pearson": _pearson_rows(metric_means, human),
     }
 
 
@@ -435,11 +480,7 @@ def evaluate_metrics(
             if n_systems:
                 human_means = t["system_human"] / t["system_count"]
                 metric_means = t["system_metric"].reshape(-1, m, n_systems) / t["system_count"][:, None, :]
-                for key in _SYSTEM_KEYS:
-                    out[key] = np.empty((totals.shape[0], m))
-                for j in range(m):
-                    for key, values in _system_correlations(metric_means[:, j, :], human_means).items():
-                        out[key][:, j] = values
+                out.update(_system_correlations(metric_means, human_means))
                 missing = (t["system_count"] == 0).any(axis=1)  # a system absent: means undefined
                 for key in _SYSTEM_KEYS:
                     out[key][missing] = np.nan
