@@ -259,6 +259,32 @@ def test_every_figure_is_registered_and_in_range():
     assert [key for key, m in meta.MEASURES.items() if m.official] == ["predictive_power"]
 
 
+def test_rank_figures_invariant_to_monotone_transforms():
+    gold, runs = random_round(9)
+    x = runs["m1"]
+    a = meta.evaluate_metrics(gold, {"x": x}, n_resamples=30, seed=1)["metrics"]["x"]
+    b = meta.evaluate_metrics(gold, {"x": np.exp(x) * 3 - 2}, n_resamples=30, seed=1)["metrics"]["x"]
+    # (System means are not: a mean of exp(x) is not exp of the mean.)
+    for key in ("predictive_power", "predictive_power_ties_half", "kendall_tau_b", "spearman",
+                "kendall_tau_b_within", "spearman_within"):
+        assert a["measures"][key] == pytest.approx(b["measures"][key], abs=1e-12), key
+        if key not in ("kendall_tau_b", "spearman"):
+            assert a["intervals"][key] == pytest.approx(b["intervals"][key], abs=1e-12), key
+    # Pearson is invariant to affine maps only.
+    c = meta.evaluate_metrics(gold, {"x": 5 * x + 1}, n_resamples=30, seed=1)["metrics"]["x"]
+    for key in ("pearson", "pearson_within", "system_pearson"):
+        assert a["measures"][key] == pytest.approx(c["measures"][key], abs=1e-12), key
+
+
+def test_metric_report_shape():
+    gold = example_gold()
+    report = meta.metric_report(gold, np.array(EXAMPLE_METRIC), n_resamples=20, seed=4)
+    assert set(report) == {"measures", "intervals", "n_items", "n_pairs", "settings"}
+    assert report["measures"]["predictive_power"] == pytest.approx(0.6)
+    assert report["measures"]["system_pearson"] is None
+    assert report["n_items"] == 6 and report["n_pairs"] == 5 and report["settings"]["seed"] == 4
+
+
 # --------------------------------------------------------------------------- bootstrap intervals
 
 

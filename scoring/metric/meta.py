@@ -38,6 +38,7 @@ __all__ = [
     "context_counts",
     "discriminative_power_figures",
     "evaluate_metrics",
+    "metric_report",
     "paired_bootstrap",
     "paired_t_tests",
     "predictive_power",
@@ -540,6 +541,22 @@ def evaluate_metrics(
                      "pooled_rank_resamples": int(pooled_rank_resamples), "resampling": "contexts"},
         "metrics": metrics,
     }
+
+
+def metric_report(
+    gold: MetricGold, scores: np.ndarray, *, n_resamples: int = 1_000, seed: int = 0, level: float = 0.95,
+    pooled_rank_resamples: int = 0,
+) -> dict[str, Any]:
+    """One metric's figures in the shape of issue 16's ``score --kind metric --format json``::
+
+        {"measures": {"predictive_power": x, ..., "system_pearson": x | None},
+         "intervals": {key: [low, high] | None}, "n_items": N, "n_pairs": P, "settings": {...}}
+    """
+    figures = evaluate_metrics(gold, {"metric": scores}, n_resamples=n_resamples, seed=seed, level=level,
+                               pooled_rank_resamples=pooled_rank_resamples)
+    entry = figures["metrics"]["metric"]
+    return {"measures": entry["measures"], "intervals": entry["intervals"], "n_items": figures["n_items"],
+            "n_pairs": figures["n_pairs"], "settings": figures["settings"]}
 
 
 def _context_sums(gold: MetricGold, values: np.ndarray) -> np.ndarray:
