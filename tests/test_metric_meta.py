@@ -227,6 +227,22 @@ def test_correlations_match_scipy(seed):
     assert figures["metrics"]["flat_in_c1"]["n_contexts_defined"]["pearson_within"] < gold.n_contexts
 
 
+def test_system_means_equal_up_to_round_off_are_tied():
+    # System means 0.15000000000000002 (A: 0.1, 0.2) and 0.15 (B: 0.3, 0.0) are equal in exact
+    # arithmetic: a tie, not an order decided by round-off.
+    gold = make_gold([[1, 3, 5], [2, 4, 6]], [["A", "B", "C"]] * 2)
+    metric = np.array([0.1, 0.3, 0.5, 0.2, 0.0, 0.6])
+    means = np.array([metric[gold.system == s].mean() for s in range(3)])
+    assert means[0] != means[1]
+    human = np.array([1.5, 3.5, 5.5])
+    assert sps.kendalltau(means, human).statistic == pytest.approx(1 / 3)  # the round-off order
+    measures = meta.evaluate_metrics(gold, {"m": metric}, n_resamples=10)["metrics"]["m"]["measures"]
+    snapped = np.round(means, 9)
+    assert measures["system_kendall_tau_b"] == pytest.approx(sps.kendalltau(snapped, human).statistic, abs=1e-12)
+    assert measures["system_kendall_tau_b"] == pytest.approx(2 / math.sqrt(6), abs=1e-12)
+    assert measures["system_spearman"] == pytest.approx(sps.spearmanr(snapped, human).statistic, abs=1e-12)
+
+
 def test_undefined_correlations_are_none():
     gold = make_gold([[1, 2, 3], [3, 2, 1]], [["A", "B", "C"]] * 2)
     figures = meta.evaluate_metrics(gold, {"flat": np.zeros(6)}, n_resamples=10)

@@ -34,10 +34,10 @@ from scoring.formats import ValidationFailed, _label, _Problems, canonical_id, g
 
 __all__ = ["MAX_CONTEXT_PAIRS", "MetricGold", "ValidationFailed", "load_metric_gold", "load_metric_run"]
 
-# Within-context pairs are materialised as index arrays (about 40 bytes each over the
-# figures computed from them); a gold needing more is refused rather than exhausting memory.
+# Within-context pairs are materialised as index arrays (24 bytes each, plus about as much again in the
+# chunked figures computed from them); a gold needing more is refused rather than exhausting memory.
 # 20,000 responses in 200 contexts of 100 make 990,000 pairs.
-MAX_CONTEXT_PAIRS = 20_000_000
+MAX_CONTEXT_PAIRS = 5_000_000
 
 
 def _finite_number(value: object) -> bool:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from scoring import stats
 from scoring.metric.formats import MetricGold
@@ -49,6 +50,16 @@ __all__ = [
 _CELLS_PER_CHUNK = 1 << 22
 # Differences of predictive power closer than this are ties (round-off of ratios of sums).
 _TIE_TOLERANCE = 1e-12
+
+
+def _one_blas_thread():
+    """Run matrix products on one BLAS thread.
+
+    A threaded BLAS splits a product's sums by thread count, so the last bits of a bootstrap
+    figure would depend on the machine's cores; and these products are skinny (contexts x a
+    few hundred columns), where threads cost more than they save, 10-50x on a busy machine.
+    """
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 # --------------------------------------------------------------------------- registry
@@ -131,10 +142,6 @@ def score_matrix(gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray) 
     return names, np.ascontiguousarray(matrix)
 
 
-def _metric_chunks(n_rows: int, n_metrics: int) -> range:
-    return range(0, n_metrics, max(1, _CELLS_PER_CHUNK // max(1, n_rows)))
-
-
 # --------------------------------------------------------------------------- predictive power
 
 
@@ -207,12 +214,13 @@ def context_counts(gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray
     n_contexts, n_metrics = gold.n_contexts, x.shape[1]
     correct = np.empty((n_contexts, n_metrics), dtype=np.int64)
     ties = np.empty((n_contexts, n_metrics), dtype=np.int64)
-    for lo in _metric_chunks(first.size, n_metrics):
-        block = slice(lo, lo + max(1, _CELLS_PER_CHUNK // max(1, first.size)))
-        agreement = (x[first, block] - x[second, block]) * human_sign[:, None]
-        for offset, m in enumerate(range(*block.indices(n_metrics))):
-            correct[:, m] = np.bincount(context, weights=agreement[:, offset] > 0, minlength=n_contexts)
-            ties[:, m] = np.bincount(context, weights=agreement[:, offset] == 0, minlength=n_contexts)
+    # One metric at a time over contiguous vectors: gathers from a column-major copy stay in cache.
+    columns = np.asfortranarray(x)
+    for m in range(n_metrics):
+        column = columns[:, m]
+        agreement = (column[first] - column[second]) * human_sign
+        correct[:, m] = np.bincount(context, weights=agreement > 0, minlength=n_contexts)
+        ties[:, m] = np.bincount(context, weights=agreement == 0, minlength=n_contexts)
     pairs = np.bincount(context, minlength=n_contexts).astype(np.int64)
     return ContextCounts(names=tuple(names), correct=correct, ties=ties, pairs=pairs)
 
@@ -312,14 +320,14 @@ def _within_correlations(gold: MetricGold, x: np.ndarray) -> dict[str, np.ndarra
     sy = np.sign(y[first] - y[second])
     ty = np.bincount(context, weights=sy != 0, minlength=n_contexts)
     kendall = np.empty((n_contexts, m))
-    for lo_m in _metric_chunks(first.size, m):
-        block = slice(lo_m, lo_m + max(1, _CELLS_PER_CHUNK // max(1, first.size)))
-        sx = np.sign(x[first, block] - x[second, block])
-        for offset, j in enumerate(range(*block.indices(m))):
-            s = np.bincount(context, weights=sx[:, offset] * sy, minlength=n_contexts)
-            tx = np.bincount(context, weights=sx[:, offset] != 0, minlength=n_contexts)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                kendall[:, j] = s / np.sqrt(tx * ty)
+    columns = np.asfortranarray(x)
+    for j in range(m):
+        column = columns[:, j]
+        sx = np.sign(column[first] - column[second])
+        s = np.bincount(context, weights=sx * sy, minlength=n_contexts)
+        tx = np.bincount(context, weights=sx != 0, minlength=n_contexts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            kendall[:, j] = s / np.sqrt(tx * ty)
     kendall[constant] = np.nan
     return {"kendall_tau_b_within": kendall, "spearman_within": spearman, "pearson_within": pearson}
 
@@ -344,26 +352,74 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tau_b_last_axis(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _tolerant_signs(values: np.ndarray, tolerance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``sign(values[..., i] - values[..., j])`` for all i < j, 0 within ``tolerance`` (shape ``values.shape[:-1]``)."""
+    i, j = np.triu_indices(values.shape[-1], 1)
+    difference = values[..., i] - values[..., j]
+    return np.where(np.abs(difference) <= tolerance[..., None], 0.0, np.sign(difference)), i, j
+
+
+def _tau_b_last_axis(a: np.ndarray, b: np.ndarray, tolerance_a: np.ndarray, tolerance_b: np.ndarray) -> np.ndarray:
     """Kendall tau-b along the last axis of two broadcastable arrays (as scipy's tau-b); NaN if all tied.
 
-    The same sum as ``scoring.stats._tau_b_rows``, over one more axis (metrics) at once.
+    The sum of ``scoring.stats._tau_b_rows``, over one more axis (metrics) at once, with
+    differences within the tolerances counted as ties.
     """
-    i, j = np.triu_indices(a.shape[-1], 1)
-    sign_a = np.sign(a[..., i] - a[..., j])
-    sign_b = np.sign(b[..., i] - b[..., j])
-    numerator = (sign_a * sign_b).sum(axis=-1)
-    denominator = np.sqrt(np.square(sign_a).sum(axis=-1) * np.square(sign_b).sum(axis=-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+    a, b = np.broadcast_arrays(a, b)
+    tolerance_a, tolerance_b = np.broadcast_to(tolerance_a, a.shape[:-1]), np.broadcast_to(tolerance_b, a.shape[:-1])
+    out = np.empty(a.shape[:-1])
+    # Blocks of rows keep the (rows, metrics, system pairs) sign arrays near 2^22 cells.
+    n_pairs = a.shape[-1] * (a.shape[-1] - 1) // 2
+    step = max(1, _CELLS_PER_CHUNK // max(1, int(np.prod(a.shape[1:-1])) * max(1, n_pairs)))
+    for lo in range(0, a.shape[0], step):
+        rows = slice(lo, lo + step)
+        sign_a, _, _ = _tolerant_signs(a[rows], tolerance_a[rows])
+        sign_b, _, _ = _tolerant_signs(b[rows], tolerance_b[rows])
+        numerator = (sign_a * sign_b).sum(axis=-1)
+        denominator = np.sqrt(np.square(sign_a).sum(axis=-1) * np.square(sign_b).sum(axis=-1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[rows] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+    return out
 
 
-def _system_correlations(metric_means: np.ndarray, human_means: np.ndarray) -> dict[str, np.ndarray]:
+def _tolerant_ranks(values: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """Mid-ranks along the last axis, values within ``tolerance`` of each other counted as tied."""
+    out = np.empty(values.shape)
+    k = values.shape[-1]
+    step = max(1, _CELLS_PER_CHUNK // max(1, int(np.prod(values.shape[1:])) * k))
+    for lo in range(0, values.shape[0], step):
+        rows = slice(lo, lo + step)
+        v = values[rows]
+        difference = v[..., :, None] - v[..., None, :]  # [.., i, j] = v_i - v_j
+        tol = tolerance[rows][..., None, None]
+        below = (difference > tol).sum(axis=-1)  # values clearly below v_i
+        tied = (np.abs(difference) <= tol).sum(axis=-1)  # v_i itself included
+        out[rows] = below + (tied + 1) / 2.0
+    return out
+
+
+def _mean_tolerance(means: np.ndarray, n_terms: int) -> np.ndarray:
+    """Round-off bound for means of ``n_terms`` values: differences below it count as ties.
+
+    System means are sums of many scores in an order that depends on the resample, so two
+    means that are equal in exact arithmetic (e.g. scores on a 0.1 grid) can come out an ulp
+    apart; without a tolerance that would turn a tie into an order at random. A naive n-term
+    mean is off by at most ``n * eps * max|x|``; 16 times that covers both operands (as
+    ``scoring.stats._tie_tolerance``).
+    """
+    scale = np.abs(means).max(axis=-1)
+    return 16.0 * n_terms * np.finfo(np.float64).eps * np.maximum(scale, np.finfo(np.float64).tiny)
+
+
+def _system_correlations(metric_means: np.ndarray, human_means: np.ndarray, n_terms: int) -> dict[str, np.ndarray]:
     """Kendall tau-b, Spearman and Pearson between system means: (B, m, S) against (B, S) -> (B, m)."""
     human = human_means[:, None, :]
+    tolerance_metric = _mean_tolerance(metric_means, n_terms)
+    tolerance_human = _mean_tolerance(human_means, n_terms)
     return {
-        "system_kendall_tau_b": _tau_b_last_axis(metric_means, human),
-        "system_spearman": _pearson_rows(_rank_rows(metric_means), _rank_rows(human_means)[:, None, :]),
+        "system_kendall_tau_b": _tau_b_last_axis(metric_means, human, tolerance_metric, tolerance_human[:, None]),
+        "system_spearman": _pearson_rows(_tolerant_ranks(metric_means, tolerance_metric),
+                                         _tolerant_ranks(human_means, tolerance_human)[:, None, :]),
         "system_pearson": _pearson_rows(metric_means, human),
     }
 
@@ -481,13 +537,13 @@ def evaluate_metrics(
             if n_systems:
                 human_means = t["system_human"] / t["system_count"]
                 metric_means = t["system_metric"].reshape(-1, m, n_systems) / t["system_count"][:, None, :]
-                out.update(_system_correlations(metric_means, human_means))
+                out.update(_system_correlations(metric_means, human_means, n))
                 missing = (t["system_count"] == 0).any(axis=1)  # a system absent: means undefined
                 for key in _SYSTEM_KEYS:
                     out[key][missing] = np.nan
         return out
 
-    point = figures(np.ones((1, n_contexts)) @ table)
+    point = figures(table.sum(axis=0, keepdims=True))
     # Exact constant checks: moment sums of a constant column leave round-off, not 0.
     constant_metric = np.ptp(x, axis=0) == 0
     if np.ptp(y) == 0:
@@ -502,7 +558,9 @@ def evaluate_metrics(
         replicates[key] = np.full((pooled_rank_resamples, m), np.nan)
     for first, weights in stats.resample_counts(n_contexts, n_resamples, seed):
         w = weights.astype(np.float64)
-        chunk = figures(w @ table)
+        with _one_blas_thread():
+            totals = w @ table
+        chunk = figures(totals)
         for key, values in chunk.items():
             replicates[key][first : first + values.shape[0]] = values
         for r in range(first, min(first + weights.shape[0], pooled_rank_resamples)):
@@ -636,7 +694,8 @@ def paired_bootstrap(
     table = np.concatenate([credit, pairs[:, None]], axis=1)
     boot = np.empty((n_resamples, m))
     for first, weights in stats.resample_counts(counts.pairs.size, n_resamples, seed):
-        totals = weights.astype(np.float64) @ table
+        with _one_blas_thread():
+            totals = weights.astype(np.float64) @ table
         with np.errstate(invalid="ignore", divide="ignore"):
             boot[first : first + weights.shape[0]] = totals[:, :m] / totals[:, m:]
     defined = ~np.isnan(boot[:, 0])
@@ -772,12 +831,13 @@ def concordance_matrix(
         star_difference = (star[f] - star[s])[:, None]
         up, down = difference > 0, difference < 0
         # a agrees with M* (dA * dM* >= 0): M* tied, or the same direction.
-        up_ok = np.ascontiguousarray((up & (star_difference >= 0)).T, dtype=np.float32)
-        down_ok = np.ascontiguousarray((down & (star_difference <= 0)).T, dtype=np.float32)
-        up_t = np.ascontiguousarray(up.T, dtype=np.float32)
-        down_t = np.ascontiguousarray(down.T, dtype=np.float32)
-        disagreements += np.rint(up_t @ down_t.T + down_t @ up_t.T).astype(np.int64)
-        concordant += np.rint(up_ok @ down_t.T + down_ok @ up_t.T).astype(np.int64)
+        up_ok = (up & (star_difference >= 0)).astype(np.float32)
+        down_ok = (down & (star_difference <= 0)).astype(np.float32)
+        up, down = up.astype(np.float32), down.astype(np.float32)
+        del difference
+        with _one_blas_thread():
+            disagreements += np.rint(up.T @ down + down.T @ up).astype(np.int64)
+            concordant += np.rint(up_ok.T @ down + down_ok.T @ up).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         concordance = np.where(disagreements > 0, concordant / np.where(disagreements > 0, disagreements, 1), np.nan)
     return ConcordanceResult(names=tuple(names), disagreements=disagreements, concordant=concordant,
