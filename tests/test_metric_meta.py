@@ -243,6 +243,12 @@ def test_system_means_equal_up_to_round_off_are_tied():
     assert measures["system_spearman"] == pytest.approx(sps.spearmanr(snapped, human).statistic, abs=1e-12)
 
 
+def test_tolerant_ranks_are_scipy_mid_ranks_on_exact_ties():
+    values = np.round(np.random.default_rng(0).normal(size=(30, 4, 9)), 0)  # many exact ties
+    ranks = meta._tolerant_ranks(values, np.full((30, 4), 1e-12))
+    assert np.array_equal(ranks, sps.rankdata(values, axis=-1))
+
+
 def test_undefined_correlations_are_none():
     gold = make_gold([[1, 2, 3], [3, 2, 1]], [["A", "B", "C"]] * 2)
     figures = meta.evaluate_metrics(gold, {"flat": np.zeros(6)}, n_resamples=10)

@@ -352,49 +352,62 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tolerant_signs(values: np.ndarray, tolerance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``sign(values[..., i] - values[..., j])`` for all i < j, 0 within ``tolerance`` (shape ``values.shape[:-1]``)."""
+def _tolerant_signs(values: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """``sign(values[..., i] - values[..., j])`` for all i < j as float32, 0 within ``tolerance``.
+
+    ``tolerance`` has shape ``values.shape[:-1]``. float32 holds -1, 0, 1 and their sums over
+    fewer than 2^24 pairs exactly.
+    """
     i, j = np.triu_indices(values.shape[-1], 1)
     difference = values[..., i] - values[..., j]
-    return np.where(np.abs(difference) <= tolerance[..., None], 0.0, np.sign(difference)), i, j
+    tol = tolerance[..., None]
+    return (difference > tol).astype(np.float32) - (difference < -tol).astype(np.float32)
 
 
-def _tau_b_last_axis(a: np.ndarray, b: np.ndarray, tolerance_a: np.ndarray, tolerance_b: np.ndarray) -> np.ndarray:
-    """Kendall tau-b along the last axis of two broadcastable arrays (as scipy's tau-b); NaN if all tied.
+def _tau_b_against(metric: np.ndarray, human: np.ndarray, tolerance_metric: np.ndarray,
+                   tolerance_human: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of each metric's system means against the people's: (B, m, S), (B, S) -> (B, m).
 
-    The sum of ``scoring.stats._tau_b_rows``, over one more axis (metrics) at once, with
-    differences within the tolerances counted as ties.
+    The sum of ``scoring.stats._tau_b_rows`` (scipy's tau-b), over all metrics at once, with
+    differences within the tolerances counted as ties; NaN where one side is all tied.
     """
-    a, b = np.broadcast_arrays(a, b)
-    tolerance_a, tolerance_b = np.broadcast_to(tolerance_a, a.shape[:-1]), np.broadcast_to(tolerance_b, a.shape[:-1])
-    out = np.empty(a.shape[:-1])
-    # Blocks of rows keep the (rows, metrics, system pairs) sign arrays near 2^22 cells.
-    n_pairs = a.shape[-1] * (a.shape[-1] - 1) // 2
-    step = max(1, _CELLS_PER_CHUNK // max(1, int(np.prod(a.shape[1:-1])) * max(1, n_pairs)))
-    for lo in range(0, a.shape[0], step):
+    n_rows, m, k = metric.shape
+    out = np.empty((n_rows, m))
+    # Blocks of rows keep the (rows, metrics, system pairs) sign array near 2^22 cells.
+    step = max(1, _CELLS_PER_CHUNK // max(1, m * k * (k - 1) // 2))
+    for lo in range(0, n_rows, step):
         rows = slice(lo, lo + step)
-        sign_a, _, _ = _tolerant_signs(a[rows], tolerance_a[rows])
-        sign_b, _, _ = _tolerant_signs(b[rows], tolerance_b[rows])
-        numerator = (sign_a * sign_b).sum(axis=-1)
-        denominator = np.sqrt(np.square(sign_a).sum(axis=-1) * np.square(sign_b).sum(axis=-1))
+        sign_metric = _tolerant_signs(metric[rows], tolerance_metric[rows])  # (r, m, P)
+        sign_human = _tolerant_signs(human[rows], tolerance_human[rows])  # (r, P), once for all metrics
+        with _one_blas_thread():
+            numerator = np.matmul(sign_metric, sign_human[:, :, None])[..., 0].astype(np.float64)
+        ties_metric = np.square(sign_metric).sum(axis=-1, dtype=np.float64)
+        ties_human = np.square(sign_human).sum(axis=-1, dtype=np.float64)[:, None]
+        denominator = np.sqrt(ties_metric * ties_human)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[rows] = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
     return out
 
 
 def _tolerant_ranks(values: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
-    """Mid-ranks along the last axis, values within ``tolerance`` of each other counted as tied."""
-    out = np.empty(values.shape)
+    """Mid-ranks (1-based) along the last axis; neighbours in sorted order within ``tolerance`` tie.
+
+    Sorting keeps it O(S log S) per row. (A run of values each within tolerance of the next is
+    one tie group; with tolerances of round-off size that only joins values equal in exact
+    arithmetic.)
+    """
     k = values.shape[-1]
-    step = max(1, _CELLS_PER_CHUNK // max(1, int(np.prod(values.shape[1:])) * k))
-    for lo in range(0, values.shape[0], step):
-        rows = slice(lo, lo + step)
-        v = values[rows]
-        difference = v[..., :, None] - v[..., None, :]  # [.., i, j] = v_i - v_j
-        tol = tolerance[rows][..., None, None]
-        below = (difference > tol).sum(axis=-1)  # values clearly below v_i
-        tied = (np.abs(difference) <= tol).sum(axis=-1)  # v_i itself included
-        out[rows] = below + (tied + 1) / 2.0
+    order = np.argsort(values, axis=-1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=-1)
+    position = np.broadcast_to(np.arange(k), ordered.shape)
+    starts = np.ones(ordered.shape, dtype=bool)
+    starts[..., 1:] = np.diff(ordered, axis=-1) > tolerance[..., None]
+    ends = np.ones(ordered.shape, dtype=bool)
+    ends[..., :-1] = starts[..., 1:]
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, position, k - 1), axis=-1), axis=-1), axis=-1)
+    out = np.empty(values.shape)
+    np.put_along_axis(out, order, (first + last) / 2.0 + 1.0, axis=-1)
     return out
 
 
@@ -417,7 +430,7 @@ def _system_correlations(metric_means: np.ndarray, human_means: np.ndarray, n_te
     tolerance_metric = _mean_tolerance(metric_means, n_terms)
     tolerance_human = _mean_tolerance(human_means, n_terms)
     return {
-        "system_kendall_tau_b": _tau_b_last_axis(metric_means, human, tolerance_metric, tolerance_human[:, None]),
+        "system_kendall_tau_b": _tau_b_against(metric_means, human_means, tolerance_metric, tolerance_human),
         "system_spearman": _pearson_rows(_tolerant_ranks(metric_means, tolerance_metric),
                                          _tolerant_ranks(human_means, tolerance_human)[:, None, :]),
         "system_pearson": _pearson_rows(metric_means, human),
