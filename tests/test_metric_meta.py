@@ -249,6 +249,19 @@ def test_tolerant_ranks_are_scipy_mid_ranks_on_exact_ties():
     assert np.array_equal(ranks, sps.rankdata(values, axis=-1))
 
 
+def test_pearson_undefined_on_resamples_where_the_metric_is_constant():
+    # 0.1 everywhere except context 2: a resample without context 2 sees a constant metric,
+    # whose centred values are round-off residues, not a spread.
+    gold = make_gold([[1, 2, 3], [3, 1, 2], [2, 3, 1]])
+    without_context_2 = sum(int((weights[:, 2] == 0).sum()) for _, weights in stats.resample_counts(3, 200, 3))
+    assert without_context_2 > 0
+    for value in (0.1, 0.3, 2.2, 1 / 3, 1e5 + 0.1):
+        metric = np.array([value] * 6 + [0.3, 0.7, 0.2])
+        figures = meta.evaluate_metrics(gold, {"m": metric}, n_resamples=200, seed=3)["metrics"]["m"]
+        assert figures["n_undefined"]["pearson"] == without_context_2, value
+        assert figures["measures"]["pearson"] == pytest.approx(sps.pearsonr(metric, gold.human).statistic, abs=1e-12)
+
+
 def test_undefined_correlations_are_none():
     gold = make_gold([[1, 2, 3], [3, 2, 1]], [["A", "B", "C"]] * 2)
     figures = meta.evaluate_metrics(gold, {"flat": np.zeros(6)}, n_resamples=10)

@@ -251,14 +251,23 @@ def _segment_extremes(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarra
     return np.minimum.reduceat(values, starts, axis=0), np.maximum.reduceat(values, starts, axis=0)
 
 
-def _pearson_from_sums(n, sx, sy, sxx, syy, sxy):
-    """Pearson from moment sums; NaN where a variance is not positive."""
+def _pearson_from_sums(n, sx, sy, sxx, syy, sxy, floor_x, floor_y):
+    """Pearson from moment sums; NaN where a variance is not clearly above round-off.
+
+    ``vx = sxx - sx^2 / n`` cancels when the values sit far from the centre used for the sums
+    (a resample's own mean is not the centre), leaving an error of about eps * sxx: a
+    constant column then shows a tiny variance of either sign. Variances up to 64 eps * sxx,
+    or up to ``floor`` (the residues ``n * (16 eps max|value|)^2`` of centring a constant by a
+    float mean), count as zero.
+    """
+    eps = np.finfo(np.float64).eps
     vx = sxx - sx * sx / n
     vy = syy - sy * sy / n
     cov = sxy - sx * sy / n
-    denominator = np.sqrt(np.clip(vx, 0.0, None) * np.clip(vy, 0.0, None))
+    defined = (vx > np.maximum(64 * eps * sxx, floor_x)) & (vy > np.maximum(64 * eps * syy, floor_y))
+    denominator = np.sqrt(np.where(defined, vx * vy, 1.0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(denominator > 0, cov / np.where(denominator > 0, denominator, 1.0), np.nan)
+        out = np.where(defined, cov / denominator, np.nan)
     return np.clip(out, -1.0, 1.0)
 
 
@@ -339,16 +348,21 @@ def _rank_rows(values: np.ndarray) -> np.ndarray:
     return rankdata(values, axis=-1)
 
 
-def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson along the last axis of two broadcastable arrays; NaN where one side is constant."""
+def _pearson_rows(a: np.ndarray, b: np.ndarray, tolerance_a: np.ndarray | float = 0.0,
+                  tolerance_b: np.ndarray | float = 0.0) -> np.ndarray:
+    """Pearson along the last axis of two broadcastable arrays.
+
+    NaN where one side is constant, i.e. its spread (max - min) is within its tolerance (of
+    the shape of the other axes; 0 for exact data, a round-off bound for computed means).
+    """
     ca = a - a.mean(axis=-1, keepdims=True)
     cb = b - b.mean(axis=-1, keepdims=True)
     denominator = np.sqrt((ca * ca).sum(axis=-1) * (cb * cb).sum(axis=-1))
     numerator = (ca * cb).sum(axis=-1)
-    constant = (a.max(axis=-1) == a.min(axis=-1)) | (b.max(axis=-1) == b.min(axis=-1))
+    constant = (np.ptp(a, axis=-1) <= tolerance_a) | (np.ptp(b, axis=-1) <= tolerance_b)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.clip(numerator / denominator, -1.0, 1.0)
-    out[constant] = np.nan
+    out[np.broadcast_to(constant, out.shape)] = np.nan
     return out
 
 
@@ -433,7 +447,7 @@ def _system_correlations(metric_means: np.ndarray, human_means: np.ndarray, n_te
         "system_kendall_tau_b": _tau_b_against(metric_means, human_means, tolerance_metric, tolerance_human),
         "system_spearman": _pearson_rows(_tolerant_ranks(metric_means, tolerance_metric),
                                          _tolerant_ranks(human_means, tolerance_human)[:, None, :]),
-        "system_pearson": _pearson_rows(metric_means, human),
+        "system_pearson": _pearson_rows(metric_means, human, tolerance_metric, tolerance_human[:, None]),
     }
 
 
@@ -509,6 +523,9 @@ def evaluate_metrics(
     # Per-context sums, one block of columns per statistic; every resample is w @ sums.
     mean_x, mean_y = x.mean(axis=0), y.mean()
     cx, cy = x - mean_x, y - mean_y  # centred once: moment sums stay well conditioned
+    eps = np.finfo(np.float64).eps
+    floor_x = np.square(16 * eps * np.abs(x).max(axis=0))  # per response; see _pearson_from_sums
+    floor_y = np.square(16 * eps * np.abs(y).max())
     sums = {
         "correct": counts.correct.astype(np.float64),
         "half": counts.credit(True),
@@ -544,7 +561,8 @@ def evaluate_metrics(
         with np.errstate(invalid="ignore", divide="ignore"):
             out["predictive_power"] = t["correct"] / t["pairs"]
             out["predictive_power_ties_half"] = t["half"] / t["pairs"]
-            out["pearson"] = _pearson_from_sums(t["size"], t["sx"], t["sy"], t["sxx"], t["syy"], t["sxy"])
+            out["pearson"] = _pearson_from_sums(t["size"], t["sx"], t["sy"], t["sxx"], t["syy"], t["sxy"],
+                                                t["size"] * floor_x, t["size"] * floor_y)
             for key in within:
                 out[key] = t[key] / t[key + "_defined"]
             if n_systems:
