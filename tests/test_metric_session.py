@@ -27,7 +27,8 @@ SPEC_EXAMPLE = {
 
 
 def test_spec_worked_example():
-    assert set(session.SESSION_MEASURES) == set(SPEC_EXAMPLE)
+    # A measure added without a worked value or a citation fails here.
+    assert set(session.SESSION_MEASURES) == set(SPEC_EXAMPLE) == set(session.SESSION_CITATIONS)
     for name, expected in SPEC_EXAMPLE.items():
         assert session.SESSION_MEASURES[name]([2, 0, 1, 2]) == pytest.approx(expected, abs=5e-11), name
 
@@ -63,9 +64,12 @@ def test_vectorised_scores_match_one_session_functions():
 
 
 def test_session_measure_properties():
-    # Every registered measure: 0 when no turn is relevant, grows when a grade grows.
+    # Every registered measure: 0 when no turn is relevant, grows when a grade grows, and the
+    # normalised ones (sDCG/q, the weighted means of gains) stay within [0, 2^max - 1].
     for name, function in session.SESSION_MEASURES.items():
         assert function([0, 0, 0]) == 0.0, name
+        if name not in ("scg", "sdcg"):
+            assert 0.0 <= function([3, 1, 2, 0, 3]) <= 7.0, name
         assert function([1, 2, 0]) < function([1, 2, 1]), name
         assert function([1, 2, 0]) < function([2, 2, 0]), name
     with pytest.raises(ValueError, match="grades must be"):

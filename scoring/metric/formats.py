@@ -11,9 +11,10 @@ of the gold or on none: ``system`` (a non-empty string, at most once per context
 ``property`` (the organiser's gold-standard property metric M*, a finite number) and
 ``grades`` (per-turn relevance grades of a multi-turn session, a non-empty list of finite
 numbers >= 0). Response ids are unique over the whole gold (a run names responses only).
+Other keys are ignored (a gold may carry the responses' text or references).
 
 Run (a metric): ``[{"id": "ctx-4/a", "score": 0.73}, ...]``, one finite score per gold
-response, higher meaning better (negate a distance before submitting).
+response, higher meaning better (negate a distance before submitting); other keys are ignored.
 
 Every problem is reported with its JSON path, up to ``scoring.formats.MAX_ERRORS`` lines, and
 ``ValidationFailed`` is raised with all of them; nothing is compiled from a file with an

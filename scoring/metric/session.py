@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 __all__ = [
-    "SESSION_MEASURES",
     "BQ",
+    "SESSION_CITATIONS",
+    "SESSION_MEASURES",
     "random_scores",
     "session_scores",
     "session_weights",
@@ -103,6 +104,17 @@ SESSION_MEASURES: dict[str, Callable[[Sequence[float]], float]] = {
     "sdcg": sdcg,
     "sdcg_per_query": sdcg_per_query,
     **{f"{kind}_weight": weighted(kind) for kind in _WEIGHTINGS},
+}
+
+
+_TABLE2 = "seed 003 eqs. 19-20 and Table 2 (Liu et al. [48])"
+# name -> where the measure is defined; every session measure is higher-is-better, range [0, inf)
+# for sCG and sDCG and [0, 2^max_grade - 1] for sDCG/q and the weighted ones.
+SESSION_CITATIONS: dict[str, str] = {
+    "scg": "seed 003 eq. 15 (Liu et al. [48])",
+    "sdcg": "seed 003 eq. 17 (Jarvelin et al., ECIR 2008 [29]), bq = 4",
+    "sdcg_per_query": "seed 003 eq. 18 (Kanoulas et al. [30, 31])",
+    **{f"{kind}_weight": _TABLE2 for kind in _WEIGHTINGS},
 }
 
 
