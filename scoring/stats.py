@@ -74,6 +74,7 @@ __all__ = [
     "meta_evaluate",
     "numba_available",
     "randomised_tukey_hsd",
+    "resample_counts",
     "residual_variance",
     "tukey_hsd_loop",
 ]
@@ -761,16 +762,35 @@ def _bootstrap_means(matrices: Sequence[np.ndarray], n_resamples: int, seed: int
     n = matrices[0].shape[0]
     stacked = np.concatenate(matrices, axis=1)
     widths = np.cumsum([0] + [m.shape[1] for m in matrices])
-    rng = np.random.default_rng(seed)
-    steps = max(1, _BOOTSTRAP_CELLS_PER_CHUNK // n)
     out = np.empty((n_resamples, stacked.shape[1]))
+    for first, weights in resample_counts(n, n_resamples, seed):
+        # The resampled mean is a weighted mean of the rows.
+        out[first : first + weights.shape[0]] = weights.astype(np.float64) @ stacked / n
+    return [out[:, widths[i] : widths[i + 1]] for i in range(len(matrices))]
+
+
+def resample_counts(n_items: int, n_resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+    """The bootstrap resamples of n items as count matrices, in chunks: yields ``(first, counts)``.
+
+    ``counts[r, i]`` (int64, shape ``(chunk, n_items)``) is how many times resample
+    ``first + r`` drew item i. Resample b draws n items uniformly with replacement from
+    ``numpy.random.default_rng(seed)``; chunks hold about 2^20 cells and depend on n only, so
+    the resamples of a seed are the same whoever consumes them (the dialogue bootstrap here,
+    the context bootstrap of :mod:`scoring.metric.meta`). Any statistic that is a function of
+    per-item sums is then scored exactly on resample b from ``counts[b] @ per_item_values``.
+    """
+    n_items = _check_count(n_items, "n_items")
+    n_resamples = _check_count(n_resamples, "n_resamples")
+    seed = _check_seed(seed)
+    rng = np.random.default_rng(seed)
+    steps = max(1, _BOOTSTRAP_CELLS_PER_CHUNK // n_items)
     for first in range(0, n_resamples, steps):
         count = min(steps, n_resamples - first)
-        picks = rng.integers(0, n, size=(count, n))
-        # Times each dialogue was drawn; the resampled mean is a weighted mean of the rows.
-        weights = np.bincount((picks + (np.arange(count) * n)[:, None]).reshape(-1), minlength=count * n)
-        out[first : first + count] = weights.reshape(count, n).astype(np.float64) @ stacked / n
-    return [out[:, widths[i] : widths[i + 1]] for i in range(len(matrices))]
+        picks = rng.integers(0, n_items, size=(count, n_items))
+        # Times each item was drawn.
+        counts = np.bincount((picks + (np.arange(count) * n_items)[:, None]).reshape(-1), minlength=count * n_items)
+        del picks
+        yield first, counts.reshape(count, n_items)
 
 
 def bootstrap_confidence_intervals(
