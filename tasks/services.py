@@ -404,27 +404,35 @@ def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
 
 
 def _score_claimed(run_id: int, attempt: int) -> str:
+    """Compute and store the run's scores under this attempt's claim.
+
+    Only a transient database error (``TRANSIENT_DB_ERRORS``) leaves the claim for a retry.
+    Anything else would fail the same way again (an invalid file, a non-finite score, a value
+    the database refuses, a bug): the run ends ``failed`` at once with a server-side reason,
+    which gives the team its quota back, and is never retried or left ``scoring``.
+    """
     run = Run.objects.select_related("task", "phase", "gold_version").get(pk=run_id)
     if run.status != Run.SCORING or run.attempts != attempt:
         return "skipped: another attempt took the run over"
     try:
         result, live = _compute(run)
+        _check_finite(result, live)
     except ValidationFailed as error:
-        _finish_failed(run, error.errors, server_side=False)
-        return "failed: invalid run"
+        # The file passed validation at upload: failing now means the gold it is scored against
+        # changed, which is not the team's doing.
+        version = run.gold_version.number if run.gold_version_id else "?"
+        _finish_failed(run, [f"the run does not validate against gold version {version} (the organisers "
+                             "changed the gold); it does not count against your quota:", *error.errors],
+                       server_side=True)
+        return "failed: invalid against the gold"
+    except NonFiniteScore as error:
+        log.error("run %s: %s", run.pk, error)
+        _finish_failed(run, [f"{error}; the organisers have been told and can re-score the run"], server_side=True)
+        return "failed: non-finite score"
     except TRANSIENT_DB_ERRORS:
         raise  # not the run's fault: score_run keeps the claim for the retry
     except Exception as error:
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        if isinstance(error, SoftTimeLimitExceeded):
-            _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
-                           server_side=True)
-            return "failed: time limit"
-        log.exception("scoring run %s failed", run.pk)
-        _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
-                             "have been told and can re-score the run"], server_side=True)
-        return "failed: internal error"
+        return _fail_deterministic(run, error)
     try:
         with transaction.atomic():
             current = Run.objects.select_for_update().get(pk=run.pk)
@@ -441,7 +449,44 @@ def _score_claimed(run_id: int, attempt: int) -> str:
             board_changed(run.task)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as error:  # DataError (a value the database refuses) and the like: it would recur
+        return _fail_deterministic(run, error)
     return "done"
+
+
+def _fail_deterministic(run: Run, error: Exception) -> str:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    if isinstance(error, SoftTimeLimitExceeded):
+        _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
+                       server_side=True)
+        return "failed: time limit"
+    log.exception("scoring run %s failed", run.pk)
+    _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
+                         "have been told and can re-score the run"], server_side=True)
+    return "failed: internal error"
+
+
+class NonFiniteScore(Exception):
+    """Scoring produced NaN or an infinity: never stored, shown or served."""
+
+
+def _check_finite(*results: Result | None) -> None:
+    for result in results:
+        if result is None:
+            continue
+        for key, values in result_vectors(result):
+            if not np.isfinite(values).all():
+                bad = int(np.count_nonzero(~np.isfinite(values)))
+                raise NonFiniteScore(f"scoring produced {bad} score(s) that are not finite numbers (NaN or "
+                                     f"infinity) for {key}; nothing was stored")
+        means = [value for dims in (result.quality_means or {}).values() for value in dims.values()]
+        means += list((result.nugget_means or {}).values())
+        if not all(np.isfinite(means)):
+            raise NonFiniteScore("scoring produced a mean that is not a finite number (NaN or infinity); "
+                                 "nothing was stored")
 
 
 def _compute(run: Run) -> tuple[Result, Result | None]:
