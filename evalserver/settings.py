@@ -140,6 +140,14 @@ MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "upload
 RUN_UPLOAD_MAX_BYTES = env.int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024)
 if RUN_UPLOAD_MAX_BYTES < 1024:
     raise ImproperlyConfigured("EVALSERVER_RUN_MAX_BYTES must be at least 1024")
+# Run files validated at once per web process (each may take several times its size in memory
+# while it is parsed); an upload that finds every slot taken waits this long, then gets 503.
+EVALSERVER_VALIDATION_SLOTS = env.int("EVALSERVER_VALIDATION_SLOTS", default=2)
+if EVALSERVER_VALIDATION_SLOTS < 1:
+    raise ImproperlyConfigured("EVALSERVER_VALIDATION_SLOTS must be at least 1")
+EVALSERVER_VALIDATION_WAIT_SECONDS = env.float("EVALSERVER_VALIDATION_WAIT_SECONDS", default=20.0)
+if not 0 <= EVALSERVER_VALIDATION_WAIT_SECONDS <= 600:
+    raise ImproperlyConfigured("EVALSERVER_VALIDATION_WAIT_SECONDS must be between 0 and 600")
 # Django refuses request bodies past this size before a view sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024

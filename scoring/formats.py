@@ -136,6 +136,127 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
             raise ValidationFailed([f"{what} is nested too deeply to be a run or gold file"]) from None
 
 
+# Bounding the work per upload ------------------------------------------------------------
+# orjson builds a Python object for every JSON value before any check runs: 31 MB of ``{},``
+# become ten million dicts (about 1 GB). ``check_run_shape`` reads the bytes first, with NumPy
+# in 1 MiB chunks, and refuses a file whose *structure* cannot be a run of this gold before
+# anything is built: more entries than the gold has dialogues, nesting deeper than any run,
+# or more containers and values than a run of this gold needs several times over. It counts
+# brackets and commas outside strings (escapes included) and does not check the grammar,
+# so a file with NaN, Infinity or a syntax error still reaches the parser, which names the
+# problem; whatever the parser builds before it stops is within the bounds checked here.
+
+MAX_DEPTH = 32  # a run needs 4 levels (list, dialogue, quality, dimension); keys not read may add some
+EXTRA_ENTRIES = 100  # past the gold's count, so that a few duplicates or strays are still named one by one
+VALUE_ALLOWANCE = 4  # a run may carry keys the scorer does not read (the test data's turns, say)
+_SCAN_CHUNK = 1 << 20
+_STRUCTURE = np.zeros(256, dtype=np.int8)
+_STRUCTURE[[ord("["), ord("{")]] = 1
+_STRUCTURE[[ord("]"), ord("}")]] = -1
+_IS_SEPARATOR = np.zeros(256, dtype=bool)
+_IS_SEPARATOR[[ord("["), ord("{"), ord("]"), ord("}"), ord(",")]] = True
+
+
+def run_value_budget(gold: Gold) -> int:
+    """How many containers and separators (``[``, ``{``, ``,``) a run of this gold may hold.
+
+    A run needs about ``8 + dims * (scale + 1)`` per dialogue and ``labels + 2`` per turn;
+    ``VALUE_ALLOWANCE`` times that leaves room for keys the scorer ignores.
+    """
+    config = gold.config
+    labels = max(len(config.customer_nugget_types), len(config.helpdesk_nugget_types))
+    needed = (gold.n_dialogues * (8 + len(config.quality_dimensions) * (len(config.quality_scale) + 1))
+              + int(gold.turn_counts.sum()) * (labels + 2))
+    return VALUE_ALLOWANCE * needed + 10_000
+
+
+def _where(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line} column {column}"
+
+
+def check_run_shape(data: bytes, gold: Gold, what: str = "file") -> None:
+    """Refuse, before it is parsed, a run file whose structure no run of ``gold`` can have.
+
+    Raises ``ValidationFailed`` with one line saying which bound was passed and where; returns
+    quietly otherwise (the parser and the validators then find every other problem). Time and
+    memory are linear in the bytes read and stop at the first bound passed: the temporary
+    arrays are those of one 1 MiB chunk.
+    """
+    check_shape(data, gold.n_dialogues + EXTRA_ENTRIES, run_value_budget(gold), what,
+                gold_dialogues=gold.n_dialogues)
+
+
+def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", max_depth: int = MAX_DEPTH,
+                gold_dialogues: int | None = None) -> None:
+    """The scan behind ``check_run_shape``, with its bounds given: at most ``entry_limit`` entries
+    in a top-level list, ``budget`` containers and commas (``[``, ``{``, ``,`` outside strings)
+    and ``max_depth`` levels of nesting."""
+    gold_dialogues = entry_limit if gold_dialogues is None else gold_dialogues
+    view = np.frombuffer(data, dtype=np.uint8)
+    start = len(data) - len(data.lstrip())
+    top_is_list = data[start:start + 1] == b"["
+    in_string = False
+    backslashes = 0  # backslashes just before the chunk (an odd count escapes its first byte)
+    depth = 0
+    entries = 0  # commas directly inside the top-level list
+    values = 0
+    for chunk_start in range(0, view.size, _SCAN_CHUNK):
+        chunk = view[chunk_start:chunk_start + _SCAN_CHUNK]
+        quotes = np.flatnonzero(chunk == 34)  # '"'
+        is_backslash = chunk == 92
+        if quotes.size and (backslashes or is_backslash.any()):
+            # A quote is escaped when an odd number of backslashes precede it.
+            last_other = np.where(is_backslash, -1, np.arange(chunk.size, dtype=np.int32))
+            np.maximum.accumulate(last_other, out=last_other)
+            before = quotes - 1
+            run = np.where(before >= 0, before - last_other[np.maximum(before, 0)], 0)
+            run = np.where((before < 0) | (last_other[np.maximum(before, 0)] < 0), run + backslashes, run)
+            quotes = quotes[run % 2 == 0]
+        if is_backslash[-1]:
+            trailing = chunk.size - 1 - int(np.flatnonzero(~is_backslash)[-1]) if (~is_backslash).any() else chunk.size
+            backslashes = trailing + (backslashes if trailing == chunk.size else 0)
+        else:
+            backslashes = 0
+        separators = np.flatnonzero(_IS_SEPARATOR[chunk])
+        if separators.size:
+            # A separator is inside a string when an odd number of real quotes precede it.
+            inside = (np.searchsorted(quotes, separators) + in_string) % 2 == 1
+            separators = separators[~inside]
+        in_string = bool((quotes.size + in_string) % 2)
+        if not separators.size:
+            continue
+        steps = _STRUCTURE[chunk[separators]].astype(np.int32)
+        depths = depth + np.cumsum(steps)
+        deep = np.flatnonzero(depths > max_depth)
+        if deep.size:
+            where = _where(data, chunk_start + int(separators[deep[0]]))
+            raise ValidationFailed([f"{what} is nested too deeply to be a run: more than {max_depth} levels at "
+                                    f"{where} (a run needs 4)"])
+        if depths.min() < 0:
+            return  # more closing than opening brackets: not JSON, and the parser stops there
+        if top_is_list:
+            top_commas = np.flatnonzero((steps == 0) & (depths == 1))
+            # The k-th comma of the top-level list starts entry [k].
+            if entries + top_commas.size >= entry_limit > 0:
+                first_over = top_commas[entry_limit - entries - 1]
+                where = _where(data, chunk_start + int(separators[first_over]) + 1)
+                raise ValidationFailed([f"$: the run has more than {entry_limit} entries (entry [{entry_limit}] "
+                                        f"starts at {where}) but the gold has {gold_dialogues} dialogues; "
+                                        "nothing after it was read"])
+            entries += int(top_commas.size)
+        counted = np.flatnonzero(steps >= 0)
+        if values + counted.size > budget:
+            where = _where(data, chunk_start + int(separators[counted[budget - values]]))
+            needed = max(1, (budget - 10_000) // VALUE_ALLOWANCE)
+            raise ValidationFailed([f"{what} holds more than {budget} objects, lists and values (at {where}); a "
+                                    f"run of this task's {gold_dialogues} dialogues needs about {needed}: keep "
+                                    "only the keys the scorer reads (id, quality, nugget)"])
+        values += int(counted.size)
+        depth = int(depths[-1])
+
+
 # An integer id is read as its decimal string; longer ones are not ids but mistakes.
 _MAX_ID_DIGITS = 40
 

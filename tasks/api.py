@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """Every API error is ``{"errors": ["..."]}``, whatever raised it."""
     if isinstance(exc, Rejected):
-        return Response({"errors": exc.errors}, status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response({"errors": exc.errors}, status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         return Response({"errors": [str(exc) or "not found"]}, status=404)
     if isinstance(exc, TRANSIENT_DB_ERRORS):

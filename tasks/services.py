@@ -10,7 +10,10 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +29,7 @@ from django.utils import timezone
 from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, parse_json
 from scoring.baselines import popularity_run, uniform_run
 from scoring.evaluate import Result
-from scoring.formats import restrict
+from scoring.formats import check_run_shape, restrict
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
 from tasks.phases import check_quota
 
@@ -38,12 +41,43 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 
 
 class Rejected(Exception):
-    """A request that cannot be carried out; ``errors`` says every reason, ``status`` the HTTP code."""
+    """A request that cannot be carried out; ``errors`` says every reason, ``status`` the HTTP code,
+    ``retry_after`` (seconds) when trying again later will do."""
 
-    def __init__(self, errors: list[str], status: int = 400) -> None:
+    def __init__(self, errors: list[str], status: int = 400, retry_after: int | None = None) -> None:
         super().__init__("; ".join(errors))
         self.errors = errors
         self.status = status
+        self.retry_after = retry_after
+
+
+# One semaphore per configured size, so that a test (or a settings change) gets its own.
+_validation_slots: dict[int, threading.BoundedSemaphore] = {}
+_validation_slots_lock = threading.Lock()
+
+
+@contextmanager
+def validation_slot() -> Iterator[None]:
+    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run file is validated.
+
+    Validating a large file takes a few times its size in memory and a core for a while; a
+    burst of uploads must not add up to more than the slots allow, nor starve the readers of
+    the same process. When every slot stays taken for ``EVALSERVER_VALIDATION_WAIT_SECONDS``
+    the upload is refused with 503 and ``Retry-After``; nothing is stored, no quota is used.
+    """
+    size = settings.EVALSERVER_VALIDATION_SLOTS
+    with _validation_slots_lock:
+        slots = _validation_slots.setdefault(size, threading.BoundedSemaphore(size))
+    wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS
+    if not slots.acquire(timeout=wait):
+        retry = max(5, int(wait))
+        raise Rejected([f"the server is validating {size} other upload(s) and waited {wait:g} s for one to "
+                        f"finish; nothing was stored and no quota was used: please send the file again in "
+                        f"{retry} s"], status=503, retry_after=retry)
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 # Tasks and gold ---------------------------------------------------------------------------
@@ -260,7 +294,12 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     if phase is not None and phase.requires_method_description and not description:
         errors.append(f"description: the {phase.name} phase requires a description of the method")
     try:
-        parsed = load_run(parse_json(submission.content, "file"), version.load())
+        with validation_slot():
+            gold = version.load()
+            # The file's shape is checked against the gold before the parser builds anything:
+            # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
+            check_run_shape(submission.content, gold)
+            parsed = load_run(parse_json(submission.content, "file"), gold)
     except ValidationFailed as error:
         errors.extend(error.errors)
         parsed = None
