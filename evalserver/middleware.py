@@ -43,3 +43,49 @@ class DatabaseUnavailableMiddleware:
             response = HttpResponse(render_to_string("503.html"), status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
+
+
+class RequestBodyMiddleware:
+    """Refuse, before anything reads the body, a request body the server cannot take.
+
+    * ``Transfer-Encoding: chunked`` without ``Content-Length``: Django reads a body only up to
+      ``Content-Length``, so such an upload would arrive empty and be told "file: missing".
+      It gets ``411 Length Required`` saying what to do instead.
+    * A run upload (web form or API) whose ``Content-Length`` is over ``RUN_UPLOAD_MAX_BYTES``
+      (plus room for the other form fields): ``413`` at once, before the CSRF check would read
+      the whole body to find its token.
+    """
+
+    UPLOAD_URLS = ("upload", "api-upload")
+    FORM_ROOM = 64 * 1024
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.conf import settings
+        from django.urls import Resolver404, resolve
+
+        from evalserver.errors import problem_response
+
+        if request.method in ("POST", "PUT", "PATCH"):
+            chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+            length = request.META.get("CONTENT_LENGTH") or ""
+            if chunked and not length.strip():
+                return problem_response(request, 411, "the request has no Content-Length (it was sent with "
+                                        "Transfer-Encoding: chunked); send the file with a Content-Length "
+                                        "header, as curl -F and the command-line client do", "Length required")
+            try:
+                size = int(length or 0)
+            except ValueError:
+                return problem_response(request, 400, f"Content-Length: {length[:30]!r} is not a number of bytes")
+            limit = settings.RUN_UPLOAD_MAX_BYTES
+            if size > limit + self.FORM_ROOM:
+                try:
+                    name = resolve(request.path_info).url_name
+                except Resolver404:
+                    name = None
+                if name in self.UPLOAD_URLS:
+                    return problem_response(request, 413, f"the request of {size} bytes is over the upload limit "
+                                            f"of {limit} bytes for a run file", "Upload too large")
+        return self.get_response(request)

@@ -122,6 +122,7 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
         except orjson.JSONDecodeError:
             pass
         if isinstance(data, bytes):
+            _refuse_other_encoding(data, what)
             try:
                 data = data.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -184,6 +185,7 @@ def check_run_shape(data: bytes, gold: Gold, what: str = "file") -> None:
     memory are linear in the bytes read and stop at the first bound passed: the temporary
     arrays are those of one 1 MiB chunk.
     """
+    _refuse_other_encoding(data, what)  # its brackets would be counted, but its problem is its encoding
     check_shape(data, gold.n_dialogues + EXTRA_ENTRIES, run_value_budget(gold), what,
                 gold_dialogues=gold.n_dialogues)
 
@@ -255,6 +257,40 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
                                     "only the keys the scorer reads (id, quality, nugget)"])
         values += int(counted.size)
         depth = int(depths[-1])
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32, little-endian, with a byte-order mark"),
+         (b"\x00\x00\xfe\xff", "UTF-32, big-endian, with a byte-order mark"),
+         (b"\xff\xfe", "UTF-16, little-endian, with a byte-order mark"),
+         (b"\xfe\xff", "UTF-16, big-endian, with a byte-order mark"))
+
+
+def _other_encoding(data: bytes) -> str | None:
+    """The encoding a file that is not UTF-8 JSON seems to be in, from its byte-order mark or,
+    without one, from where its first characters' zero bytes are (JSON starts with ASCII, which
+    UTF-16 and UTF-32 write with zero bytes beside it; RFC 4627, section 3)."""
+    for mark, name in _BOMS:
+        if data.startswith(mark):
+            return name
+    head = data[:4]
+    if len(head) < 2 or b"\x00" not in head:
+        return None
+    if len(head) == 4 and head[:3] == b"\x00\x00\x00":
+        return "UTF-32, big-endian, without a byte-order mark"
+    if len(head) == 4 and head[1:] == b"\x00\x00\x00":
+        return "UTF-32, little-endian, without a byte-order mark"
+    if head[0] == 0 and head[1] != 0:
+        return "UTF-16, big-endian, without a byte-order mark"
+    if head[0] != 0 and head[1] == 0:
+        return "UTF-16, little-endian, without a byte-order mark"
+    return None
+
+
+def _refuse_other_encoding(data: bytes, what: str) -> None:
+    encoding = _other_encoding(data)
+    if encoding:
+        raise ValidationFailed([f"{what} is not UTF-8 (looks like {encoding}); save it as UTF-8 without a "
+                                "byte-order mark"])
 
 
 # An integer id is read as its decimal string; longer ones are not ids but mistakes.

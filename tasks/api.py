@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from evalserver.errors import request_problem
 from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.models import Run
@@ -32,6 +33,14 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Rejected):
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
         return Response({"errors": exc.errors}, status=exc.status, headers=headers)
+    problem = request_problem(exc)
+    if problem is not None:  # Django refused the body (too many fields or files, fields too large)
+        return Response({"errors": [problem[1]]}, status=problem[0])
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        request = context.get("request")
+        sent = (request.content_type if request is not None else "") or "none"
+        return Response({"errors": [f"Content-Type {sent[:80]!r} is not accepted here: send the run as "
+                                    "multipart/form-data with the file in a field named 'file'"]}, status=415)
     if isinstance(exc, Http404):
         return Response({"errors": [str(exc) or "not found"]}, status=404)
     if isinstance(exc, TRANSIENT_DB_ERRORS):
