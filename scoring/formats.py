@@ -150,12 +150,17 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
 MAX_DEPTH = 32  # a run needs 4 levels (list, dialogue, quality, dimension); keys not read may add some
 EXTRA_ENTRIES = 100  # past the gold's count, so that a few duplicates or strays are still named one by one
 VALUE_ALLOWANCE = 4  # a run may carry keys the scorer does not read (the test data's turns, say)
-_SCAN_CHUNK = 1 << 20
+# What the parser allocates, at most, per object or list (an empty dict and its slot in a list)
+# and per other value (a float or an int and its slot); a file may cost this many times its size.
+# (a string value costs STRING_EXTRA more; keys cost little, the parser keeps one copy of each).
+CONTAINER_BYTES, VALUE_BYTES, STRING_EXTRA = 88, 32, 28
+MEMORY_FACTOR = 8
+_SCAN_CHUNK = 1 << 16  # the scan's temporary arrays take about 50 bytes per byte of a chunk
 _STRUCTURE = np.zeros(256, dtype=np.int8)
 _STRUCTURE[[ord("["), ord("{")]] = 1
 _STRUCTURE[[ord("]"), ord("}")]] = -1
 _IS_SEPARATOR = np.zeros(256, dtype=bool)
-_IS_SEPARATOR[[ord("["), ord("{"), ord("]"), ord("}"), ord(",")]] = True
+_IS_SEPARATOR[[ord("["), ord("{"), ord("]"), ord("}"), ord(","), ord(":")]] = True
 
 
 def run_value_budget(gold: Gold) -> int:
@@ -204,6 +209,8 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
     depth = 0
     entries = 0  # commas directly inside the top-level list
     values = 0
+    opens = 0  # objects and lists, the costliest values to build
+    quote_count = colons = 0
     for chunk_start in range(0, view.size, _SCAN_CHUNK):
         chunk = view[chunk_start:chunk_start + _SCAN_CHUNK]
         quotes = np.flatnonzero(chunk == 34)  # '"'
@@ -227,9 +234,16 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
             inside = (np.searchsorted(quotes, separators) + in_string) % 2 == 1
             separators = separators[~inside]
         in_string = bool((quotes.size + in_string) % 2)
+        quote_count += int(quotes.size)
         if not separators.size:
             continue
-        steps = _STRUCTURE[chunk[separators]].astype(np.int32)
+        kinds = chunk[separators]
+        is_colon = kinds == 58  # ':' ends a key: its string is a key, not a value
+        colons += int(np.count_nonzero(is_colon))
+        separators = separators[~is_colon]
+        if not separators.size:
+            continue
+        steps = _STRUCTURE[kinds[~is_colon]].astype(np.int32)
         depths = depth + np.cumsum(steps)
         deep = np.flatnonzero(depths > max_depth)
         if deep.size:
@@ -249,6 +263,15 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
                                         "nothing after it was read"])
             entries += int(top_commas.size)
         counted = np.flatnonzero(steps >= 0)
+        opens += int(np.count_nonzero(steps > 0))
+        string_values = max(0, quote_count // 2 - colons)
+        if (opens * CONTAINER_BYTES + (values + counted.size - opens) * VALUE_BYTES + string_values * STRING_EXTRA
+                > MEMORY_FACTOR * view.size + (1 << 20)):
+            where = _where(data, chunk_start + int(separators[-1]))
+            raise ValidationFailed([f"{what} has too many objects, lists and values for its size (about {opens} "
+                                    f"objects and lists and {values + counted.size - opens} values before "
+                                    f"{where}, in {view.size} bytes): parsing it would take more than "
+                                    f"{MEMORY_FACTOR} times its size in memory; a run's objects hold numbers"])
         if values + counted.size > budget:
             where = _where(data, chunk_start + int(separators[counted[budget - values]]))
             needed = max(1, (budget - 10_000) // VALUE_ALLOWANCE)
