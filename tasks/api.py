@@ -110,13 +110,15 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
                 "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
                 "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
-                "is stored. A valid run is queued for scoring; the answer says how much quota is left.",
+                "is stored. A valid run is queued for scoring; the answer says how much quota is left. "
+                "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
+                "uploads at once the answer is 503 with Retry-After.",
     request={"multipart/form-data": inline_serializer("RunUpload", {
         "file": serializers.FileField(), "name": serializers.CharField(required=False),
         "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
         "public": serializers.BooleanField(required=False)})},
     responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 409: _errors,
-               413: _errors, 429: _errors},
+               411: _errors, 413: _errors, 415: _errors, 429: _errors, 503: _errors},
 )
 @api_view(["POST"])
 @permission_classes([IsAuthenticated])
