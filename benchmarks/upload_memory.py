@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,10 +83,6 @@ def measure(mode: str, gold_path: Path, run_path: Path) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def _fill(prefix: bytes, unit: bytes, suffix: bytes, size: int = FILL) -> bytes:
-    return prefix + unit * ((size - len(prefix) - len(suffix)) // len(unit)) + suffix
-
-
 def cases(gold: list) -> dict[str, bytes]:
     """The hostile shapes of the issue at 31 MiB, a legitimate large run, and the heaviest file
     the shape check lets through (as many empty objects as the value budget allows, in the
@@ -94,9 +91,8 @@ def cases(gold: list) -> dict[str, bytes]:
 
     from scoring import STC3, load_gold
     from scoring.formats import run_value_budget
-    from tests.workers import big_run
+    from tests.workers import big_run, hostile_run_files
 
-    first = gold[0]["id"].encode()
     legit = big_run(gold)
     with_test_data = orjson.dumps([{**dialogue, "annotations": None, **estimate}
                                    for dialogue, estimate in zip(gold, orjson.loads(legit), strict=True)])
@@ -107,17 +103,9 @@ def cases(gold: list) -> dict[str, bytes]:
     return {
         "valid run, 4,000 dialogues": legit,
         "valid run with the test data's turns": with_test_data,
-        "empty objects [{},{},...]": _fill(b"[", b"{},", b"{}]"),
-        "empty lists [[],[],...]": _fill(b"[", b"[],", b"[]]"),
-        "deep nesting [[[[...": _fill(b"", b"[", b""),
-        "deep objects {\"a\":{\"a\":...": _fill(b"", b'{"a":', b"1"),
-        "long list of numbers in one entry": _fill(b'[{"id":"' + first + b'","x":[', b"1.5,", b"1]}]"),
-        "long list of short strings": _fill(b'[{"id":"' + first + b'","x":[', b'"ab",', b'"ab"]}]'),
-        "huge string": _fill(b'[{"id":"' + first + b'","x":"', b"a", b'"}]'),
-        "many keys in one object": b'[{"id":"' + first + b'","x":{' + b",".join(
-            b'"k%d":1' % i for i in range(FILL // 12)) + b"}}]",
-        "heaviest file within the value budget": heaviest,
-        "short strings within the value budget": b"[" + b",".join(
+        **hostile_run_files(gold[0]["id"], FILL),
+        "empty objects under a key, within the value budget": heaviest,
+        "short strings under a key, within the value budget": b"[" + b",".join(
             b'{"id":"%s","x":[%s]}' % (dialogue["id"].encode(), b",".join([b'"ab"'] * per_entry * 2))
             for dialogue in gold) + b"]",
     }
@@ -168,18 +156,28 @@ def _processes_peak(pid: int) -> int:
     return total
 
 
+def _uploader(base: str, token: str, content: bytes, stop, answers) -> None:
+    """One client sending the same hostile file again and again until told to stop."""
+    sys.path.insert(0, str(ROOT))
+    from tests.workers import upload
+
+    while not stop.is_set():
+        answers.put(upload(base, "mem", token, content, "hostile", timeout=120).status)
+
+
 def reader_table(postgres: str) -> tuple[list[str], bool]:
     from tests.workers import (
         big_gold,
         call,
         drop_database,
         free_port,
+        hostile_run_files,
         read_load,
+        read_load_processes,
         scratch_database,
         seed_site,
         site_env,
         start_gunicorn,
-        upload,
         wait_until,
     )
 
@@ -196,29 +194,29 @@ def reader_table(postgres: str) -> tuple[list[str], bool]:
         wait_until("gunicorn to answer", lambda: call(f"{base}/healthz").status == 200, 45, web)
         paths = ["/api/v1/tasks/mem/leaderboard/"]
         read_load(base, paths, 2, 20)  # warm-up
-        idle = read_load(base, paths, 4, 60)
-        gold = big_gold(1000)
-        first = gold[0]["id"].encode()
-        hostile = [_fill(b"[", b"{},", b"{}]"), _fill(b"", b"[", b""),
-                   _fill(b'[{"id":"' + first + b'","x":[', b"1.5,", b"1]}]"),
-                   b'[{"id":"' + first + b'","x":{' + b",".join(b'"k%d":1' % i for i in range(FILL // 12)) + b"}}]"]
+        idle = read_load_processes(base, paths, 4, 60, processes=2)
+        shapes = hostile_run_files(big_gold(1000)[0]["id"], FILL)
+        hostile = [shapes[name] for name in ("empty objects [{},{},...]", "deep nesting [[[[...",
+                                             "long list of numbers in one entry", "many keys in one object")]
         tokens = list(site["tokens"].values())
-        stop = threading.Event()
-        answers: list[int] = []
-
-        def uploader(number: int) -> None:
-            while not stop.is_set():
-                reply = upload(base, "mem", tokens[number], hostile[number], f"hostile-{number}", timeout=120)
-                answers.append(reply.status)
-
-        threads = [threading.Thread(target=uploader, args=(number,), daemon=True) for number in range(4)]
-        for thread in threads:
-            thread.start()
-        time.sleep(1.0)  # the uploads are being sent and validated
-        busy = read_load(base, paths, 4, 60)
+        # Uploaders and readers in processes of their own: in one process the uploaders' work
+        # (building and sending 31 MB bodies) would hold the readers' interpreter lock and be
+        # measured as server latency.
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        answers = context.Queue()
+        uploaders = [context.Process(target=_uploader, args=(base, tokens[number], hostile[number], stop, answers),
+                                     daemon=True) for number in range(4)]
+        for process in uploaders:
+            process.start()
+        time.sleep(3.0)  # the uploads are being sent and validated
+        busy = read_load_processes(base, paths, 4, 60, processes=2)
         stop.set()
-        for thread in threads:
-            thread.join(timeout=180)
+        statuses: list[int] = []
+        for process in uploaders:
+            process.join(timeout=180)
+        while not answers.empty():
+            statuses.append(answers.get())
         peak = _processes_peak(web.process.pid)
         ratio = busy.percentile(0.95) / idle.percentile(0.95)
         ok = ratio <= READER_TARGET and idle.statuses.get(200, 0) == idle.requests \
@@ -232,7 +230,7 @@ def reader_table(postgres: str) -> tuple[list[str], bool]:
                  "",
                  f"p95 busy / idle: {ratio:.2f}x (target <= {READER_TARGET:.0f}x)"
                  f"{'' if ratio <= READER_TARGET else ' MISSED'}",
-                 f"hostile uploads answered: {len(answers)}, statuses {sorted(set(answers))}; peak memory of "
+                 f"hostile uploads answered: {len(statuses)}, statuses {dict(Counter(statuses))}; peak memory of "
                  f"gunicorn (master + workers, VmHWM): {peak / 1e6:,.0f} MB"]
         return lines, ok
     finally:

@@ -54,6 +54,8 @@ class RequestBodyMiddleware:
     * A run upload (web form or API) whose ``Content-Length`` is over ``RUN_UPLOAD_MAX_BYTES``
       (plus room for the other form fields): ``413`` at once, before the CSRF check would read
       the whole body to find its token.
+    * A run upload when the process's validation slots stay taken: ``503`` with ``Retry-After``
+      (``tasks.services.validation_slot``), before the body is parsed.
     """
 
     UPLOAD_URLS = ("upload", "api-upload")
@@ -88,4 +90,37 @@ class RequestBodyMiddleware:
                 if name in self.UPLOAD_URLS:
                     return problem_response(request, 413, f"the request of {size} bytes is over the upload limit "
                                             f"of {limit} bytes for a run file", "Upload too large")
+            if request.method == "POST" and self._is_upload(request):
+                return self._upload(request, size)
         return self.get_response(request)
+
+    def _is_upload(self, request: HttpRequest) -> bool:
+        from django.urls import Resolver404, resolve
+
+        try:
+            return resolve(request.path_info).url_name in self.UPLOAD_URLS
+        except Resolver404:
+            return False
+
+    def _upload(self, request: HttpRequest, size: int) -> HttpResponse:
+        """Take a validation slot before the body is read: receiving 32 MiB and parsing the
+        multipart form is most of an upload's work. Refused, the body is read and dropped
+        (so that the client, still sending, gets the answer) and nothing else is done."""
+        from evalserver.errors import problem_response
+        from tasks.services import Rejected, validation_slot
+
+        try:
+            with validation_slot():
+                return self.get_response(request)
+        except Rejected as busy:
+            if busy.status != 503:
+                raise
+            stream, left = request.META.get("wsgi.input"), size
+            while stream is not None and left > 0:
+                chunk = stream.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            response = problem_response(request, 503, busy.errors[0], "Server busy")
+            response["Retry-After"] = str(busy.retry_after)
+            return response

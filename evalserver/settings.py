@@ -141,12 +141,13 @@ MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "upload
 RUN_UPLOAD_MAX_BYTES = env.int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024)
 if RUN_UPLOAD_MAX_BYTES < 1024:
     raise ImproperlyConfigured("EVALSERVER_RUN_MAX_BYTES must be at least 1024")
-# Run files validated at once per web process (each may take several times its size in memory
-# while it is parsed); an upload that finds every slot taken waits this long, then gets 503.
-EVALSERVER_VALIDATION_SLOTS = env.int("EVALSERVER_VALIDATION_SLOTS", default=2)
+# Run uploads received and validated at once per web process (each takes a core and up to several
+# times its size in memory). One leaves gunicorn's second thread to readers; an upload that finds
+# every slot taken waits this long, holding a thread, then gets 503 with Retry-After.
+EVALSERVER_VALIDATION_SLOTS = env.int("EVALSERVER_VALIDATION_SLOTS", default=1)
 if EVALSERVER_VALIDATION_SLOTS < 1:
     raise ImproperlyConfigured("EVALSERVER_VALIDATION_SLOTS must be at least 1")
-EVALSERVER_VALIDATION_WAIT_SECONDS = env.float("EVALSERVER_VALIDATION_WAIT_SECONDS", default=20.0)
+EVALSERVER_VALIDATION_WAIT_SECONDS = env.float("EVALSERVER_VALIDATION_WAIT_SECONDS", default=2.0)
 if not 0 <= EVALSERVER_VALIDATION_WAIT_SECONDS <= 600:
     raise ImproperlyConfigured("EVALSERVER_VALIDATION_WAIT_SECONDS must be between 0 and 600")
 # Django refuses request bodies past this size before a view sees them.

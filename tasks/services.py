@@ -54,17 +54,22 @@ class Rejected(Exception):
 # One semaphore per configured size, so that a test (or a settings change) gets its own.
 _validation_slots: dict[int, threading.BoundedSemaphore] = {}
 _validation_slots_lock = threading.Lock()
+_slot_holder = threading.local()
 
 
 @contextmanager
 def validation_slot() -> Iterator[None]:
-    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run file is validated.
+    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run upload is received
+    and validated (re-entrant within a thread).
 
-    Validating a large file takes a few times its size in memory and a core for a while; a
-    burst of uploads must not add up to more than the slots allow, nor starve the readers of
-    the same process. When every slot stays taken for ``EVALSERVER_VALIDATION_WAIT_SECONDS``
+    Receiving and validating a large file takes a core for a while and a few times its size in
+    memory; a burst of uploads must not add up to more than the slots allow, nor take every
+    thread from the readers of the same process. When every slot stays taken for ``EVALSERVER_VALIDATION_WAIT_SECONDS``
     the upload is refused with 503 and ``Retry-After``; nothing is stored, no quota is used.
     """
+    if getattr(_slot_holder, "held", False):
+        yield  # this thread holds a slot already (taken by RequestBodyMiddleware before the body was read)
+        return
     size = settings.EVALSERVER_VALIDATION_SLOTS
     with _validation_slots_lock:
         slots = _validation_slots.setdefault(size, threading.BoundedSemaphore(size))
@@ -74,9 +79,11 @@ def validation_slot() -> Iterator[None]:
         raise Rejected([f"the server is validating {size} other upload(s) and waited {wait:g} s for one to "
                         f"finish; nothing was stored and no quota was used: please send the file again in "
                         f"{retry} s"], status=503, retry_after=retry)
+    _slot_holder.held = True
     try:
         yield
     finally:
+        _slot_holder.held = False
         slots.release()
 
 
