@@ -157,12 +157,16 @@ def _processes_peak(pid: int) -> int:
 
 
 def _uploader(base: str, token: str, content: bytes, stop, answers) -> None:
-    """One client sending the same hostile file again and again until told to stop."""
+    """One client sending the same hostile file again and again until told to stop; told 503,
+    it waits as ``Retry-After`` says, as the command-line client and well-behaved scripts do."""
     sys.path.insert(0, str(ROOT))
     from tests.workers import upload
 
     while not stop.is_set():
-        answers.put(upload(base, "mem", token, content, "hostile", timeout=120).status)
+        reply = upload(base, "mem", token, content, "hostile", timeout=120)
+        answers.put(reply.status)
+        if reply.status == 503:
+            stop.wait(float(reply.headers.get("retry-after", "5")))
 
 
 def reader_table(postgres: str) -> tuple[list[str], bool]:

@@ -76,9 +76,9 @@ def validation_slot() -> Iterator[None]:
     wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS
     if not slots.acquire(timeout=wait):
         retry = max(5, int(wait))
-        raise Rejected([f"the server is validating {size} other upload(s) and waited {wait:g} s for one to "
-                        f"finish; nothing was stored and no quota was used: please send the file again in "
-                        f"{retry} s"], status=503, retry_after=retry)
+        waited = f" and waited {wait:g} s for one to finish" if wait else ""
+        raise Rejected([f"the server is validating {size} other upload(s){waited}; nothing was stored and no "
+                        f"quota was used: please send the file again in {retry} s"], status=503, retry_after=retry)
     _slot_holder.held = True
     try:
         yield
