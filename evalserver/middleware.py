@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
-from tasks.services import TRANSIENT_DB_ERRORS
+from tasks.services import LARGE_UPLOAD_BYTES, TRANSIENT_DB_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,9 @@ class RequestBodyMiddleware:
     * A run upload (web form or API) whose ``Content-Length`` is over ``RUN_UPLOAD_MAX_BYTES``
       (plus room for the other form fields): ``413`` at once, before the CSRF check would read
       the whole body to find its token.
-    * A run upload when the process's validation slots stay taken: ``503`` with ``Retry-After``
-      (``tasks.services.validation_slot``), before the body is parsed.
+    * A large run upload (over ``LARGE_UPLOAD_BYTES``) when the process's validation slots are
+      taken: ``503`` with ``Retry-After`` (``tasks.services.validation_slot``), before the body is
+      parsed.
     """
 
     UPLOAD_URLS = ("upload", "api-upload")
@@ -90,7 +91,7 @@ class RequestBodyMiddleware:
                 if name in self.UPLOAD_URLS:
                     return problem_response(request, 413, f"the request of {size} bytes is over the upload limit "
                                             f"of {limit} bytes for a run file", "Upload too large")
-            if request.method == "POST" and self._is_upload(request):
+            if request.method == "POST" and size > LARGE_UPLOAD_BYTES and self._is_upload(request):
                 return self._upload(request, size)
         return self.get_response(request)
 
@@ -103,14 +104,15 @@ class RequestBodyMiddleware:
             return False
 
     def _upload(self, request: HttpRequest, size: int) -> HttpResponse:
-        """Take a validation slot before the body is read: receiving 32 MiB and parsing the
-        multipart form is most of an upload's work. Refused, the body is read and dropped
-        (so that the client, still sending, gets the answer) and nothing else is done."""
+        """Take a validation slot before a large body is read: receiving 32 MiB and parsing the
+        multipart form is most of such an upload's work, and the thread it holds is one readers
+        need. Refused, the body is read and dropped (so that the client, still sending, gets the
+        answer) and nothing else is done."""
         from evalserver.errors import problem_response
         from tasks.services import Rejected, validation_slot
 
         try:
-            with validation_slot():
+            with validation_slot(size):
                 return self.get_response(request)
         except Rejected as busy:
             if busy.status != 503:

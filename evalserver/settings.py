@@ -141,14 +141,14 @@ MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "upload
 RUN_UPLOAD_MAX_BYTES = env.int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024)
 if RUN_UPLOAD_MAX_BYTES < 1024:
     raise ImproperlyConfigured("EVALSERVER_RUN_MAX_BYTES must be at least 1024")
-# Run uploads received and validated at once per web process (each takes a core and up to several
-# times its size in memory). One leaves gunicorn's second thread to readers; an upload that finds
-# every slot taken waits this long, then gets 503 with Retry-After. Waiting holds a thread, so the
-# default is not to wait (measured in benchmarks/upload_memory.py: readers' p95 16x idle with 1 s).
+# Run uploads validated at once per web process (each takes a core and up to several times its size
+# in memory); one leaves gunicorn's second thread to readers. An upload that finds every slot taken
+# waits this long, then gets 503 with Retry-After; one over 4 MiB does not wait, because waiting
+# holds a thread (tasks.services.validation_slot; benchmarks/upload_memory.py).
 EVALSERVER_VALIDATION_SLOTS = env.int("EVALSERVER_VALIDATION_SLOTS", default=1)
 if EVALSERVER_VALIDATION_SLOTS < 1:
     raise ImproperlyConfigured("EVALSERVER_VALIDATION_SLOTS must be at least 1")
-EVALSERVER_VALIDATION_WAIT_SECONDS = env.float("EVALSERVER_VALIDATION_WAIT_SECONDS", default=0.0)
+EVALSERVER_VALIDATION_WAIT_SECONDS = env.float("EVALSERVER_VALIDATION_WAIT_SECONDS", default=20.0)
 if not 0 <= EVALSERVER_VALIDATION_WAIT_SECONDS <= 600:
     raise ImproperlyConfigured("EVALSERVER_VALIDATION_WAIT_SECONDS must be between 0 and 600")
 # Django refuses request bodies past this size before a view sees them.

@@ -57,23 +57,31 @@ _validation_slots_lock = threading.Lock()
 _slot_holder = threading.local()
 
 
+# A body larger than this takes seconds to arrive and be parsed: such an upload that finds every
+# slot taken is answered at once rather than waiting, because a waiting upload holds a thread that
+# readers need (measured in benchmarks/upload_memory.py). Django keeps bodies up to this size in memory.
+LARGE_UPLOAD_BYTES = 4 * 1024 * 1024
+
+
 @contextmanager
-def validation_slot() -> Iterator[None]:
-    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run upload is received
-    and validated (re-entrant within a thread).
+def validation_slot(size_bytes: int = 0) -> Iterator[None]:
+    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run upload is validated
+    (re-entrant within a thread; ``RequestBodyMiddleware`` takes it before a large body is read).
 
     Receiving and validating a large file takes a core for a while and a few times its size in
     memory; a burst of uploads must not add up to more than the slots allow, nor take every
-    thread from the readers of the same process. When every slot stays taken for ``EVALSERVER_VALIDATION_WAIT_SECONDS``
-    the upload is refused with 503 and ``Retry-After``; nothing is stored, no quota is used.
+    thread from the readers of the same process. An upload of at most ``LARGE_UPLOAD_BYTES``
+    waits up to ``EVALSERVER_VALIDATION_WAIT_SECONDS`` for a slot (a deadline burst of ordinary
+    runs is served in turn), a larger one does not wait; refused, it gets 503 with
+    ``Retry-After``, and nothing is stored, no quota is used.
     """
     if getattr(_slot_holder, "held", False):
-        yield  # this thread holds a slot already (taken by RequestBodyMiddleware before the body was read)
+        yield  # this thread holds a slot already
         return
     size = settings.EVALSERVER_VALIDATION_SLOTS
     with _validation_slots_lock:
         slots = _validation_slots.setdefault(size, threading.BoundedSemaphore(size))
-    wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS
+    wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS if size_bytes <= LARGE_UPLOAD_BYTES else 0.0
     if not slots.acquire(timeout=wait):
         retry = max(5, int(wait))
         waited = f" and waited {wait:g} s for one to finish" if wait else ""
@@ -301,7 +309,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     if phase is not None and phase.requires_method_description and not description:
         errors.append(f"description: the {phase.name} phase requires a description of the method")
     try:
-        with validation_slot():
+        with validation_slot(len(submission.content)):
             gold = version.load()
             # The file's shape is checked against the gold before the parser builds anything:
             # 31 MB of empty objects would otherwise take a gigabyte (issue 11).

@@ -185,3 +185,33 @@ def test_a_full_validation_slot_answers_503_with_retry_after(world: World, setti
     with committing():
         assert _upload(world, run_bytes(world.gold)).status_code == 202  # the slot is free again
     assert Run.objects.get(team__isnull=False, phase=phase).status == Run.DONE
+
+
+@pytest.mark.django_db
+def test_a_large_upload_does_not_wait_for_a_slot(world: World, settings) -> None:
+    """Over 4 MiB, an upload that finds the slot taken is answered before its body is parsed,
+    whatever the wait: waiting would hold a thread that readers need."""
+    settings.EVALSERVER_VALIDATION_SLOTS = 1
+    settings.EVALSERVER_VALIDATION_WAIT_SECONDS = 30
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_slot() -> None:
+        with services.validation_slot():
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_slot)
+    holder.start()
+    try:
+        assert holding.wait(5)
+        started = time.perf_counter()
+        response = _upload(world, b"[" + b" " * (services.LARGE_UPLOAD_BYTES + 1) + b"]")
+        assert time.perf_counter() - started < 10
+        assert response.status_code == 503 and response["Retry-After"] == "5"
+        assert response.json()["errors"][0].startswith("the server is validating 1 other upload(s); nothing was "
+                                                       "stored and no quota was used")
+    finally:
+        release.set()
+        holder.join()
+    assert _upload(world, b"[" + b" " * (services.LARGE_UPLOAD_BYTES + 1) + b"]").json()["errors"] == [
+        "$: the list of dialogues is empty"]
