@@ -81,7 +81,7 @@ class RequestBodyMiddleware:
             try:
                 size = int(length or 0)
             except ValueError:
-                return problem_response(request, 400, f"Content-Length: {length[:30]!r} is not a number of bytes")
+                return problem_response(request, 400, "Content-Length: not a number of bytes")
             limit = settings.RUN_UPLOAD_MAX_BYTES
             if size > limit + self.FORM_ROOM:
                 try:
