@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
-from tasks.services import TRANSIENT_DB_ERRORS
+from tasks.services import LARGE_UPLOAD_BYTES, TRANSIENT_DB_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +43,86 @@ class DatabaseUnavailableMiddleware:
             response = HttpResponse(render_to_string("503.html"), status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
+
+
+class RequestBodyMiddleware:
+    """Refuse, before anything reads the body, a request body the server cannot take.
+
+    * ``Transfer-Encoding: chunked`` without ``Content-Length``: Django reads a body only up to
+      ``Content-Length``, so such an upload would arrive empty and be told "file: missing".
+      It gets ``411 Length Required`` saying what to do instead.
+    * A run upload (web form or API) whose ``Content-Length`` is over ``RUN_UPLOAD_MAX_BYTES``
+      (plus room for the other form fields): ``413`` at once, before the CSRF check would read
+      the whole body to find its token.
+    * A large run upload (over ``LARGE_UPLOAD_BYTES``) when the process's validation slots are
+      taken: ``503`` with ``Retry-After`` (``tasks.services.validation_slot``), before the body is
+      parsed.
+    """
+
+    UPLOAD_URLS = ("upload", "api-upload")
+    FORM_ROOM = 64 * 1024
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.conf import settings
+        from django.urls import Resolver404, resolve
+
+        from evalserver.errors import problem_response
+
+        if request.method in ("POST", "PUT", "PATCH"):
+            chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+            length = request.META.get("CONTENT_LENGTH") or ""
+            if chunked and not length.strip():
+                return problem_response(request, 411, "the request has no Content-Length (it was sent with "
+                                        "Transfer-Encoding: chunked); send the file with a Content-Length "
+                                        "header, as curl -F and the command-line client do", "Length required")
+            try:
+                size = int(length or 0)
+            except ValueError:
+                return problem_response(request, 400, "Content-Length: not a number of bytes")
+            limit = settings.RUN_UPLOAD_MAX_BYTES
+            if size > limit + self.FORM_ROOM:
+                try:
+                    name = resolve(request.path_info).url_name
+                except Resolver404:
+                    name = None
+                if name in self.UPLOAD_URLS:
+                    return problem_response(request, 413, f"the request of {size} bytes is over the upload limit "
+                                            f"of {limit} bytes for a run file", "Upload too large")
+            if request.method == "POST" and size > LARGE_UPLOAD_BYTES and self._is_upload(request):
+                return self._upload(request, size)
+        return self.get_response(request)
+
+    def _is_upload(self, request: HttpRequest) -> bool:
+        from django.urls import Resolver404, resolve
+
+        try:
+            return resolve(request.path_info).url_name in self.UPLOAD_URLS
+        except Resolver404:
+            return False
+
+    def _upload(self, request: HttpRequest, size: int) -> HttpResponse:
+        """Take a validation slot before a large body is read: receiving 32 MiB and parsing the
+        multipart form is most of such an upload's work, and the thread it holds is one readers
+        need. Refused, the body is read and dropped (so that the client, still sending, gets the
+        answer) and nothing else is done."""
+        from evalserver.errors import problem_response
+        from tasks.services import Rejected, validation_slot
+
+        try:
+            with validation_slot(size):
+                return self.get_response(request)
+        except Rejected as busy:
+            if busy.status != 503:
+                raise
+            stream, left = request.META.get("wsgi.input"), size
+            while stream is not None and left > 0:
+                chunk = stream.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            response = problem_response(request, 503, busy.errors[0], "Server busy")
+            response["Retry-After"] = str(busy.retry_after)
+            return response

@@ -150,6 +150,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "evalserver.middleware.RequestBodyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -224,6 +225,12 @@ STORAGES = {
 MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "uploads")))
 
 RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024, minimum=1024)
+# Run uploads validated at once per web process (each takes a core and up to several times its size
+# in memory); one leaves gunicorn's second thread to readers. An upload that finds every slot taken
+# waits this long, then gets 503 with Retry-After; one over 4 MiB does not wait, because waiting
+# holds a thread (tasks.services.validation_slot; benchmarks/upload_memory.py).
+EVALSERVER_VALIDATION_SLOTS = env_int("EVALSERVER_VALIDATION_SLOTS", default=1, minimum=1, maximum=64)
+EVALSERVER_VALIDATION_WAIT_SECONDS = env_float("EVALSERVER_VALIDATION_WAIT_SECONDS", 20.0, 0.0, 600.0)
 # Django refuses request bodies past this size before a view sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024

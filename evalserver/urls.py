@@ -11,6 +11,9 @@ from tasks import accounts, organiser
 from tasks import api as task_api
 from tasks import views as task_views
 
+handler400 = "evalserver.errors.bad_request"
+handler500 = "evalserver.errors.server_error"
+
 urlpatterns = [
     path("", board_views.home, name="home"),
     path("tasks/<slug:slug>/", board_views.task_page, name="task-page"),

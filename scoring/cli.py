@@ -2,16 +2,20 @@
 
 Framework-free, so ``manage.py`` can run it without starting Django (which would add about
 0.4 s of start-up to a command whose whole budget is 1 s). Exit status 0 on success, 2 on
-invalid input with every problem on stderr and nothing on stdout.
+invalid input with every problem on stderr and nothing on stdout, 1 (nothing on stdout) if a
+score came out NaN or infinite, which would be a bug: neither is JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TextIO
+
+import numpy as np
 
 from scoring.config import AVERAGINGS, PRESETS, TaskConfig
 from scoring.evaluate import Result, evaluate
@@ -20,6 +24,7 @@ from scoring.measures import VARIANTS
 from scoring.report import format_table
 
 EXIT_INVALID = 2
+EXIT_NOT_FINITE = 1
 
 
 class _Invalid(Exception):
@@ -119,13 +124,31 @@ def _main(argv: list[str] | None, stdout: TextIO, stderr: TextIO) -> int:
         return EXIT_INVALID
     for warning in result.warnings:
         print(f"warning: {warning}", file=stderr)
+    not_finite = non_finite_scores(result)
+    if not_finite:
+        # Never print NaN or Infinity: neither is JSON, and a score that is not a number is a bug.
+        print(f"error: scoring produced values that are not finite numbers for {', '.join(not_finite)}; "
+              "nothing was printed (please report this with the files)", file=stderr)
+        return EXIT_NOT_FINITE
     if options.output_format == "json":
-        stdout.write(json.dumps(result.to_dict(per_dialogue=options.per_dialogue), ensure_ascii=False) + "\n")
+        stdout.write(json.dumps(result.to_dict(per_dialogue=options.per_dialogue), ensure_ascii=False,
+                                allow_nan=False) + "\n")
     else:
         stdout.write(format_table(result))
         if options.per_dialogue:
             stdout.write(per_dialogue_table(result))
     return 0
+
+
+def non_finite_scores(result: Result) -> list[str]:
+    """The measures (``A.rsnod``, ``nugget.jsd``) with a NaN or infinite score, mean or per dialogue."""
+    bad = []
+    for dim, measures in (result.quality or {}).items():
+        bad += [f"{dim}.{name}" for name, values in measures.items()
+                if not (np.isfinite(values).all() and math.isfinite(result.quality_means[dim][name]))]
+    bad += [f"nugget.{name}" for name, values in (result.nugget or {}).items()
+            if not (np.isfinite(values).all() and math.isfinite(result.nugget_means[name]))]
+    return bad
 
 
 def per_dialogue_table(result: Result) -> str:

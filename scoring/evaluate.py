@@ -20,8 +20,23 @@ from scoring.measures import MEASURES
 
 
 def normalise(rows: np.ndarray) -> np.ndarray:
-    """Divide every row by its sum (validation guarantees positive sums)."""
-    return rows / rows.sum(axis=1, keepdims=True)
+    """Divide every row by its sum (validation guarantees finite values >= 0 and positive sums).
+
+    Each value is at most the largest double (1.8e308), but a row's sum may still overflow
+    (two values of 1e308): such rows are first divided by their largest value, which changes
+    no ratio. Every other row is divided by its plain sum, exactly as before, so ordinary
+    runs keep their scores to the last bit and pay for one check only.
+    """
+    with np.errstate(over="ignore"):
+        sums = rows.sum(axis=1, keepdims=True)
+    overflowed = ~np.isfinite(sums[:, 0])
+    if not overflowed.any():
+        return rows / sums
+    result = np.empty_like(rows, dtype=np.float64)
+    result[~overflowed] = rows[~overflowed] / sums[~overflowed]
+    scaled = rows[overflowed] / rows[overflowed].max(axis=1, keepdims=True)
+    result[overflowed] = scaled / scaled.sum(axis=1, keepdims=True)
+    return result
 
 
 def _side_means(scores: np.ndarray, dialogue_of_turn: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -122,6 +122,7 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
         except orjson.JSONDecodeError:
             pass
         if isinstance(data, bytes):
+            _refuse_other_encoding(data, what)
             try:
                 data = data.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -134,6 +135,190 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
             ) from None
         except RecursionError:
             raise ValidationFailed([f"{what} is nested too deeply to be a run or gold file"]) from None
+
+
+# Bounding the work per upload ------------------------------------------------------------
+# orjson builds a Python object for every JSON value before any check runs: 31 MB of ``{},``
+# become ten million dicts (about 1 GB). ``check_run_shape`` reads the bytes first, with NumPy
+# in 1 MiB chunks, and refuses a file whose *structure* cannot be a run of this gold before
+# anything is built: more entries than the gold has dialogues, nesting deeper than any run,
+# or more containers and values than a run of this gold needs several times over. It counts
+# brackets and commas outside strings (escapes included) and does not check the grammar,
+# so a file with NaN, Infinity or a syntax error still reaches the parser, which names the
+# problem; whatever the parser builds before it stops is within the bounds checked here.
+# Why not a streaming parser (ijson with its yajl2 C backend installs here): yajl stops at NaN
+# or Infinity, which the validators must find and name, leaving the rest of such a file
+# unchecked before the standard library's parser builds it; and it hands Python one event per
+# token (about 600,000 for a valid 4,000-dialogue run), where this scan takes 0.02 s for that
+# run and 0.03-0.3 s for 32 MB (benchmarks/upload_memory.py).
+
+MAX_DEPTH = 32  # a run needs 4 levels (list, dialogue, quality, dimension); keys not read may add some
+EXTRA_ENTRIES = 100  # past the gold's count, so that a few duplicates or strays are still named one by one
+VALUE_ALLOWANCE = 4  # a run may carry keys the scorer does not read (the test data's turns, say)
+# What the parser allocates, at most, per object or list (an empty dict and its slot in a list)
+# and per other value (a float or an int and its slot); a file may cost this many times its size.
+# (a string value costs STRING_EXTRA more; keys cost little, the parser keeps one copy of each).
+CONTAINER_BYTES, VALUE_BYTES, STRING_EXTRA = 88, 32, 28
+MEMORY_FACTOR = 8
+_SCAN_CHUNK = 1 << 16  # the scan's temporary arrays take about 50 bytes per byte of a chunk
+_STRUCTURE = np.zeros(256, dtype=np.int8)
+_STRUCTURE[[ord("["), ord("{")]] = 1
+_STRUCTURE[[ord("]"), ord("}")]] = -1
+_IS_SEPARATOR = np.zeros(256, dtype=bool)
+_IS_SEPARATOR[[ord("["), ord("{"), ord("]"), ord("}"), ord(","), ord(":")]] = True
+
+
+def run_value_budget(gold: Gold) -> int:
+    """How many containers and separators (``[``, ``{``, ``,``) a run of this gold may hold.
+
+    A run needs about ``8 + dims * (scale + 1)`` per dialogue and ``labels + 2`` per turn;
+    ``VALUE_ALLOWANCE`` times that leaves room for keys the scorer ignores.
+    """
+    config = gold.config
+    labels = max(len(config.customer_nugget_types), len(config.helpdesk_nugget_types))
+    needed = (gold.n_dialogues * (8 + len(config.quality_dimensions) * (len(config.quality_scale) + 1))
+              + int(gold.turn_counts.sum()) * (labels + 2))
+    return VALUE_ALLOWANCE * needed + 10_000
+
+
+def _where(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line} column {column}"
+
+
+def check_run_shape(data: bytes, gold: Gold, what: str = "file") -> None:
+    """Refuse, before it is parsed, a run file whose structure no run of ``gold`` can have.
+
+    Raises ``ValidationFailed`` with one line saying which bound was passed and where; returns
+    quietly otherwise (the parser and the validators then find every other problem). Time and
+    memory are linear in the bytes read and stop at the first bound passed: the temporary
+    arrays are those of one 1 MiB chunk.
+    """
+    _refuse_other_encoding(data, what)  # its brackets would be counted, but its problem is its encoding
+    check_shape(data, gold.n_dialogues + EXTRA_ENTRIES, run_value_budget(gold), what,
+                gold_dialogues=gold.n_dialogues)
+
+
+def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", max_depth: int = MAX_DEPTH,
+                gold_dialogues: int | None = None) -> None:
+    """The scan behind ``check_run_shape``, with its bounds given: at most ``entry_limit`` entries
+    in a top-level list, ``budget`` containers and commas (``[``, ``{``, ``,`` outside strings)
+    and ``max_depth`` levels of nesting."""
+    gold_dialogues = entry_limit if gold_dialogues is None else gold_dialogues
+    view = np.frombuffer(data, dtype=np.uint8)
+    start = len(data) - len(data.lstrip())
+    top_is_list = data[start:start + 1] == b"["
+    in_string = False
+    backslashes = 0  # backslashes just before the chunk (an odd count escapes its first byte)
+    depth = 0
+    entries = 0  # commas directly inside the top-level list
+    values = 0
+    opens = 0  # objects and lists, the costliest values to build
+    quote_count = colons = 0
+    for chunk_start in range(0, view.size, _SCAN_CHUNK):
+        chunk = view[chunk_start:chunk_start + _SCAN_CHUNK]
+        quotes = np.flatnonzero(chunk == 34)  # '"'
+        is_backslash = chunk == 92
+        if quotes.size and (backslashes or is_backslash.any()):
+            # A quote is escaped when an odd number of backslashes precede it.
+            last_other = np.where(is_backslash, -1, np.arange(chunk.size, dtype=np.int32))
+            np.maximum.accumulate(last_other, out=last_other)
+            before = quotes - 1
+            run = np.where(before >= 0, before - last_other[np.maximum(before, 0)], 0)
+            run = np.where((before < 0) | (last_other[np.maximum(before, 0)] < 0), run + backslashes, run)
+            quotes = quotes[run % 2 == 0]
+        if is_backslash[-1]:
+            trailing = chunk.size - 1 - int(np.flatnonzero(~is_backslash)[-1]) if (~is_backslash).any() else chunk.size
+            backslashes = trailing + (backslashes if trailing == chunk.size else 0)
+        else:
+            backslashes = 0
+        separators = np.flatnonzero(_IS_SEPARATOR[chunk])
+        if separators.size:
+            # A separator is inside a string when an odd number of real quotes precede it.
+            inside = (np.searchsorted(quotes, separators) + in_string) % 2 == 1
+            separators = separators[~inside]
+        in_string = bool((quotes.size + in_string) % 2)
+        quote_count += int(quotes.size)
+        if not separators.size:
+            continue
+        kinds = chunk[separators]
+        is_colon = kinds == 58  # ':' ends a key: its string is a key, not a value
+        colons += int(np.count_nonzero(is_colon))
+        separators = separators[~is_colon]
+        if not separators.size:
+            continue
+        steps = _STRUCTURE[kinds[~is_colon]].astype(np.int32)
+        depths = depth + np.cumsum(steps)
+        deep = np.flatnonzero(depths > max_depth)
+        if deep.size:
+            where = _where(data, chunk_start + int(separators[deep[0]]))
+            raise ValidationFailed([f"{what} is nested too deeply to be a run: more than {max_depth} levels at "
+                                    f"{where} (a run needs 4)"])
+        if depths.min() < 0:
+            return  # more closing than opening brackets: not JSON, and the parser stops there
+        if top_is_list:
+            top_commas = np.flatnonzero((steps == 0) & (depths == 1))
+            # The k-th comma of the top-level list starts entry [k].
+            if entries + top_commas.size >= entry_limit > 0:
+                first_over = top_commas[entry_limit - entries - 1]
+                where = _where(data, chunk_start + int(separators[first_over]) + 1)
+                raise ValidationFailed([f"$: the run has more than {entry_limit} entries (entry [{entry_limit}] "
+                                        f"starts at {where}) but the gold has {gold_dialogues} dialogues; "
+                                        "nothing after it was read"])
+            entries += int(top_commas.size)
+        counted = np.flatnonzero(steps >= 0)
+        opens += int(np.count_nonzero(steps > 0))
+        string_values = max(0, quote_count // 2 - colons)
+        if (opens * CONTAINER_BYTES + (values + counted.size - opens) * VALUE_BYTES + string_values * STRING_EXTRA
+                > MEMORY_FACTOR * view.size + (1 << 20)):
+            where = _where(data, chunk_start + int(separators[-1]))
+            raise ValidationFailed([f"{what} has too many objects, lists and values for its size (about {opens} "
+                                    f"objects and lists and {values + counted.size - opens} values before "
+                                    f"{where}, in {view.size} bytes): parsing it would take more than "
+                                    f"{MEMORY_FACTOR} times its size in memory; a run's objects hold numbers"])
+        if values + counted.size > budget:
+            where = _where(data, chunk_start + int(separators[counted[budget - values]]))
+            needed = max(1, (budget - 10_000) // VALUE_ALLOWANCE)
+            raise ValidationFailed([f"{what} holds more than {budget} objects, lists and values (at {where}); a "
+                                    f"run of this task's {gold_dialogues} dialogues needs about {needed}: keep "
+                                    "only the keys the scorer reads (id, quality, nugget)"])
+        values += int(counted.size)
+        depth = int(depths[-1])
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32, little-endian, with a byte-order mark"),
+         (b"\x00\x00\xfe\xff", "UTF-32, big-endian, with a byte-order mark"),
+         (b"\xff\xfe", "UTF-16, little-endian, with a byte-order mark"),
+         (b"\xfe\xff", "UTF-16, big-endian, with a byte-order mark"))
+
+
+def _other_encoding(data: bytes) -> str | None:
+    """The encoding a file that is not UTF-8 JSON seems to be in, from its byte-order mark or,
+    without one, from where its first characters' zero bytes are (JSON starts with ASCII, which
+    UTF-16 and UTF-32 write with zero bytes beside it; RFC 4627, section 3)."""
+    for mark, name in _BOMS:
+        if data.startswith(mark):
+            return name
+    head = data[:4]
+    if len(head) < 2 or b"\x00" not in head:
+        return None
+    if len(head) == 4 and head[:3] == b"\x00\x00\x00":
+        return "UTF-32, big-endian, without a byte-order mark"
+    if len(head) == 4 and head[1:] == b"\x00\x00\x00":
+        return "UTF-32, little-endian, without a byte-order mark"
+    if head[0] == 0 and head[1] != 0:
+        return "UTF-16, big-endian, without a byte-order mark"
+    if head[0] != 0 and head[1] == 0:
+        return "UTF-16, little-endian, without a byte-order mark"
+    return None
+
+
+def _refuse_other_encoding(data: bytes, what: str) -> None:
+    encoding = _other_encoding(data)
+    if encoding:
+        raise ValidationFailed([f"{what} is not UTF-8 (looks like {encoding}); save it as UTF-8 without a "
+                                "byte-order mark"])
 
 
 # An integer id is read as its decimal string; longer ones are not ids but mistakes.
@@ -698,18 +883,25 @@ def _check_sums(blocks: list[tuple[np.ndarray, Callable[[int], str]]], problems:
     for rows, path_of in blocks:
         if not rows.size:
             continue
-        sums = rows.sum(axis=1)
+        with np.errstate(over="ignore"):  # two values of 1e308: the sum is infinite, the row is fine
+            sums = rows.sum(axis=1)
         for row in np.flatnonzero(sums == 0):
             problems.add(path_of(row), "all values are 0: a distribution needs a positive total")
         counts = np.all(rows == np.floor(rows), axis=1)
         odd = np.flatnonzero(~counts & (np.abs(sums - 1.0) > SUM_TOLERANCE) & (sums > 0))
         n_suspicious += odd.size
-        suspicious.extend(f"{path_of(row)} (sum {sums[row]:.6g})" for row in odd[: max(0, 5 - len(suspicious))])
+        suspicious.extend(f"{path_of(row)} (sum {_sum_label(sums[row])})"
+                          for row in odd[: max(0, 5 - len(suspicious))])
     if not n_suspicious:
         return []
     return [f"{n_suspicious} distribution(s) sum to neither 1 (probabilities) nor whole counts; they were "
             f"normalised by their sums, which may hide a mistake: " + ", ".join(suspicious)
             + (" ..." if n_suspicious > len(suspicious) else "")]
+
+
+def _sum_label(total: float) -> str:
+    """A row's sum for a message: an overflowed sum is said in words, never as ``inf``."""
+    return f"{total:.6g}" if math.isfinite(total) else "over 1.8e308"
 
 
 # Fast paths ---------------------------------------------------------------------------------
@@ -850,7 +1042,9 @@ def _values_fast(distributions: list, labels: tuple[str, ...]) -> np.ndarray | N
     if set(map(type, flat)) - {float, int}:
         return None
     rows = np.array(flat, dtype=np.float64).reshape(len(distributions), len(labels))
-    if not np.isfinite(rows).all() or (rows < 0).any() or (rows.sum(axis=1) <= 0).any():
+    # A row is all zeros exactly when its largest value is 0 (values are >= 0); max, unlike sum,
+    # cannot overflow, so this path agrees with the careful one on rows of values near 1.8e308.
+    if not np.isfinite(rows).all() or (rows < 0).any() or (rows.max(axis=1) <= 0).any():
         return None
     return rows
 

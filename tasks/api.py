@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from evalserver.errors import request_problem
 from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.models import Run
@@ -30,7 +31,16 @@ log = logging.getLogger(__name__)
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """Every API error is ``{"errors": ["..."]}``, whatever raised it."""
     if isinstance(exc, Rejected):
-        return Response({"errors": exc.errors}, status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response({"errors": exc.errors}, status=exc.status, headers=headers)
+    problem = request_problem(exc)
+    if problem is not None:  # Django refused the body (too many fields or files, fields too large)
+        return Response({"errors": [problem[1]]}, status=problem[0])
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        request = context.get("request")
+        sent = (request.content_type if request is not None else "") or "none"
+        return Response({"errors": [f"Content-Type {sent[:80]!r} is not accepted here: send the run as "
+                                    "multipart/form-data with the file in a field named 'file'"]}, status=415)
     if isinstance(exc, Http404):
         return Response({"errors": [str(exc) or "not found"]}, status=404)
     if isinstance(exc, TRANSIENT_DB_ERRORS):
@@ -106,13 +116,15 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
                 "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
                 "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
-                "is stored. A valid run is queued for scoring; the answer says how much quota is left.",
+                "is stored. A valid run is queued for scoring; the answer says how much quota is left. "
+                "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
+                "uploads at once the answer is 503 with Retry-After.",
     request={"multipart/form-data": inline_serializer("RunUpload", {
         "file": serializers.FileField(), "name": serializers.CharField(required=False),
         "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
         "public": serializers.BooleanField(required=False)})},
     responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 409: _errors,
-               413: _errors, 429: _errors},
+               411: _errors, 413: _errors, 415: _errors, 429: _errors, 503: _errors},
 )
 @api_view(["POST"])
 @permission_classes([IsAuthenticated])

@@ -212,6 +212,8 @@ class Run(models.Model):
     last_sent_at = models.DateTimeField(null=True, blank=True,
                                         help_text="when a scoring job was last handed to the broker")
     sends = models.PositiveIntegerField(default=0, help_text="scoring jobs handed to the broker in all")
+    interruptions = models.PositiveSmallIntegerField(
+        default=0, help_text="times its scoring job died (time limit, worker killed) and was sent again")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

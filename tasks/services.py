@@ -10,7 +10,10 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +29,7 @@ from django.utils import timezone
 from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, parse_json
 from scoring.baselines import popularity_run, uniform_run
 from scoring.evaluate import Result
-from scoring.formats import restrict
+from scoring.formats import check_run_shape, restrict
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
 from tasks.names import character_problems, confusable_with
 from tasks.phases import check_quota
@@ -39,12 +42,58 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 
 
 class Rejected(Exception):
-    """A request that cannot be carried out; ``errors`` says every reason, ``status`` the HTTP code."""
+    """A request that cannot be carried out; ``errors`` says every reason, ``status`` the HTTP code,
+    ``retry_after`` (seconds) when trying again later will do."""
 
-    def __init__(self, errors: list[str], status: int = 400) -> None:
+    def __init__(self, errors: list[str], status: int = 400, retry_after: int | None = None) -> None:
         super().__init__("; ".join(errors))
         self.errors = errors
         self.status = status
+        self.retry_after = retry_after
+
+
+# One semaphore per configured size, so that a test (or a settings change) gets its own.
+_validation_slots: dict[int, threading.BoundedSemaphore] = {}
+_validation_slots_lock = threading.Lock()
+_slot_holder = threading.local()
+
+
+# A body larger than this takes seconds to arrive and be parsed: such an upload that finds every
+# slot taken is answered at once rather than waiting, because a waiting upload holds a thread that
+# readers need (measured in benchmarks/upload_memory.py). Django keeps bodies up to this size in memory.
+LARGE_UPLOAD_BYTES = 4 * 1024 * 1024
+
+
+@contextmanager
+def validation_slot(size_bytes: int = 0) -> Iterator[None]:
+    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run upload is validated
+    (re-entrant within a thread; ``RequestBodyMiddleware`` takes it before a large body is read).
+
+    Receiving and validating a large file takes a core for a while and a few times its size in
+    memory; a burst of uploads must not add up to more than the slots allow, nor take every
+    thread from the readers of the same process. An upload of at most ``LARGE_UPLOAD_BYTES``
+    waits up to ``EVALSERVER_VALIDATION_WAIT_SECONDS`` for a slot (a deadline burst of ordinary
+    runs is served in turn), a larger one does not wait; refused, it gets 503 with
+    ``Retry-After``, and nothing is stored, no quota is used.
+    """
+    if getattr(_slot_holder, "held", False):
+        yield  # this thread holds a slot already
+        return
+    size = settings.EVALSERVER_VALIDATION_SLOTS
+    with _validation_slots_lock:
+        slots = _validation_slots.setdefault(size, threading.BoundedSemaphore(size))
+    wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS if size_bytes <= LARGE_UPLOAD_BYTES else 0.0
+    if not slots.acquire(timeout=wait):
+        retry = max(5, int(wait))
+        waited = f" and waited {wait:g} s for one to finish" if wait else ""
+        raise Rejected([f"the server is validating {size} other upload(s){waited}; nothing was stored and no "
+                        f"quota was used: please send the file again in {retry} s"], status=503, retry_after=retry)
+    _slot_holder.held = True
+    try:
+        yield
+    finally:
+        _slot_holder.held = False
+        slots.release()
 
 
 # Tasks and gold ---------------------------------------------------------------------------
@@ -258,7 +307,12 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     if phase is not None and phase.requires_method_description and not description:
         errors.append(f"description: the {phase.name} phase requires a description of the method")
     try:
-        parsed = load_run(parse_json(submission.content, "file"), version.load())
+        with validation_slot(len(submission.content)):
+            gold = version.load()
+            # The file's shape is checked against the gold before the parser builds anything:
+            # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
+            check_run_shape(submission.content, gold)
+            parsed = load_run(parse_json(submission.content, "file"), gold)
     except ValidationFailed as error:
         errors.extend(error.errors)
         parsed = None
@@ -430,27 +484,35 @@ def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
 
 
 def _score_claimed(run_id: int, attempt: int) -> str:
+    """Compute and store the run's scores under this attempt's claim.
+
+    Only a transient database error (``TRANSIENT_DB_ERRORS``) leaves the claim for a retry.
+    Anything else would fail the same way again (an invalid file, a non-finite score, a value
+    the database refuses, a bug): the run ends ``failed`` at once with a server-side reason,
+    which gives the team its quota back, and is never retried or left ``scoring``.
+    """
     run = Run.objects.select_related("task", "phase", "gold_version").get(pk=run_id)
     if run.status != Run.SCORING or run.attempts != attempt:
         return "skipped: another attempt took the run over"
     try:
         result, live = _compute(run)
+        _check_finite(result, live)
     except ValidationFailed as error:
-        _finish_failed(run, error.errors, server_side=False)
-        return "failed: invalid run"
+        # The file passed validation at upload: failing now means the gold it is scored against
+        # changed, which is not the team's doing.
+        version = run.gold_version.number if run.gold_version_id else "?"
+        _finish_failed(run, [f"the run does not validate against gold version {version} (the organisers "
+                             "changed the gold); it does not count against your quota:", *error.errors],
+                       server_side=True)
+        return "failed: invalid against the gold"
+    except NonFiniteScore as error:
+        log.error("run %s: %s", run.pk, error)
+        _finish_failed(run, [f"{error}; the organisers have been told and can re-score the run"], server_side=True)
+        return "failed: non-finite score"
     except TRANSIENT_DB_ERRORS:
         raise  # not the run's fault: score_run keeps the claim for the retry
     except Exception as error:
-        from celery.exceptions import SoftTimeLimitExceeded
-
-        if isinstance(error, SoftTimeLimitExceeded):
-            _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
-                           server_side=True)
-            return "failed: time limit"
-        log.exception("scoring run %s failed", run.pk)
-        _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
-                             "have been told and can re-score the run"], server_side=True)
-        return "failed: internal error"
+        return _fail_deterministic(run, error)
     try:
         with transaction.atomic():
             current = Run.objects.select_for_update().get(pk=run.pk)
@@ -467,7 +529,44 @@ def _score_claimed(run_id: int, attempt: int) -> str:
             board_changed(run.task)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as error:  # DataError (a value the database refuses) and the like: it would recur
+        return _fail_deterministic(run, error)
     return "done"
+
+
+def _fail_deterministic(run: Run, error: Exception) -> str:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    if isinstance(error, SoftTimeLimitExceeded):
+        _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
+                       server_side=True)
+        return "failed: time limit"
+    log.exception("scoring run %s failed", run.pk)
+    _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
+                         "have been told and can re-score the run"], server_side=True)
+    return "failed: internal error"
+
+
+class NonFiniteScore(Exception):
+    """Scoring produced NaN or an infinity: never stored, shown or served."""
+
+
+def _check_finite(*results: Result | None) -> None:
+    for result in results:
+        if result is None:
+            continue
+        for key, values in result_vectors(result):
+            if not np.isfinite(values).all():
+                bad = int(np.count_nonzero(~np.isfinite(values)))
+                raise NonFiniteScore(f"scoring produced {bad} score(s) that are not finite numbers (NaN or "
+                                     f"infinity) for {key}; nothing was stored")
+        means = [value for dims in (result.quality_means or {}).values() for value in dims.values()]
+        means += list((result.nugget_means or {}).values())
+        if not all(np.isfinite(means)):
+            raise NonFiniteScore("scoring produced a mean that is not a finite number (NaN or infinity); "
+                                 "nothing was stored")
 
 
 def _compute(run: Run) -> tuple[Result, Result | None]:
@@ -514,6 +613,9 @@ def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:
         status=Run.FAILED, errors=errors, finished_at=timezone.now(), failure_is_server_side=server_side)
 
 
+MAX_INTERRUPTIONS = 3
+
+
 def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
     """Send again runs whose job was lost: queued too long (broker down at upload time), or
     scoring past the hard time limit (worker killed). The claim makes duplicates harmless.
@@ -524,10 +626,18 @@ def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int
     multiply the backlog. A run never sent (broker down at upload) goes after ``queued_for``.
     """
     now = timezone.now()
+    # A job that died MAX_INTERRUPTIONS times (hard time limit, a worker killed by the kernel for
+    # its memory) would die again: end the run instead of sending it for ever.
+    dead = Q(status=Run.SCORING, started_at__lt=stale_before())
+    Run.objects.filter(dead, interruptions__gte=MAX_INTERRUPTIONS).update(
+        status=Run.FAILED, finished_at=now, failure_is_server_side=True,
+        errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
+                "organisers have been told and can re-score the run"])
     not_sent_lately = Q(last_sent_at__isnull=True) | Q(last_sent_at__lt=now - stale_after())
     stuck = Run.objects.filter(not_sent_lately, Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
                                | Q(status=Run.SCORING, started_at__lt=stale_before()))
     ids = list(stuck.order_by("pk").values_list("pk", flat=True))
+    Run.objects.filter(dead, pk__in=ids).update(interruptions=F("interruptions") + 1)
     for run_id in ids:
         _send(run_id)
     return ids

@@ -60,7 +60,7 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "tasks/upload.html", context, status=429)
     upload_file = request.FILES.get("file")
     errors: list[str] = []
-    status = 400
+    status, retry_after = 400, None
     priority = parse_priority(request.POST.get("priority"), errors)
     if upload_file is None:
         errors.append("file: choose a run file to upload")
@@ -75,7 +75,7 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
                 priority=priority,
             ), phase_for_upload(task, request.user))
         except Rejected as rejected:
-            errors, status = rejected.errors, rejected.status
+            errors, status, retry_after = rejected.errors, rejected.status, rejected.retry_after
         else:
             messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
             return redirect("run-page", run_id=run.pk)
@@ -83,7 +83,10 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
                    form_description=request.POST.get("description", ""),
                    form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
                    quota=quota_status(task, request.user))
-    return render(request, "tasks/upload.html", context, status=status)
+    response = render(request, "tasks/upload.html", context, status=status)
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 @require_GET

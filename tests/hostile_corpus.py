@@ -30,6 +30,14 @@ class Case:
     filename: str = "run.json"
     fields: dict[str, str] = field(default_factory=dict)
     min_errors: int = 1
+    # How the request is sent: "multipart" (a form with the file), "chunked" (the same form with
+    # Transfer-Encoding: chunked and no Content-Length), "json" (the file as an application/json
+    # body), "no-file" (the form without its file), "many-files" (the file and 120 more).
+    transport: str = "multipart"
+    # What the web form says instead, where it differs from the API (None: the same; "skip":
+    # the case does not apply to the form, e.g. its "public" field is a checkbox).
+    web_expect: list[str] | str | None = None
+    web_status: int | None = None
 
 
 def _run(gold: list) -> list[dict[str, Any]]:
@@ -52,6 +60,13 @@ def _valid(gold: list) -> bytes:
     return orjson.dumps(_run(gold))
 
 
+def _nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 def _first_customer_turn(run: list) -> dict:
     return run[0]["nugget"][0]
 
@@ -71,7 +86,14 @@ CASES: list[Case] = [
     Case("not json", _raw("this is not json"), ["not valid JSON"]),
     Case("truncated json", lambda gold: _valid(gold)[:-10], ["not valid JSON"]),
     Case("json with a BOM", lambda gold: b"\xef\xbb\xbf" + _valid(gold), ["byte-order mark"]),
-    Case("utf-16", lambda gold: _valid(gold).decode().encode("utf-16"), ["not valid UTF-8"]),
+    Case("utf-16", lambda gold: _valid(gold).decode().encode("utf-16"),
+         ["file is not UTF-8 (looks like UTF-16, little-endian, with a byte-order mark)"]),
+    Case("utf-16 without BOM", lambda gold: _valid(gold).decode().encode("utf-16-le"),
+         ["file is not UTF-8 (looks like UTF-16, little-endian, without a byte-order mark); save it as UTF-8"]),
+    Case("utf-16 big-endian without BOM", lambda gold: _valid(gold).decode().encode("utf-16-be"),
+         ["file is not UTF-8 (looks like UTF-16, big-endian, without a byte-order mark)"]),
+    Case("utf-32 without BOM", lambda gold: _valid(gold).decode().encode("utf-32-le"),
+         ["file is not UTF-8 (looks like UTF-32, little-endian, without a byte-order mark)"]),
     Case("latin-1 bytes", _raw(b'[{"id": "caf\xe9"}]'), ["not valid UTF-8"]),
     Case("top-level object", _raw('{"runs": []}'), ["expected a JSON list of dialogues, got an object"]),
     Case("top-level string", _raw('"hello"'), ["expected a JSON list of dialogues, got str"]),
@@ -152,6 +174,29 @@ CASES: list[Case] = [
          fields={"description": "d" * 5001}),
     Case("priority not a number", _valid, ["priority: expected a whole number"], fields={"priority": "first"}),
     Case("priority out of range", _valid, ["priority: must be a whole number from 1"], fields={"priority": "0"}),
-    Case("public not a boolean", _valid, ["public: expected true or false"], fields={"public": "maybe"}),
+    Case("public not a boolean", _valid, ["public: expected true or false"], fields={"public": "maybe"},
+         web_expect="skip"),
+    # Issue 11: the shape of the file is bounded before anything is parsed.
+    Case("empty objects filling the file", _raw(b"[" + b"{}," * 3_000_000 + b"{}]"),
+         ["$: the run has more than 130 entries (entry [130] starts at line 1 column 392) but the gold has 30 "
+          "dialogues"]),
+    Case("deep nesting under a key not read", _edit(lambda run, gold: run[0].__setitem__("x", _nested(40))),
+         ["file is nested too deeply to be a run: more than 32 levels"]),
+    Case("a long list under a key not read", _edit(lambda run, gold: run[3].__setitem__("x", [0] * 2_000_000)),
+         ["file holds more than ", "keep only the keys the scorer reads"]),
+    Case("many keys in one object", _edit(lambda run, gold: run[3].__setitem__(
+        "x", {f"k{i}": 1 for i in range(500_000)})), ["file holds more than "]),
+    # Issue 11: requests the server cannot read get a precise answer, never an HTML page or "file: missing".
+    Case("2,000 form fields", _valid, ["the request has more than 1000 form fields; an upload needs at most five"],
+         fields={f"field{i}": "x" for i in range(2000)}),
+    Case("too many files", _valid, ["the request has more than 100 files; send one run file"],
+         transport="many-files"),
+    Case("chunked upload without a length", _valid, ["send the file with a Content-Length header"], status=411,
+         transport="chunked"),
+    Case("file sent as a JSON body", _valid, ["Content-Type 'application/json' is not accepted here: send the run "
+                                              "as multipart/form-data"], status=415, transport="json",
+         web_expect=["file: choose a run file to upload"], web_status=400),
+    Case("no file field", _valid, ["file: missing; send the run as a multipart field named 'file'"],
+         transport="no-file", web_expect=["file: choose a run file to upload"]),
 ]
 

@@ -118,7 +118,7 @@ def test_an_invalid_run_lists_every_problem_and_stores_nothing(world: World, set
 @pytest.mark.parametrize("content, fragment", [
     (b"", "file is empty"),
     (b"\xef\xbb\xbf[]", "byte-order mark"),
-    (b"\xff\xfe[1]", "not valid UTF-8"),
+    (b"\xff\xfe[1]", "not UTF-8 (looks like UTF-16, little-endian, with a byte-order mark)"),
     (b'{"id": 1}', "expected a JSON list of dialogues, got an object"),
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b"[1, 2", "not valid JSON"),

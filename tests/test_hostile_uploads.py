@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import resource
 import time
 from datetime import timedelta
@@ -10,12 +12,14 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tasks.models import Phase
 from tests.conftest import World, committing
-from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES
+from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES, Case
 
 
 def all_row_counts() -> dict[str, int]:
@@ -42,11 +46,10 @@ def test_hostile_upload_is_refused_cleanly(world: World, settings, case) -> None
     before, files_before = all_row_counts(), sorted(Path(settings.MEDIA_ROOT).rglob("*"))
     started = time.perf_counter()
     with committing():
-        response = client.post(f"/api/v1/tasks/{world.task.slug}/runs/",
-                               {"file": SimpleUploadedFile(case.filename, content), **case.fields},
-                               format="multipart")
+        response = send(client, f"/api/v1/tasks/{world.task.slug}/runs/", case, content)
     elapsed = time.perf_counter() - started
     assert response.status_code == case.status, response.content[:500]
+    assert response["Content-Type"] == "application/json"
     errors = response.json()["errors"]
     assert len(errors) >= case.min_errors
     for fragment in case.expect:
@@ -58,6 +61,45 @@ def test_hostile_upload_is_refused_cleanly(world: World, settings, case) -> None
     assert quota["total_used"] == 0 and quota["phase"] == phase.name
     assert elapsed < 10, f"{case.name} took {elapsed:.1f} s"
     assert not Path("/tmp/evil.json").exists()
+
+
+def send(client: Client, url: str, case: Case, content: bytes):
+    """Post the case's content to ``url`` the way the case says (see ``Case.transport``)."""
+    data: dict = {"file": SimpleUploadedFile(case.filename, content), **case.fields}
+    if case.transport == "json":
+        return client.generic("POST", url, content, content_type="application/json")
+    if case.transport == "no-file":
+        data.pop("file")
+    if case.transport == "many-files":
+        data["extra"] = [SimpleUploadedFile(f"x{i}.json", b"[]") for i in range(120)]
+    if case.transport == "chunked":
+        body = encode_multipart(BOUNDARY, data)
+        return client.generic("POST", url, body, content_type=MULTIPART_CONTENT, HTTP_TRANSFER_ENCODING="chunked",
+                              CONTENT_LENGTH="")
+    return client.post(url, data, format="multipart") if isinstance(client, APIClient) else client.post(url, data)
+
+
+WEB_CASES = [case for case in CASES if case.web_expect != "skip"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", WEB_CASES, ids=[case.name for case in WEB_CASES])
+def test_the_web_form_gives_the_same_precise_messages(world: World, settings, case) -> None:
+    """The same corpus through the upload page: the same sentences, in HTML, and nothing stored."""
+    settings.RUN_UPLOAD_MAX_BYTES = CORPUS_MAX_BYTES
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = CORPUS_MAX_BYTES
+    client = Client()
+    client.force_login(world.alice)
+    content = case.build(world.gold)
+    before = all_row_counts()
+    with committing():
+        response = send(client, f"/tasks/{world.task.slug}/upload/", case, content)
+    assert response.status_code == (case.web_status or case.status), response.content[:500]
+    assert response["Content-Type"].startswith("text/html")
+    page = html.unescape(response.content.decode())
+    for fragment in case.web_expect or case.expect:
+        assert fragment in page, (fragment, page[:2000])
+    assert all_row_counts() == before
 
 
 def test_parsing_a_deep_or_huge_file_stays_bounded() -> None:
@@ -72,3 +114,33 @@ def test_parsing_a_deep_or_huge_file_stays_bounded() -> None:
         assert time.perf_counter() - started < 5
     growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
     assert growth_mb < 200, f"parser grew the peak memory by {growth_mb:.0f} MB"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_chunked_upload_gets_411_json(live_server) -> None:
+    """Over a socket, as curl -H 'Transfer-Encoding: chunked' sends it: no Content-Length at all."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tests.conftest import make_world
+
+    world = make_world()
+    body, _ = multipart_body(b"[]")
+    address = urlsplit(live_server.url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    connection.putrequest("POST", f"/api/v1/tasks/{world.task.slug}/runs/")
+    connection.putheader("Authorization", f"Token {world.alice_token}")
+    connection.putheader("Content-Type", MULTIPART_CONTENT)
+    connection.putheader("Transfer-Encoding", "chunked")
+    connection.endheaders()
+    connection.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    response = connection.getresponse()
+    assert response.status == 411
+    assert response.getheader("Content-Type") == "application/json"
+    assert json.loads(response.read())["errors"][0].startswith("the request has no Content-Length (it was sent "
+                                                                "with Transfer-Encoding: chunked)")
+    connection.close()
+
+
+def multipart_body(content: bytes) -> tuple[bytes, str]:
+    return encode_multipart(BOUNDARY, {"file": SimpleUploadedFile("run.json", content)}), MULTIPART_CONTENT

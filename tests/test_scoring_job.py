@@ -96,8 +96,9 @@ def test_a_gold_update_that_drops_dialogues_fails_old_runs_with_a_reason(world: 
     with committing():
         services.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json")
     run.refresh_from_db()
-    assert run.status == Run.FAILED and not run.failure_is_server_side
-    assert run.errors[0].endswith("is not in the gold data of this task")
+    # Valid when uploaded: the gold changed, not the team's doing (issue 11: no quota used).
+    assert run.status == Run.FAILED and run.failure_is_server_side
+    assert run.errors[1].endswith("is not in the gold data of this task")
 
 
 @pytest.mark.django_db
@@ -445,3 +446,29 @@ def test_the_interruption_survives_pickling() -> None:
     interrupted = services.ScoringInterrupted(7, 2, "OperationalError: gone")
     assert get_pickleable_exception(interrupted) is interrupted
     assert str(interrupted) == "run 7, attempt 2: OperationalError: gone"
+
+
+@pytest.mark.django_db
+def test_a_run_whose_job_dies_again_and_again_ends_failed_not_resent_for_ever(world: World, monkeypatch) -> None:
+    """A job killed by the hard time limit leaves its run ``scoring``; requeue_stuck sent it again
+    at every stale claim, for ever. After MAX_INTERRUPTIONS re-sends the run ends failed, server-side
+    (no quota used), and is no longer sent."""
+    from tasks import jobs
+
+    messages: list[int] = []
+    monkeypatch.setattr(jobs.score_run_task, "delay", messages.append)
+    dying, retried = (submit(world, run_bytes(world.gold, seed=seed), name=f"dies-{seed}") for seed in (1, 2))
+    messages.clear()
+    long_ago = timezone.now() - services.stale_after() - timedelta(seconds=5)
+    Run.objects.filter(pk=dying.pk).update(status=Run.SCORING, started_at=long_ago, last_sent_at=long_ago,
+                                           interruptions=services.MAX_INTERRUPTIONS)
+    Run.objects.filter(pk=retried.pk).update(status=Run.SCORING, started_at=long_ago, last_sent_at=long_ago,
+                                             interruptions=services.MAX_INTERRUPTIONS - 1)
+    assert services.requeue_stuck_runs() == [retried.pk]
+    assert messages == [retried.pk]
+    dead = Run.objects.get(pk=dying.pk)
+    assert dead.status == Run.FAILED and dead.failure_is_server_side
+    assert Run.objects.get(pk=retried.pk).interruptions == services.MAX_INTERRUPTIONS
+    assert dead.errors == [f"scoring was cut off {services.MAX_INTERRUPTIONS + 1} times (time limit or worker "
+                           "failure); the organisers have been told and can re-score the run"]
+    assert services.requeue_stuck_runs() == [] and messages == [retried.pk]

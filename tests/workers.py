@@ -421,6 +421,25 @@ def big_run(gold: list[dict[str, Any]], noise: float = 0.3, seed: int = 1, base:
     return orjson.dumps([{**pattern[i % len(pattern)], "id": dialogue["id"]} for i, dialogue in enumerate(gold)])
 
 
+def hostile_run_files(first_id: str, size: int) -> dict[str, bytes]:
+    """The hostile shapes of issue 11 (defect 4), each filled to ``size`` bytes: what the shape
+    check must refuse before the parser builds anything (``benchmarks/upload_memory.py``)."""
+    def fill(prefix: bytes, unit: bytes, suffix: bytes) -> bytes:
+        return prefix + unit * ((size - len(prefix) - len(suffix)) // len(unit)) + suffix
+
+    entry = b'[{"id":"' + first_id.encode() + b'","x":'
+    return {
+        "empty objects [{},{},...]": fill(b"[", b"{},", b"{}]"),
+        "empty lists [[],[],...]": fill(b"[", b"[],", b"[]]"),
+        "deep nesting [[[[...": fill(b"", b"[", b""),
+        'deep objects {"a":{"a":...': fill(b"", b'{"a":', b"1"),
+        "long list of numbers in one entry": fill(entry + b"[", b"1.5,", b"1]}]"),
+        "long list of short strings": fill(entry + b"[", b'"ab",', b'"ab"]}]'),
+        "huge string": fill(entry + b'"', b"a", b'"}]'),
+        "many keys in one object": entry + b"{" + b",".join(b'"k%d":1' % i for i in range(size // 13)) + b"}}]",
+    }
+
+
 # Filling a leaderboard --------------------------------------------------------------------------
 
 def fill_board(task: Any, count: int, teams: list[Any], phase: Any = None, seed: int = 3) -> list[int]:

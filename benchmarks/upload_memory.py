@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Memory per upload and leaderboard readers during hostile uploads (issue 11, defect 4).
+
+    .venv/bin/python benchmarks/upload_memory.py             # both parts, about 3 minutes
+    .venv/bin/python benchmarks/upload_memory.py --no-server # memory table only
+    .venv/bin/python benchmarks/upload_memory.py --no-before # skip the old path (it takes ~1 GB)
+
+1. **Memory per upload.** Each case is validated in a child process of its own, as an upload is
+   (``check_run_shape``, then ``parse_json`` and ``load_run`` against a 4,000-dialogue STC-3
+   gold), and the child reports its peak resident memory above what it held before it read
+   the file (``VmHWM`` after resetting it through ``/proc/self/clear_refs``, minus ``VmRSS``):
+   the file's own bytes count. "before" is the old path, the parser without the shape check.
+   Hostile cases fill the file to just under the 32 MiB limit. Target: peak extra memory at
+   most 10x the file size.
+2. **Readers during hostile uploads.** gunicorn as configured (``gunicorn.conf.py``) on a
+   scratch PostgreSQL database with a filled board; the leaderboard JSON's p95 latency with
+   nobody uploading, then while 4 clients send 31 MB hostile files one after another; also the
+   peak memory of the gunicorn processes. Target: p95 at most 2x idle.
+
+Exit status 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+LIMIT = 32 * 1024 * 1024
+FILL = LIMIT - 1024 * 1024  # 31 MiB: under the limit with room for the multipart envelope
+MEMORY_TARGET = 10.0
+READER_TARGET = 2.0
+
+
+def _status(field: str) -> int:
+    """A ``/proc/self/status`` figure in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def child(mode: str, gold_path: str, run_path: str) -> None:
+    """Validate one file as an upload is validated; print peak extra bytes, seconds and outcome."""
+    import gc
+
+    from scoring.formats import Gold, ValidationFailed, check_run_shape, load_run, parse_json
+
+    gold = Gold.from_bytes(Path(gold_path).read_bytes())
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    baseline = _status("VmRSS")
+    started = time.perf_counter()
+    content = Path(run_path).read_bytes()
+    try:
+        if mode == "after":
+            check_run_shape(content, gold)
+        run = load_run(parse_json(content), gold)
+        outcome = f"valid ({run.dialogue_index.size} dialogues)"
+    except ValidationFailed as error:
+        outcome = f"refused: {error.errors[0][:70]}"
+    except RecursionError:
+        outcome = "RecursionError"
+    seconds = time.perf_counter() - started
+    print(json.dumps({"peak": _status("VmHWM") - baseline, "seconds": seconds, "outcome": outcome}))
+
+
+def measure(mode: str, gold_path: Path, run_path: Path) -> dict:
+    completed = subprocess.run([sys.executable, __file__, "--child", mode, str(gold_path), str(run_path)],
+                               capture_output=True, text=True, cwd=ROOT, timeout=600)
+    if completed.returncode:
+        return {"peak": float("nan"), "seconds": float("nan"), "outcome": f"crashed: {completed.stderr[-200:]}"}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def cases(gold: list) -> dict[str, bytes]:
+    """The hostile shapes of the issue at 31 MiB, a legitimate large run, and the heaviest file
+    the shape check lets through (as many empty objects as the value budget allows, in the
+    fewest bytes)."""
+    import orjson
+
+    from scoring import STC3, load_gold
+    from scoring.formats import run_value_budget
+    from tests.workers import big_run, hostile_run_files
+
+    legit = big_run(gold)
+    with_test_data = orjson.dumps([{**dialogue, "annotations": None, **estimate}
+                                   for dialogue, estimate in zip(gold, orjson.loads(legit), strict=True)])
+    budget = run_value_budget(load_gold(gold, STC3))
+    per_entry = (budget // len(gold) - 3) // 2 - 1  # tokens per entry: 2 per empty object, 3 more
+    heaviest = b"[" + b",".join(b'{"id":"%s","x":[%s]}' % (dialogue["id"].encode(), b",".join([b"{}"] * per_entry))
+                                for dialogue in gold) + b"]"
+    return {
+        "valid run, 4,000 dialogues": legit,
+        "valid run with the test data's turns": with_test_data,
+        **hostile_run_files(gold[0]["id"], FILL),
+        "empty objects under a key, within the value budget": heaviest,
+        "short strings under a key, within the value budget": b"[" + b",".join(
+            b'{"id":"%s","x":[%s]}' % (dialogue["id"].encode(), b",".join([b'"ab"'] * per_entry * 2))
+            for dialogue in gold) + b"]",
+    }
+
+
+def memory_table(skip_before: bool) -> tuple[list[str], bool]:
+    import orjson
+
+    from scoring import STC3, load_gold
+    from tests.workers import big_gold
+
+    gold = big_gold(4000)
+    ok = True
+    lines = ["| case | file MB | before: peak extra MB (x file) | after: peak extra MB (x file) | after: s | "
+             "after: outcome |", "|---|---:|---:|---:|---:|---|"]
+    with tempfile.TemporaryDirectory(prefix="upload-memory-") as folder:
+        gold_path = Path(folder, "gold.npz")
+        gold_path.write_bytes(load_gold(gold, STC3).to_bytes())
+        for name, content in cases(gold).items():
+            run_path = Path(folder, "run.json")
+            run_path.write_bytes(content)
+            size = len(content)
+            after = measure("after", gold_path, run_path)
+            before = None if skip_before else measure("before", gold_path, run_path)
+            ratio = after["peak"] / size
+            ok &= ratio <= MEMORY_TARGET
+            before_text = "-" if before is None else f"{before['peak'] / 1e6:,.0f} ({before['peak'] / size:.1f}x)"
+            lines.append(f"| {name} | {size / 1e6:.1f} | {before_text} | {after['peak'] / 1e6:,.1f} ({ratio:.1f}x)"
+                         f"{'' if ratio <= MEMORY_TARGET else ' MISSED'} | {after['seconds']:.2f} | "
+                         f"{after['outcome']} |")
+            print(lines[-1], flush=True)
+    del orjson
+    return lines, ok
+
+
+def _processes_peak(pid: int) -> int:
+    """Sum of VmHWM of a process and its children (gunicorn's master and workers)."""
+    from tests.workers import children
+
+    total = 0
+    for member in [pid, *children(pid)]:
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def _uploader(base: str, token: str, content: bytes, stop, answers) -> None:
+    """One client sending the same hostile file again and again until told to stop; told 503,
+    it waits as ``Retry-After`` says, as the command-line client and well-behaved scripts do."""
+    sys.path.insert(0, str(ROOT))
+    from tests.workers import upload
+
+    while not stop.is_set():
+        reply = upload(base, "mem", token, content, "hostile", timeout=120)
+        answers.put(reply.status)
+        if reply.status == 503:
+            stop.wait(float(reply.headers.get("retry-after", "5")))
+
+
+def reader_table(postgres: str) -> tuple[list[str], bool]:
+    from tests.workers import (
+        big_gold,
+        call,
+        drop_database,
+        free_port,
+        hostile_run_files,
+        read_load,
+        read_load_processes,
+        scratch_database,
+        seed_site,
+        site_env,
+        start_gunicorn,
+        wait_until,
+    )
+
+    name = f"upload_memory_{os.getpid()}"
+    database_url = scratch_database(postgres, name)
+    work = Path(tempfile.mkdtemp(prefix="upload-memory-site-"))
+    web = None
+    try:
+        env = site_env(database_url, work / "var")
+        site = seed_site(env, {"slug": "mem", "dialogues": 1000, "teams": 4, "board": 30})
+        port = free_port()
+        web = start_gunicorn(env, port, work / "gunicorn.log")
+        base = f"http://127.0.0.1:{port}"
+        wait_until("gunicorn to answer", lambda: call(f"{base}/healthz").status == 200, 45, web)
+        paths = ["/api/v1/tasks/mem/leaderboard/"]
+        read_load(base, paths, 2, 20)  # warm-up
+        idle = read_load_processes(base, paths, 4, 60, processes=2)
+        shapes = hostile_run_files(big_gold(1000)[0]["id"], FILL)
+        hostile = [shapes[name] for name in ("empty objects [{},{},...]", "deep nesting [[[[...",
+                                             "long list of numbers in one entry", "many keys in one object")]
+        tokens = list(site["tokens"].values())
+        # Uploaders and readers in processes of their own: in one process the uploaders' work
+        # (building and sending 31 MB bodies) would hold the readers' interpreter lock and be
+        # measured as server latency.
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        answers = context.Queue()
+        uploaders = [context.Process(target=_uploader, args=(base, tokens[number], hostile[number], stop, answers),
+                                     daemon=True) for number in range(4)]
+        for process in uploaders:
+            process.start()
+        time.sleep(3.0)  # the uploads are being sent and validated
+        busy = read_load_processes(base, paths, 4, 60, processes=2)
+        stop.set()
+        statuses: list[int] = []
+        for process in uploaders:
+            process.join(timeout=180)
+        while not answers.empty():
+            statuses.append(answers.get())
+        peak = _processes_peak(web.process.pid)
+        ratio = busy.percentile(0.95) / idle.percentile(0.95)
+        ok = ratio <= READER_TARGET and idle.statuses.get(200, 0) == idle.requests \
+            and busy.statuses.get(200, 0) == busy.requests
+        lines = ["| readers of the leaderboard JSON | requests | p50 ms | p95 ms | non-200 |",
+                 "|---|---:|---:|---:|---:|",
+                 f"| idle | {idle.requests} | {idle.percentile(0.5) * 1000:.1f} | {idle.percentile(0.95) * 1000:.1f} | "
+                 f"{idle.requests - idle.statuses.get(200, 0)} |",
+                 f"| 4 clients uploading 31 MB hostile files | {busy.requests} | {busy.percentile(0.5) * 1000:.1f} | "
+                 f"{busy.percentile(0.95) * 1000:.1f} | {busy.requests - busy.statuses.get(200, 0)} |",
+                 "",
+                 f"p95 busy / idle: {ratio:.2f}x (target <= {READER_TARGET:.0f}x)"
+                 f"{'' if ratio <= READER_TARGET else ' MISSED'}",
+                 f"hostile uploads answered: {len(statuses)}, statuses {dict(Counter(statuses))}; peak memory of "
+                 f"gunicorn (master + workers, VmHWM): {peak / 1e6:,.0f} MB"]
+        return lines, ok
+    finally:
+        if web is not None:
+            web.stop()
+        drop_database(postgres, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "GOLD", "RUN"), help=argparse.SUPPRESS)
+    parser.add_argument("--no-before", action="store_true", help="skip the old path (parser without the check)")
+    parser.add_argument("--no-server", action="store_true", help="skip the readers part (needs PostgreSQL)")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
+    options = parser.parse_args(argv)
+    if options.child:
+        child(*options.child)
+        return 0
+    lines, ok = memory_table(options.no_before)
+    print("\n".join(["", *lines]))
+    if not options.no_server:
+        reader_lines, reader_ok = reader_table(options.postgres)
+        print("\n".join(["", *reader_lines]))
+        ok &= reader_ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
