@@ -100,7 +100,8 @@ def statistic_names(max_order: int) -> list[str]:
 
 
 def _ngrams(tokens: Sequence[str], max_order: int) -> list[Counter]:
-    return [Counter(tuple(tokens[k : k + n]) for k in range(len(tokens) - n + 1)) for n in range(1, max_order + 1)]
+    # zip over shifted views builds the n-gram tuples in C, several times faster than slicing.
+    return [Counter(zip(*[tokens[k:] for k in range(n)])) for n in range(1, max_order + 1)]
 
 
 @dataclass
@@ -108,11 +109,12 @@ class PreparedReferences:
     """The references of every item, tokenised and counted once per gold version.
 
     ``tables[i][n-1]`` maps an n-gram to the ``(weight, count)`` pairs of the references of item i
-    holding it; ``lengths[i]`` are the item's reference lengths; ``max_weight[i]`` the largest weight.
+    holding it (unweighted: to its largest count, all that plain BLEU's clipping needs);
+    ``lengths[i]`` are the item's reference lengths; ``max_weight[i]`` the largest weight.
     """
 
     config: BleuConfig
-    tables: list[list[dict[tuple[str, ...], tuple[tuple[float, int], ...]]]]
+    tables: list[list[dict[tuple[str, ...], tuple[tuple[float, int], ...] | int]]]
     lengths: list[np.ndarray]
     max_weight: np.ndarray
 
@@ -145,7 +147,11 @@ def prepare_references(references: Sequence[Sequence[tuple[str, float]]], config
                 table = merged[order]
                 for gram, count in counts.items():
                     table.setdefault(gram, []).append((weight, count))
-        tables.append([{gram: tuple(pairs) for gram, pairs in table.items()} for table in merged])
+        if config.weighted:
+            tables.append([{gram: tuple(pairs) for gram, pairs in table.items()} for table in merged])
+        else:
+            tables.append([{gram: max(count for _, count in pairs) for gram, pairs in table.items()}
+                           for table in merged])
         lengths.append(np.array(item_lengths, dtype=np.float64))
         max_weights[index] = max(weight for _, weight in used)
     return PreparedReferences(config, tables, lengths, max_weights)
@@ -163,6 +169,7 @@ def sufficient_statistics(
     """
     config = prepared.config
     max_order = config.max_order
+    weighted = config.weighted
     stats = np.zeros((len(hypotheses), 2 * max_order + 3), dtype=np.float64)
     for row, hypothesis in enumerate(hypotheses):
         item = row if items is None else int(items[row])
@@ -172,15 +179,19 @@ def sufficient_statistics(
         for order in range(max_order):
             table = tables[order]
             numerator = 0.0
-            total = 0
-            grams = Counter(tuple(tokens[k : k + order + 1]) for k in range(len(tokens) - order))
-            for gram, count in grams.items():
-                total += count
-                pairs = table.get(gram)
-                if pairs is not None:
-                    numerator += max(weight * (count if count < held else held) for weight, held in pairs)
+            grams = Counter(zip(*[tokens[k:] for k in range(order + 1)]))
+            if weighted:
+                for gram, count in grams.items():
+                    pairs = table.get(gram)
+                    if pairs is not None:
+                        numerator += max(weight * (count if count < held else held) for weight, held in pairs)
+            else:
+                for gram, count in grams.items():
+                    held = table.get(gram)
+                    if held is not None:
+                        numerator += count if count < held else held
             stats[row, order] = numerator
-            stats[row, max_order + order] = total * max_weight
+            stats[row, max_order + order] = max(len(tokens) - order, 0) * max_weight
         hyp_len = len(tokens)
         lengths = prepared.lengths[item]
         stats[row, 2 * max_order] = hyp_len
