@@ -11,6 +11,7 @@ from scoring.response.nlp import (
     PosMapper,
     VectorTableError,
     load_pipeline,
+    load_vector_table,
     parse_word2vec,
     pipeline_provenance,
     pipeline_vectors,
@@ -124,3 +125,13 @@ def test_word2vec_header_problems(text, problem):
     with pytest.raises(VectorTableError) as caught:
         parse_word2vec(text)
     assert caught.value.problems[0].startswith(problem)
+
+
+def test_vector_table_file_loaded_once_and_missing_file_named(tmp_path):
+    path = tmp_path / "vectors.txt"
+    path.write_text("1 2\nchess 1 0\n")
+    table = load_vector_table(path)
+    assert load_vector_table(path) is table
+    assert table.name == "vectors.txt" and table.shape == (1, 2)
+    with pytest.raises(NlpUnavailable, match="vector table .*nowhere.txt.* is missing"):
+        load_vector_table(tmp_path / "nowhere.txt")

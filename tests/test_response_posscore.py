@@ -167,6 +167,35 @@ def test_two_processes_give_the_same_rows():
     assert np.array_equal(one, two)
 
 
+def test_repeated_texts_are_tagged_once_and_rows_match():
+    encoder = PosEncoder()
+    texts = ["Have a nice day.", "I love chess.", "Have a nice day.", "Have a nice day."]
+    calls = []
+    original = encoder._encode_local
+    encoder._encode_local = lambda batch: calls.append(list(batch)) or original(batch)
+    rows = encoder.encode(texts)
+    assert calls == [["Have a nice day.", "I love chess."]]
+    assert np.array_equal(rows, np.stack([original([text])[0] for text in texts]))
+
+
+def _encode_in_daemon(queue, texts):
+    queue.put(PosEncoder(batch_size=100, n_process=2).encode(texts))
+
+
+def test_daemonic_process_tags_alone_instead_of_failing():
+    import multiprocessing
+
+    texts = [f"Reply {k}: the printer works again." for k in range(300)]
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    worker = context.Process(target=_encode_in_daemon, args=(queue, texts), daemon=True)
+    worker.start()
+    rows = queue.get(timeout=120)
+    worker.join(timeout=30)
+    assert worker.exitcode == 0
+    assert np.array_equal(rows, PosEncoder(batch_size=100).encode(texts))
+
+
 def test_unknown_tags_are_refused():
     with pytest.raises(ValueError, match="POSSCORE tags"):
         PosEncoder(tags=("NOUN", "NOUNS"))

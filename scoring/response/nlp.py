@@ -257,6 +257,27 @@ def parse_word2vec(data: bytes | str, name: str = "uploaded", lowercase: bool = 
     )
 
 
+_VECTOR_FILES: dict[tuple[str, bool, int, int], VectorTable] = {}
+
+
+def load_vector_table(path: str | Path, name: str | None = None, lowercase: bool = False) -> VectorTable:
+    """An uploaded word2vec text table read from ``path``, once per process (and again if the file changes).
+
+    Raises ``NlpUnavailable`` if the file is missing, ``VectorTableError`` if it is malformed.
+    """
+    path = Path(path)
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise NlpUnavailable(f"the vector table {str(path)!r} configured for this task is missing ({error.strerror})"
+                             ) from None
+    key = (str(path.resolve()), lowercase, status.st_size, status.st_mtime_ns)
+    with _LOCK:
+        if key not in _VECTOR_FILES:
+            _VECTOR_FILES[key] = parse_word2vec(path.read_bytes(), name=name or path.name, lowercase=lowercase)
+        return _VECTOR_FILES[key]
+
+
 def _is_float(text: str) -> bool:
     try:
         float(text)

@@ -121,9 +121,18 @@ class PosEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One additive row per text, float64 of shape (len(texts), 2 d + 4); see ``row_layout``."""
+        import multiprocessing
+
         texts = list(texts)
         self._ready()
-        if self.n_process > 1 and len(texts) >= 2 * self.batch_size:
+        distinct = list(dict.fromkeys(texts))
+        if len(distinct) < len(texts):
+            # Runs repeat themselves (generic replies, echo baselines): tag each distinct text once.
+            position = {text: row for row, text in enumerate(distinct)}
+            return self.encode(distinct)[[position[text] for text in texts]]
+        # A daemonic process (a Celery prefork worker) may not start children: it tags alone, and
+        # the parallelism comes from running several workers.
+        if self.n_process > 1 and len(texts) >= 2 * self.batch_size and not multiprocessing.current_process().daemon:
             return self._encode_parallel(texts)
         return self._encode_local(texts)
 
@@ -135,7 +144,7 @@ class PosEncoder:
         return _rows_from_token_arrays(arrays, state["table"], state["pos_ids"], state["dropped_ids"], state["mapper"])
 
     def _encode_parallel(self, texts: list[str]) -> np.ndarray:
-        import multiprocessing
+        import multiprocessing  # noqa: F811 - local, as in encode: only the parallel path needs it
 
         # Forked workers inherit the loaded pipeline and vectors: nothing is pickled but texts and rows.
         context = multiprocessing.get_context("fork")
