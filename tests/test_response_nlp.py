@@ -135,3 +135,26 @@ def test_vector_table_file_loaded_once_and_missing_file_named(tmp_path):
     assert table.name == "vectors.txt" and table.shape == (1, 2)
     with pytest.raises(NlpUnavailable, match="vector table .*nowhere.txt.* is missing"):
         load_vector_table(tmp_path / "nowhere.txt")
+
+
+def test_pos_mapper_evaluates_simple_patterns_and_declines_others():
+    import spacy
+    from spacy.parts_of_speech import IDS as POS_IDS
+    from spacy.strings import get_string_id
+
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("attribute_ruler")
+    ruler.add([[{"TAG": "NN"}]], {"POS": "NOUN"})
+    ruler.add([[{"TAG": "NN", "LOWER": {"IN": ["something", "nothing"]}}]], {"POS": "PRON"})
+    ruler.add([[{"TAG": "IN", "DEP": "mark"}]], {"POS": "SCONJ"})  # needs a parser: never matches here
+    mapper = PosMapper.from_pipeline(nlp)
+    assert mapper is not None and len(mapper.rules) == 2
+    columns = {
+        "TAG": np.array([get_string_id(t) for t in ("NN", "NN", "IN", "VB")], dtype=np.uint64),
+        "LOWER": np.array([get_string_id(w) for w in ("chess", "nothing", "because", "play")], dtype=np.uint64),
+        "IS_SPACE": np.zeros(4, dtype=np.uint64),
+    }
+    assert mapper(columns).tolist() == [POS_IDS["NOUN"], POS_IDS["PRON"], 0, 0]
+
+    ruler.add([[{"LOWER": {"REGEX": "^x"}}]], {"POS": "X"})
+    assert PosMapper.from_pipeline(nlp) is None  # a regular expression: the ruler itself has to run
