@@ -24,7 +24,7 @@ tags and embeds them once into arrays (``PreparedReferences.to_arrays``, seriali
 
 from __future__ import annotations
 
-import os
+import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -121,8 +121,6 @@ class PosEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One additive row per text, float64 of shape (len(texts), 2 d + 4); see ``row_layout``."""
-        import multiprocessing
-
         texts = list(texts)
         self._ready()
         distinct = list(dict.fromkeys(texts))
@@ -144,8 +142,6 @@ class PosEncoder:
         return _rows_from_token_arrays(arrays, state["table"], state["pos_ids"], state["dropped_ids"], state["mapper"])
 
     def _encode_parallel(self, texts: list[str]) -> np.ndarray:
-        import multiprocessing  # noqa: F811 - local, as in encode: only the parallel path needs it
-
         # Forked workers inherit the loaded pipeline and vectors: nothing is pickled but texts and rows.
         context = multiprocessing.get_context("fork")
         chunk = max(self.batch_size, -(-len(texts) // (self.n_process * 4)))
@@ -164,8 +160,6 @@ _FORK_ENCODER: PosEncoder | None = None
 
 
 def _encode_in_worker(texts: list[str]) -> np.ndarray:
-    # Torch-free spaCy runs single-threaded BLAS per process; make sure numpy does not oversubscribe.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     return _FORK_ENCODER._encode_local(texts)
 
 
