@@ -1,0 +1,241 @@
+"""BLEU and deltaBLEU from per-item sufficient statistics (seed 001, eq. 1-4; RESPONSE-SPEC.md).
+
+For item i with hypothesis h_i and references r_ij weighted w_ij in [-1, 1], and n-gram order n
+(g ranges over the distinct n-grams of h_i; ``#g(u)`` counts g in u; ``#g(u, v) = min(#g(u), #g(v))``)::
+
+    num_n = sum_i sum_g  max_{j : g in r_ij} { w_ij * #g(h_i, r_ij) }    (0 if no reference holds g)
+    den_n = sum_i sum_g  max_j { w_ij * #g(h_i) }                         (= #g(h_i) * max_j w_ij)
+    p_n   = num_n / den_n ;   score = BP * exp( sum_{n=1..N} log(p_n) / N )
+    BP    = 1 if eta > rho else exp(1 - rho / eta)                        (eq. 2)
+
+With every weight 1 this is BLEU (Papineni et al. 2002; seed 001 eq. 3). eta is the hypothesis
+length and rho the reference length, summed over items: ``brevity="average"`` takes each item's
+mean reference length (the seed's definition: averages over the corpus have the same ratio as
+sums), ``brevity="closest"`` the reference length closest to the hypothesis, ties to the shorter
+(sacrebleu's choice). A g found only in negatively weighted references contributes a negative
+amount (eq. 4). Range: [0, 1] with non-negative weights; higher is better.
+
+Every item is reduced to one row of float64 *sufficient statistics* (``statistic_names``), so the
+corpus score of any subset of items (a live subset, a bootstrap resample, a per-act breakdown) is
+``corpus_score(stats[subset].sum(axis=0))`` exactly, and the per-item score is the same formula
+on one row with add-one smoothing for n >= 2 (Lin and Och 2004). This is sacrebleu's
+``metrics/base.py`` design.
+
+Tokenisation: sacrebleu's ``13a`` tokeniser (mteval-v13a), lower-cased first by default.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+Brevity = Literal["average", "closest"]
+BREVITY_CHOICES: tuple[str, ...] = ("average", "closest")
+
+
+@dataclass(frozen=True)
+class BleuConfig:
+    """One BLEU-family measure: n-gram order, brevity penalty, tokenisation, which references count.
+
+    ``weighted=False`` is plain BLEU: every used reference counts with weight 1.
+    ``min_weight``: references whose weight is not above it are left out (plain BLEU leaves out the
+    references the organisers rated inappropriate, weight <= 0); deltaBLEU keeps them all, since
+    its negative weights are the point (eq. 4).
+    """
+
+    max_order: int = 4
+    brevity: Brevity = "closest"
+    lowercase: bool = True
+    weighted: bool = False
+    min_weight: float | None = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_order, int) or not 1 <= self.max_order <= 9:
+            raise ValueError(f"max_order must be an integer from 1 to 9, not {self.max_order!r}")
+        if self.brevity not in BREVITY_CHOICES:
+            raise ValueError(f"brevity must be one of {', '.join(BREVITY_CHOICES)}, not {self.brevity!r}")
+
+    def settings(self) -> dict[str, object]:
+        return {
+            "max_order": self.max_order,
+            "brevity": self.brevity,
+            "lowercase": self.lowercase,
+            "weighted": self.weighted,
+            "min_weight": self.min_weight,
+            "tokenize": "13a",
+            "per_item_smoothing": "add-one for n >= 2 (Lin and Och 2004)",
+        }
+
+
+# The two official measures of the response kind (RESPONSE-SPEC.md).
+BLEU = BleuConfig(max_order=4, brevity="closest", weighted=False, min_weight=0.0)
+DELTA_BLEU = BleuConfig(max_order=2, brevity="average", weighted=True, min_weight=None)
+
+
+@lru_cache(maxsize=1)
+def _tokenizer() -> Tokenizer13a:
+    return Tokenizer13a()
+
+
+def tokenize(text: str, lowercase: bool = True) -> list[str]:
+    """sacrebleu's 13a tokenisation (lower-casing first, as sacrebleu's ``lowercase=True`` does)."""
+    if lowercase:
+        text = text.lower()
+    return _tokenizer()(text).split()
+
+
+def statistic_names(max_order: int) -> list[str]:
+    """Column names of the sufficient-statistics array."""
+    return (
+        [f"num_{n}" for n in range(1, max_order + 1)]
+        + [f"den_{n}" for n in range(1, max_order + 1)]
+        + ["hyp_len", "closest_ref_len", "average_ref_len"]
+    )
+
+
+def _ngrams(tokens: Sequence[str], max_order: int) -> list[Counter]:
+    # zip over shifted views builds the n-gram tuples in C, several times faster than slicing.
+    return [Counter(zip(*[tokens[k:] for k in range(n)])) for n in range(1, max_order + 1)]
+
+
+@dataclass
+class PreparedReferences:
+    """The references of every item, tokenised and counted once per gold version.
+
+    ``tables[i][n-1]`` maps an n-gram to the ``(weight, count)`` pairs of the references of item i
+    holding it (unweighted: to its largest count, all that plain BLEU's clipping needs);
+    ``lengths[i]`` are the item's reference lengths; ``max_weight[i]`` the largest weight.
+    """
+
+    config: BleuConfig
+    tables: list[list[dict[tuple[str, ...], tuple[tuple[float, int], ...] | int]]]
+    lengths: list[np.ndarray]
+    max_weight: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+
+def prepare_references(references: Sequence[Sequence[tuple[str, float]]], config: BleuConfig) -> PreparedReferences:
+    """Tokenise and count the references of every item: ``references[i]`` = ``[(text, weight), ...]``.
+
+    Raises ValueError when an item has no usable reference (validation prevents it for gold files).
+    """
+    tables = []
+    lengths = []
+    max_weights = np.empty(len(references), dtype=np.float64)
+    for index, item_references in enumerate(references):
+        used = [
+            (text, float(weight) if config.weighted else 1.0)
+            for text, weight in item_references
+            if config.min_weight is None or weight > config.min_weight
+        ]
+        if not used:
+            raise ValueError(f"item {index} has no reference usable by this measure (min_weight {config.min_weight})")
+        merged: list[dict[tuple[str, ...], list[tuple[float, int]]]] = [{} for _ in range(config.max_order)]
+        item_lengths = []
+        for text, weight in used:
+            tokens = tokenize(text, config.lowercase)
+            item_lengths.append(len(tokens))
+            for order, counts in enumerate(_ngrams(tokens, config.max_order)):
+                table = merged[order]
+                for gram, count in counts.items():
+                    table.setdefault(gram, []).append((weight, count))
+        if config.weighted:
+            tables.append([{gram: tuple(pairs) for gram, pairs in table.items()} for table in merged])
+        else:
+            tables.append([{gram: max(count for _, count in pairs) for gram, pairs in table.items()}
+                           for table in merged])
+        lengths.append(np.array(item_lengths, dtype=np.float64))
+        max_weights[index] = max(weight for _, weight in used)
+    return PreparedReferences(config, tables, lengths, max_weights)
+
+
+def sufficient_statistics(
+    hypotheses: Sequence[str] | Sequence[Sequence[str]],
+    prepared: PreparedReferences,
+    items: Sequence[int] | np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-hypothesis sufficient statistics, float64 of shape (len(hypotheses), 2N + 3).
+
+    ``hypotheses`` are texts, or already tokenised (lists of tokens, e.g. nuggets put together);
+    ``items[k]`` is the item whose references hypothesis k is compared with (default: k).
+    """
+    config = prepared.config
+    max_order = config.max_order
+    weighted = config.weighted
+    stats = np.zeros((len(hypotheses), 2 * max_order + 3), dtype=np.float64)
+    for row, hypothesis in enumerate(hypotheses):
+        item = row if items is None else int(items[row])
+        tokens = tokenize(hypothesis, config.lowercase) if isinstance(hypothesis, str) else hypothesis
+        tables = prepared.tables[item]
+        max_weight = prepared.max_weight[item]
+        for order in range(max_order):
+            table = tables[order]
+            numerator = 0.0
+            grams = Counter(zip(*[tokens[k:] for k in range(order + 1)]))
+            if weighted:
+                for gram, count in grams.items():
+                    pairs = table.get(gram)
+                    if pairs is not None:
+                        numerator += max(weight * (count if count < held else held) for weight, held in pairs)
+            else:
+                for gram, count in grams.items():
+                    held = table.get(gram)
+                    if held is not None:
+                        numerator += count if count < held else held
+            stats[row, order] = numerator
+            stats[row, max_order + order] = max(len(tokens) - order, 0) * max_weight
+        hyp_len = len(tokens)
+        lengths = prepared.lengths[item]
+        stats[row, 2 * max_order] = hyp_len
+        # Closest reference length, ties to the shorter one (sacrebleu's rule).
+        stats[row, 2 * max_order + 1] = min(lengths, key=lambda length: (abs(length - hyp_len), length))
+        stats[row, 2 * max_order + 2] = lengths.mean()
+    return stats
+
+
+def _brevity_penalty(hyp_len: np.ndarray, ref_len: np.ndarray) -> np.ndarray:
+    """BP = 1 if eta > rho else exp(1 - rho / eta); 0 for an empty hypothesis side."""
+    safe = np.where(hyp_len > 0, hyp_len, 1.0)
+    penalty = np.where(hyp_len > ref_len, 1.0, np.exp(np.minimum(1.0 - ref_len / safe, 0.0)))
+    return np.where(hyp_len > 0, penalty, 0.0)
+
+
+def _scores(stats: np.ndarray, max_order: int, brevity: Brevity, smooth: bool) -> np.ndarray:
+    stats = np.atleast_2d(np.asarray(stats, dtype=np.float64))
+    if stats.shape[1] != 2 * max_order + 3:
+        raise ValueError(f"statistics have {stats.shape[1]} columns; order {max_order} needs {2 * max_order + 3}")
+    if brevity not in BREVITY_CHOICES:
+        raise ValueError(f"brevity must be one of {', '.join(BREVITY_CHOICES)}, not {brevity!r}")
+    numerator = stats[:, :max_order].copy()
+    denominator = stats[:, max_order : 2 * max_order].copy()
+    if smooth:
+        numerator[:, 1:] += 1.0
+        denominator[:, 1:] += 1.0
+    # A precision that is zero, negative (negative weights, eq. 4) or undefined (no n-grams of
+    # that order) leaves the geometric mean undefined; like sacrebleu, the score is then 0.
+    defined = np.all((numerator > 0) & (denominator > 0), axis=1)
+    safe_num = np.where(numerator > 0, numerator, 1.0)
+    safe_den = np.where(denominator > 0, denominator, 1.0)
+    log_mean = np.sum(np.log(safe_num) - np.log(safe_den), axis=1) / max_order
+    ref_len = stats[:, 2 * max_order + (1 if brevity == "closest" else 2)]
+    penalty = _brevity_penalty(stats[:, 2 * max_order], ref_len)
+    return np.where(defined, penalty * np.exp(log_mean), 0.0)
+
+
+def corpus_score(stats: np.ndarray, max_order: int, brevity: Brevity) -> float:
+    """The corpus score of the items whose statistics are given (rows are summed first)."""
+    stats = np.atleast_2d(np.asarray(stats, dtype=np.float64))
+    return float(_scores(stats.sum(axis=0, keepdims=True), max_order, brevity, smooth=False)[0])
+
+
+def item_scores(stats: np.ndarray, max_order: int, brevity: Brevity) -> np.ndarray:
+    """Per-item scores: the formula on each row, add-one smoothing for n >= 2, p_1 <= 0 gives 0."""
+    return _scores(stats, max_order, brevity, smooth=True)
