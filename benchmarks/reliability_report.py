@@ -52,6 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import statistics_burst, trust_probes, upload_memory  # noqa: E402  (the report runs their probes)
 from tests.conftest import reachable  # noqa: E402
 from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
 from tests.workers import (  # noqa: E402
@@ -123,6 +124,13 @@ class Tally:
     names_tried: int = 0
     names_refused: int = 0
     name_problems: list[str] = field(default_factory=list)
+    trust_rows: list[tuple[str, str]] = field(default_factory=list)  # issue 11's probes
+    trust_problems: int = 0
+
+    def trust(self, name: str, row: tuple[str, int]) -> None:
+        text, problems = row
+        self.trust_rows.append((name, text))
+        self.trust_problems += problems
 
     def see(self, reply: Reply) -> Reply:
         if looks_like_traceback(reply):
@@ -725,6 +733,7 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
         "tracebacks or dropped connections shown": tally.tracebacks + tally.unclean + (drill.unclean if drill else 0)
         + (drill.failed_after if drill else 0),
         "hostile names not refused precisely, or something stored": tally.names_tried - tally.names_refused,
+        "trust probes: problems (leak, overflow, memory, burst statistics, requeue)": tally.trust_problems,
     }
     rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of tests/hostile_corpus.py, "
                                      f"{tally.inputs_tried - len(CASES)} malformed requests)"),
@@ -733,6 +742,7 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
             ("confusable names", f"{tally.names_refused}/{tally.names_tried} refused with a precise message, "
                                  "nothing stored (RLO, zero-width, BOM, Cyrillic look-alikes of a run and a team, "
                                  "invalid UTF-8 in multipart and urlencoded forms; API and sign-up)"),
+            *tally.trust_rows,
             ("faults injected", str(len(tally.faults)))]
     rows += [(f"- {fault.name}", ("" if fault.ok else "NOT RECOVERED: ") + fault.outcome) for fault in tally.faults]
     rows.append(("runs accepted and followed", str(len(tally.accepted) + (len(drill.accepted) if drill else 0))))
@@ -831,6 +841,11 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
             free_team, free_token = next(iter(free["tokens"].items()))
             confusable_names(tally, redis_site.base_url, db, free_token, free_team, upload_dir, worker)
             say(f"   {tally.names_refused}/{tally.names_tried} refused correctly")
+            say("5. overflowing values")
+            tally.trust("overflow", trust_probes.overflow(
+                redis_site.base_url, "corpus-free", free_token, big_gold(30),
+                lambda run_id: db.wait_status(run_id, {"done", "failed"}, 60, worker), work_dir))
+            tally.accepted.update(row[0] for row in db.all("SELECT id FROM tasks_run WHERE name LIKE 'overflow-%%'"))
             say("3. load: the upload rush")
             load_tokens = dict(sorted(load["tokens"].items()))
             upload_rush(tally, redis_site, db, load_tokens, worker)
@@ -842,6 +857,15 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
             other.stop()
             survivor = fault_kill(tally, redis_site, db, big_token, gold, "redis")
             fault_broker_down(tally, redis_site, db, next(iter(free["tokens"].values())), "redis", survivor)
+        with site("backlog", base_env, "redis", work_dir) as backlog_site:
+            say("5. requeue_stuck under a backlog")
+            backlog_site.web(workers=1, threads=2)
+            free_team, free_token = next(iter(free["tokens"].items()))
+            text, ids, problems = trust_probes.requeue_backlog(
+                backlog_site.base_url, "corpus-free", free_token, big_gold(30), backlog_site.broker_url,
+                backlog_site.queue, backlog_site.requeue_stuck, db.all, lambda: backlog_site.worker("backlog"))
+            tally.trust("requeue_stuck under a backlog", (text, problems))
+            tally.accepted.update(ids)
         with site("rabbitmq", base_env, "rabbitmq", work_dir) as rabbit_site:
             rabbit_site.web(workers=2, threads=2)
             say("2. faults over RabbitMQ: killed worker, broker down")
@@ -850,6 +874,16 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
         account(tally, db)
     finally:
         db.close()
+    say("5. memory per upload (a process per case) and readers during hostile uploads")
+    lines, ok = upload_memory.memory_table(skip_before=True)
+    tally.trust("memory per upload (target <= 10x the file)", (trust_probes.table_lines(lines), int(not ok)))
+    lines, ok = upload_memory.reader_table(args.postgres)
+    tally.trust("readers during 4 hostile uploads (target p95 <= 2x idle)",
+                (trust_probes.table_lines(lines), int(not ok)))
+    say("5. burst statistics: 10 uploads in 5 s, gunicorn + PostgreSQL + a Celery worker")
+    shape, burst = statistics_burst.run_burst(f"{args.postgres}/{args.database}_burst", BROKERS["redis"][2])
+    tally.trust("burst statistics (10 uploads in 5 s)",
+                (f"{shape}: " + "; ".join(" ".join(line.split()) for line in burst.lines()), int(not burst.passed)))
     drill = None
     if postgres_bin() is None:
         tally.faults.append(Fault("PostgreSQL restart under traffic", False, "initdb/pg_ctl not installed"))

@@ -209,35 +209,28 @@ def postgres_rows(url: str) -> Rows:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database", help="a PostgreSQL URL whose database is dropped and re-created; "
-                        "default: SQLite in a scratch folder (the embedded default)")
-    parser.add_argument("--broker", help="with --database: a Celery broker URL; a worker computes the statistics")
-    parser.add_argument("--uploads", type=int, default=10)
-    parser.add_argument("--within", type=float, default=5.0, help="seconds over which the uploads are spread")
-    parser.add_argument("--dialogues", type=int, default=300)
-    args = parser.parse_args(argv)
-    if args.broker and not args.database:
-        parser.error("--broker needs --database (a worker cannot share the web server's SQLite)")
+def run_burst(database: str | None = None, broker: str | None = None, uploads: int = 10, within: float = 5.0,
+              dialogues: int = 300) -> tuple[str, BurstResult]:
+    """Set up a site (the embedded default, or gunicorn on ``database`` with a Celery worker on
+    ``broker``), upload the burst and wait for complete statistics; everything is removed after."""
     work = Path(tempfile.mkdtemp(prefix="statistics-burst-"))
     server: Process | None = None
     worker: Process | None = None
     database_url = ""
-    queue = new_queue("evalserver-burst") if args.broker else None
+    queue = new_queue("evalserver-burst") if broker else None
     try:
-        if args.database:
-            server_url, name = args.database.rsplit("/", 1)
+        if database:
+            server_url, name = database.rsplit("/", 1)
             database_url = scratch_database(server_url, name)
-        env = site_env(database_url, work / "var", broker_url=args.broker, queue=queue)
+        env = site_env(database_url, work / "var", broker_url=broker, queue=queue)
         env.pop("EVALSERVER_STATISTICS_MODE")  # the default: a thread without a broker, else celery
         if not database_url:
             env.pop("DATABASE_URL")  # the default: SQLite in the var folder
         manage(env, "migrate", "--no-input", timeout=600)
-        if args.broker:  # before the demo, which sends its runs' scoring jobs to it
+        if broker:  # before the demo, which sends its runs' scoring jobs to it
             worker = start_worker(env, queue, "burst", work / "worker.log")
             worker.wait_for_log("ready")
-        manage(env, "demo", "--dialogues", str(args.dialogues), "--password", "burst-pass-1", timeout=900)
+        manage(env, "demo", "--dialogues", str(dialogues), "--password", "burst-pass-1", timeout=900)
         logins = (work / "var" / "demo-logins.txt").read_text()
         token = re.search(r"alice's API token: (\w+)", logins).group(1)
         gold = json.loads((work / "var" / "demo" / "gold.json").read_text())
@@ -248,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = postgres_rows(database_url)
             computing_log = worker.log
             shape = "gunicorn + PostgreSQL + a Celery worker (statistics in the worker)"
-        elif args.database:
+        elif database:
             server = start_gunicorn(env, port, work / "server.log")
             rows = postgres_rows(database_url)
             computing_log = server.log
@@ -264,21 +257,36 @@ def main(argv: list[str] | None = None) -> int:
                    server)
         task_id = rows("SELECT id FROM tasks_task WHERE slug = %s", ("stc3-demo",))[0][0]
         result = burst_statistics(base_url, "stc3-demo", token, task_id, gold, rows, computing_log,
-                                  uploads=args.uploads, within=args.within)
-        print(f"Burst statistics: {args.uploads} uploads in {args.within:.0f} s, {args.dialogues} dialogues, "
-              f"B = 10,000; {shape}")
-        for line in result.lines():
-            print("  " + line)
-        return 0 if result.passed else 1
+                                  uploads=uploads, within=within)
+        return shape, result
     finally:
         for process in (server, worker):
             if process is not None:
                 process.stop()
         if queue:
-            remove_queue(args.broker, queue)
-        if args.database and database_url:
-            drop_database(args.database.rsplit("/", 1)[0], args.database.rsplit("/", 1)[1])
+            remove_queue(broker, queue)
+        if database and database_url:
+            drop_database(database.rsplit("/", 1)[0], database.rsplit("/", 1)[1])
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database", help="a PostgreSQL URL whose database is dropped and re-created; "
+                        "default: SQLite in a scratch folder (the embedded default)")
+    parser.add_argument("--broker", help="with --database: a Celery broker URL; a worker computes the statistics")
+    parser.add_argument("--uploads", type=int, default=10)
+    parser.add_argument("--within", type=float, default=5.0, help="seconds over which the uploads are spread")
+    parser.add_argument("--dialogues", type=int, default=300)
+    args = parser.parse_args(argv)
+    if args.broker and not args.database:
+        parser.error("--broker needs --database (a worker cannot share the web server's SQLite)")
+    shape, result = run_burst(args.database, args.broker, args.uploads, args.within, args.dialogues)
+    print(f"Burst statistics: {args.uploads} uploads in {args.within:.0f} s, {args.dialogues} dialogues, "
+          f"B = 10,000; {shape}")
+    for line in result.lines():
+        print("  " + line)
+    return 0 if result.passed else 1
 
 
 if __name__ == "__main__":
