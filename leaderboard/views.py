@@ -25,7 +25,7 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, get_board
 from leaderboard.models import TaskStatistics
 from leaderboard.tables import board_table, pvalue_table, sort_link
 from tasks import access
@@ -41,26 +41,43 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/home.html", {"tasks": tasks})
 
 
-def _find_board(request: HttpRequest, slug: str) -> tuple[Task, list[Any], Any, bool]:
-    """The task (404 unless public or organised by the user), its phases, the phase the request
-    asks for (or the open or latest one) and whether the user organises the task. No query for
-    anonymous readers while the cached task is current (``tasks.lookup``)."""
+def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
+    """The board the request asks for as this user may see it (``tasks.access.board_access``):
+    404 unless the task is public or organised by the user, and for a ``?phase=`` that is not one
+    of its phases. No query for anonymous readers while the cached task is current
+    (``tasks.lookup``)."""
     found = cached_task(slug)
     organiser = found is not None and access.is_organiser(request.user, found[0])
     if found is None or not (found[0].is_public or organiser):
         raise Http404("no such task")
     task, phases = found
-    return task, phases, board_phase(task, request.GET.get("phase") or None, phases), organiser
+    return access.board_access(request.user, task, request.GET.get("phase"), phases, organiser)
 
 
-def _board_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, bool]:
-    task, _, phase, organiser = _find_board(request, slug)
-    return task, phase, get_board(task, phase, organiser), organiser
+def _board_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board]:
+    view = _find_board(request, slug)
+    return view, get_board(view.task, view.phase, view.organiser)
+
+
+def _shown_statistics(view: access.BoardAccess, board: Board) -> Any:
+    """The stored statistics of a board while they describe what it shows now: none for a hidden
+    board, nor while they were computed over another scope or gold (the test board's whole-set
+    statistics, kept from when the final results were public, until the recomputation that a
+    withdrawal of the publication queues)."""
+    from leaderboard.statistics import stored_statistics
+
+    if board.hidden_reason:
+        return None
+    record = stored_statistics(view.task, view.phase)
+    if record is None or record.scope != board.scope or record.gold_version_id != board.gold_version_id:
+        return None
+    return record
 
 
 @require_GET
 def task_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phases, phase, organiser = _find_board(request, slug)
+    view, board = _board_for(request, slug)
+    task, phase, organiser = view.task, view.phase, view.organiser
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
     config = task.scoring_config
@@ -68,33 +85,36 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     known |= {f"nugget.{name}" for name in config.nugget_measures}
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
-    computed = (TaskStatistics.objects.filter(task=task, phase=phase).values_list("computed_at", flat=True)
-                .first())
+    stored = (TaskStatistics.objects.filter(task=task, phase=phase)
+              .values_list("computed_at", "scope", "gold_version_id").first())
+    # The interval chart reads the stored statistics only while they describe this board.
+    computed = stored[0] if stored and not board.hidden_reason and stored[1:] == (
+        board.scope, board.gold_version_id) else None
     key = (f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:"
            f"{computed.timestamp() if computed else 0}")
     section = cache.get(key)
     if section is None:
-        section = _board_section(task, phase, organiser, tab, sort)
+        section = _board_section(task, phase, board, organiser, tab, sort, computed is not None)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
-        "task": task, "phase": phase, "phases": phases, "section": section, "team": team,
+        "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
         "quota": quota_status(task, request.user) if team else None})
 
 
-def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: str) -> str:
+def _board_section(task: Task, phase: Any, board: Board, organiser: bool, tab: str, sort_key: str,
+                   statistics_shown: bool) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
     from leaderboard.statistics import interval_chart, measure_summary
 
-    board = get_board(task, phase, organiser)
     subtask = tab or ("quality" if board.columns_for("quality") else "nugget")
     columns = board.columns_for(subtask)
     if sort_key not in {column.key for column in columns}:
         sort_key = columns[0].key if columns else ""
     rows = [row for row in board.rows if row[f"has_{subtask}"]]
     rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
-    summary = measure_summary(task, phase.pk if phase else None, sort_key) if sort_key else None
+    summary = measure_summary(task, phase.pk if phase else None, sort_key) if sort_key and statistics_shown else None
     top_group = summary["top_group"] if summary else []
     phase_name = phase.name if phase else None
     table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,
@@ -109,7 +129,8 @@ def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: 
 
 @require_GET
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phase, board, _ = _board_for(request, slug)
+    view, board = _board_for(request, slug)
+    task, phase = view.task, view.phase
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
@@ -148,7 +169,8 @@ def _filename_safe(text: str) -> str:
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:
-    task, _, phase, organiser = _find_board(request, slug)
+    view = _find_board(request, slug)
+    task, phase, organiser = view.task, view.phase, view.organiser
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
@@ -234,16 +256,15 @@ def tasks_api(request: Request) -> Response:
 
 # Statistics ---------------------------------------------------------------------------------
 
-def _statistics_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, Any]:
-    from leaderboard.statistics import stored_statistics
-
-    task, phase, board, organiser = _board_for(request, slug)
-    return task, phase, board, stored_statistics(task, phase)
+def _statistics_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board, Any]:
+    view, board = _board_for(request, slug)
+    return view, board, _shown_statistics(view, board)
 
 
 @require_GET
 def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     measures = []
     taus = []
     if record is not None:
@@ -261,7 +282,7 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     stale = record is not None and record.scores_as_of < task.scores_changed_at
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "stale": stale, "exports_allowed": _exports_allowed(request, task, board),
+        "stale": stale, "exports_allowed": _matrices_allowed(view, board),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
     })
 
@@ -276,7 +297,8 @@ def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:
 
 @require_GET
 def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     stored = record.measure(key, pairwise=True) if record is not None else None
     if stored is None:
         raise Http404("no statistics for this measure yet")
@@ -287,13 +309,11 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         "table": pvalue_table(labels, entry)})
 
 
-def _exports_allowed(request: HttpRequest, task: Task, board: Board) -> bool:
+def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
     """Per-dialogue matrices of test data reach only organisers until the results are published:
     test data is a gold version that a test or final phase uses, whichever board shows it (the
     same rule as per-dialogue scores on run pages, ``tasks.access``)."""
-    if task.is_organiser(request.user):
-        return True
-    return not access.test_results_hidden(access.task_phases(task.pk), board.gold_version_id)
+    return access.matrices_allowed(view.phases, board.gold_version_id, view.organiser)
 
 
 @require_GET
@@ -301,14 +321,15 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     from scoring import exports
     from tasks.models import AccessLog
 
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     stored = None
     if record is not None and key != "all":
         stored = record.measure(key, pairwise=kind in ("pvalues.txt", "pvalues.csv"))
     if record is None or (key != "all" and stored is None):
         raise Http404("no statistics for this measure yet")
     needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
-    if needs_matrix and not _exports_allowed(request, task, board):
+    if needs_matrix and not _matrices_allowed(view, board):
         return render(request, "403.html", status=403)
     if needs_matrix:
         from leaderboard.statistics import gather_matrices
