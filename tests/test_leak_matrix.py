@@ -408,3 +408,65 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     compute_task_statistics(leak.world.task.pk)
     problems += walk(leak, state, tuple(PHASE_VALUES), "fresh", (BOARD, ORGANISER, RUN, TASK_RUNS, PAGE, POST))
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
+
+
+# The decisions behind the walk, one by one --------------------------------------------------------
+
+def _phase(world: World, name: str, kind: str, days: tuple[float, float], **fields: Any) -> Phase:
+    now = timezone.now()
+    with committing():
+        return Phase.objects.create(task=world.task, name=name, kind=kind, gold_version=world.gold_version,
+                                    starts_at=now + timedelta(days=days[0]), ends_at=now + timedelta(days=days[1]),
+                                    **fields)
+
+
+@pytest.mark.django_db
+def test_an_unknown_phase_is_a_404_that_says_so(world: World) -> None:
+    _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    slug = world.task.slug
+    answer = Client().get(f"/api/v1/tasks/{slug}/leaderboard/?phase=TEST")
+    assert (answer.status_code, answer.json()) == (404, {"errors": ["no such phase in this task"]})
+    assert Client().get(f"/tasks/{slug}/leaderboard.csv?phase=bogus").status_code == 404
+    # An empty value is no value: the default board (the open phase).
+    assert Client().get(f"/api/v1/tasks/{slug}/leaderboard/?phase=").json()["phase"] == "test"
+
+
+@pytest.mark.django_db
+def test_a_task_whose_phases_have_not_started_shows_no_run_to_anybody(world: World) -> None:
+    """Before its first phase a task shows an explanation, not the phase-less board (every run
+    on the latest gold, on the whole set) - organisers included: they pick a phase by name."""
+    assert _upload(world, world.alice, 1, "early", None).scores.exists()
+    _phase(world, "test", Phase.TEST, (2, 3), live_subset_size=10)
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    for client in (Client(), organiser):
+        board = client.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
+        assert board["runs"] == [] and board["phase"] is None
+        assert board["note"].startswith("No phase of this task has started yet: the first, test, opens at ")
+        page = client.get(f"/tasks/{world.task.slug}/").content.decode()
+        assert "No phase of this task has started yet" in page and "early" not in page
+    named = organiser.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=test").json()
+    assert named["scope"] == "live" and named["runs"]  # the baselines of its gold
+
+
+@pytest.mark.django_db
+def test_statistics_of_another_scope_are_not_served(world: World) -> None:
+    """Withdrawing the final publication keeps the test board's whole-set statistics until they are
+    computed again: meanwhile its pages and exports show none, not whole-set means."""
+    test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    final = _phase(world, "final", Phase.FINAL, (2, 30), results_published=True)
+    for seed, user in enumerate((world.alice, world.bob)):
+        _upload(world, user, seed, f"run-{seed}", test)
+    compute_task_statistics(world.task.pk)
+    assert TaskStatistics.objects.get(phase=test).scope == Score.FULL
+    final.results_published = False
+    with committing():
+        final.save()
+    assert TaskStatistics.objects.get(phase=test).scope == Score.FULL  # not recomputed yet (statistics off)
+    base = f"/tasks/{world.task.slug}/statistics"
+    assert Client().get(f"{base}/all/means.tex?phase=test").status_code == 404
+    assert Client().get(f"{base}/{MEASURE}/pvalues/?phase=test").status_code == 404
+    assert "No statistics yet" in Client().get(f"{base}/?phase=test").content.decode()
+    compute_task_statistics(world.task.pk)
+    assert TaskStatistics.objects.get(phase=test).scope == Score.LIVE
+    assert Client().get(f"{base}/all/means.tex?phase=test").status_code == 200
