@@ -164,7 +164,8 @@ def _filename_safe(text: str) -> str:
     summary="A task's public leaderboard",
     description="Every visible run with team, name, description, baseline flag, submission time and its scores "
                 "in the structure of `score --format json`. Lower is better for every measure.",
-    parameters=[OpenApiParameter("phase", str, description="phase name (default: the open or latest phase)")],
+    parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
+                                                         "open phase, else the latest that started)")],
     responses={200: OpenApiTypes.OBJECT},
 )
 @api_view(["GET"])
