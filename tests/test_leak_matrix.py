@@ -42,7 +42,7 @@ from fixtures.synthetic import generate_gold
 from leaderboard.models import TaskStatistics
 from leaderboard.statistics import compute_task_statistics
 from tasks import services
-from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Team
+from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
 from tests.conftest import World, committing, make_world, run_bytes
 
 # Every named URL of evalserver/urls.py, by what it serves. A new URL fails
@@ -258,23 +258,9 @@ def _four_decimals(value: float) -> set[str]:
 
 def statistics_numbers() -> set[float]:
     """Every stored statistic except the means (a stale record's means are the forbidden scores)."""
-    found: set[float] = set()
+    from tests.workers import statistics_numbers as of_task
 
-    def walk(value: Any, key: str = "") -> None:
-        if isinstance(value, dict):
-            for name, item in value.items():
-                walk(item, name)
-        elif isinstance(value, list) and key != "means":
-            for item in value:
-                walk(item, key)
-        elif isinstance(value, float):
-            found.add(value)
-
-    for record in TaskStatistics.objects.prefetch_related("measures"):
-        walk(record.meta)
-        for measure in record.measures.all():
-            walk(measure.summary)
-    return found
+    return {value for task in Task.objects.all() for value in of_task(task)}
 
 
 def forbidden_strings(numbers: list[Number]) -> dict[str, str]:
@@ -470,3 +456,28 @@ def test_statistics_of_another_scope_are_not_served(world: World) -> None:
     compute_task_statistics(world.task.pk)
     assert TaskStatistics.objects.get(phase=test).scope == Score.LIVE
     assert Client().get(f"{base}/all/means.tex?phase=test").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_server: Any) -> None:
+    """``tests.workers.leak_probe``, which the reliability report runs against a live server: no
+    problem on this server, and a problem for each number it is told is forbidden but shown."""
+    from tests.workers import forbidden_test_numbers, leak_probe
+
+    world = make_world(n_dialogues=30, seed=5, permutations=100)
+    test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    _phase(world, "final", Phase.FINAL, (2, 30))
+    for seed, user in enumerate((world.alice, world.bob)):
+        _upload(world, user, seed, f"run-{seed}", test)
+    compute_task_statistics(world.task.pk)
+    forbidden, per_dialogue, allowed = forbidden_test_numbers(world.task.slug)
+    assert len(forbidden) > 50 and len(per_dialogue) > 1000 and allowed
+    problems = leak_probe(live_server.url, world.task.slug, ["test", "final"], forbidden, allowed,
+                          forbidden_exact=per_dialogue)
+    assert problems == [], "\n".join(problems)
+    # The live means are on the board: told they are forbidden, the probe reports them.
+    live = [value for score in Score.objects.filter(scope=Score.LIVE, run__is_baseline=False)
+            for value in score.summary["nugget"].values()]
+    found = leak_probe(live_server.url, world.task.slug, ["test", "final"], live)
+    assert any("/api/v1/tasks/demo-task/leaderboard/ (absent)" in problem for problem in found)
+    assert any("leaderboard.csv?phase=test (known test)" in problem for problem in found)
