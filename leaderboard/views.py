@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
 import orjson
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
@@ -303,7 +304,7 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     stored = record.measure(key, pairwise=True) if record is not None else None
     if stored is None:
         raise Http404("no statistics for this measure yet")
-    entry = stored.entry()
+    entry = _on_board(stored.entry(), board)
     labels = _run_labels(record, board, entry["run_ids"])
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
@@ -354,9 +355,9 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
                                  what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
                                  ip_address=request.META.get("REMOTE_ADDR"))
     elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
-        entry = stored.entry()
+        entry = _on_board(stored.entry(), board)
         names = _run_names(board)
-        labels = [names.get(run_id, str(run_id)) for run_id in entry["run_ids"]]
+        labels = [names[run_id] for run_id in entry["run_ids"]]
         result = _result_from(entry, record)
         body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
         content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
@@ -367,6 +368,22 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_filename_safe(key)}-{kind}"'
     return response
+
+
+def _on_board(entry: dict[str, Any], board: Board) -> dict[str, Any]:
+    """A measure's stored statistics restricted to the runs the board shows this reader: a run
+    hidden or withdrawn since they were computed keeps its mean and differences to itself until
+    the recomputation its hiding queued (the p-values of the others stay those computed with it)."""
+    shown = {row["id"] for row in board.rows}
+    keep = [i for i, run_id in enumerate(entry["run_ids"]) if run_id in shown]
+    if len(keep) == len(entry["run_ids"]):
+        return entry
+    if len(keep) < 2:
+        raise Http404("no statistics for this measure until they are computed again")
+    rows = np.ix_(keep, keep)
+    return {**entry, "run_ids": [entry["run_ids"][i] for i in keep], "means": [entry["means"][i] for i in keep],
+            **{name: np.asarray(entry[name])[rows] for name in ("pvalues", "differences", "effect_sizes", "mc_se")},
+            **{name: [entry[name][i] for i in keep] for name in ("ci_low", "ci_high") if name in entry}}
 
 
 def _run_names(board: Board) -> dict[int, str]:

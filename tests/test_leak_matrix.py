@@ -2,9 +2,10 @@
 every phase state, searched for the numbers the privacy rules forbid.
 
 The world: a task with a development phase (gold v1), a test phase with a live subset and a final
-phase (both on the test gold v2), runs of three teams in each, public and hidden, two runs from
-before the phases that were re-scored on the test gold when it was loaded, and statistics stored
-for every board (including a phase-less record from before the phases existed).
+phase (both on the test gold v2), runs of three teams in each, public and hidden, two runs
+uploaded before the phases existed (scored on the test gold, the latest then), and statistics
+stored for every board (including a phase-less record from before the phases existed); one test
+run is hidden by its team after the statistics were computed.
 
 The forbidden numbers are computed here from the stored scores with the README's rules, not by
 the code under test:
@@ -388,6 +389,10 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     # pages must not serve numbers those records hold but the state forbids.
     enter_state(leak, "final", False, True)
     compute_task_statistics(leak.world.task.pk)
+    # A run hidden by its team after that computation: the stored statistics still hold it.
+    with committing():
+        Run.objects.filter(name="test-c1").update(is_public=False)
+        services.board_changed(leak.world.task)
     enter_state(leak, state.running, state.test_published, state.final_published)
     # Stale statistics can only reach the pages and exports of boards.
     problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
