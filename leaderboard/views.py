@@ -77,7 +77,7 @@ def _shown_statistics(view: access.BoardAccess, board: Board) -> Any:
 
 @require_GET
 def task_page(request: HttpRequest, slug: str) -> HttpResponse:
-    view, board = _board_for(request, slug)
+    view = _find_board(request, slug)
     task, phase, organiser = view.task, view.phase, view.organiser
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
@@ -86,16 +86,15 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     known |= {f"nugget.{name}" for name in config.nugget_measures}
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
-    stored = (TaskStatistics.objects.filter(task=task, phase=phase)
-              .values_list("computed_at", "scope", "gold_version_id").first())
-    # The interval chart reads the stored statistics only while they describe this board.
-    computed = stored[0] if stored and not board.hidden_reason and stored[1:] == (
-        board.scope, board.gold_version_id) else None
+    computed = (TaskStatistics.objects.filter(task=task, phase=phase).values_list("computed_at", flat=True)
+                .first())
+    # Whether the stored statistics match the board (_shown_statistics) changes only with the
+    # board's key or a new computation, both in this key.
     key = (f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:"
            f"{computed.timestamp() if computed else 0}")
     section = cache.get(key)
     if section is None:
-        section = _board_section(task, phase, board, organiser, tab, sort, computed is not None)
+        section = _board_section(view, tab, sort)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
@@ -103,19 +102,21 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         "quota": quota_status(task, request.user) if team else None})
 
 
-def _board_section(task: Task, phase: Any, board: Board, organiser: bool, tab: str, sort_key: str,
-                   statistics_shown: bool) -> str:
+def _board_section(view: access.BoardAccess, tab: str, sort_key: str) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
     from leaderboard.statistics import interval_chart, measure_summary
 
+    task, phase, organiser = view.task, view.phase, view.organiser
+    board = get_board(task, phase, organiser)
     subtask = tab or ("quality" if board.columns_for("quality") else "nugget")
     columns = board.columns_for(subtask)
     if sort_key not in {column.key for column in columns}:
         sort_key = columns[0].key if columns else ""
     rows = [row for row in board.rows if row[f"has_{subtask}"]]
     rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
-    summary = measure_summary(task, phase.pk if phase else None, sort_key) if sort_key and statistics_shown else None
+    shown = sort_key and _shown_statistics(view, board) is not None
+    summary = measure_summary(task, phase.pk if phase else None, sort_key) if shown else None
     top_group = summary["top_group"] if summary else []
     phase_name = phase.name if phase else None
     table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,

@@ -209,11 +209,6 @@ class BoardAccess:
     scope: str
     hidden_reason: str
 
-    @property
-    def matrices_allowed(self) -> bool:
-        gold_version_id = self.phase.gold_version_id if self.phase else None
-        return matrices_allowed(self.phases, gold_version_id, self.organiser)
-
 
 def board_access(user: Any, task: Task, phase_value: str | None, phases: list[Phase] | None = None,
                  organiser: bool | None = None) -> BoardAccess:
