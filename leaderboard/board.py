@@ -56,26 +56,6 @@ class Board:
         return seen
 
 
-def board_phase(task: Task, phase_name: str | None = None, phases: list[Phase] | None = None) -> Phase | None:
-    """The phase a board shows: the named one, else the open one, else the latest that started.
-
-    ``phases``: the task's phases if the caller has them (``tasks.lookup.cached_task``); else one
-    query for all of them (a handful), and the choice is made in Python either way.
-    """
-    from django.utils import timezone
-
-    if phases is None:
-        phases = list(task.phases.all())  # gold_version (and its compiled gold) only when a board is built
-    if phase_name:
-        return next((phase for phase in phases if phase.name == phase_name), None)
-    now = timezone.now()
-    started = [phase for phase in phases if phase.starts_at <= now]
-    open_now = [phase for phase in started if phase.ends_at > now]
-    if open_now:
-        return min(open_now, key=lambda phase: phase.starts_at)
-    return max(started, key=lambda phase: phase.starts_at, default=None)
-
-
 def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:
     """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
     boards never need deleting: stale keys simply stop being asked for and expire."""
@@ -93,12 +73,18 @@ def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -
 
 
 def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
+    """The board of ``phase`` (None: the phase-less board of a task without phases) as the public
+    (``organiser`` False) or the task's organisers see it; ``tasks.access.board_rule`` decides
+    its scope and whether it shows any run."""
     config = task.scoring_config
-    version: GoldVersion | None = phase.gold_version if phase else task.latest_gold()
-    scope = Score.FULL
+    phases = list(task.phases.all())
+    scope, hidden_reason = access.board_rule(phases, phase, organiser)
+    version: GoldVersion | None = phase.gold_version if phase else (None if phases else task.latest_gold())
     board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
                   gold_version=version.number if version else None, scope=scope,
-                  gold_version_id=version.pk if version else None)
+                  gold_version_id=version.pk if version else None, hidden_reason=hidden_reason)
+    if hidden_reason:
+        return board
     if version is None:
         board.hidden_reason = "No gold data has been loaded for this task yet."
         return board
@@ -110,15 +96,6 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
                                | Q(is_baseline=True))
         else:
             runs = runs.filter(Q(phase=phase) | Q(is_baseline=True))
-        # A test board shows the whole test set once the results on its gold are published (by
-        # this phase or a final phase on the same gold), the rule of tasks.access.
-        if phase.live_subset_size and access.test_results_hidden(list(task.phases.all()), version.pk):
-            board.scope = Score.LIVE
-        if phase.kind == Phase.FINAL and not phase.results_published:
-            if not organiser:
-                board.hidden_reason = "The organisers have not published the final results yet."
-                return board
-            board.scope = Score.FULL
     if not organiser:
         runs = runs.filter(is_public=True) | runs.filter(is_baseline=True)
     runs = runs.select_related("team").order_by("pk")

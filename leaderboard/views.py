@@ -9,6 +9,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
 import orjson
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
@@ -25,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from evalserver.clientip import client_ip
-from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, board_phase, get_board
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, get_board
 from leaderboard.scheduling import board_status
 from leaderboard.tables import board_table, pvalue_table, sort_link
 from scoring import exports
@@ -42,26 +43,43 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/home.html", {"tasks": tasks})
 
 
-def _find_board(request: HttpRequest, slug: str) -> tuple[Task, list[Any], Any, bool]:
-    """The task (404 unless public or organised by the user), its phases, the phase the request
-    asks for (or the open or latest one) and whether the user organises the task. No query for
-    anonymous readers while the cached task is current (``tasks.lookup``)."""
+def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
+    """The board the request asks for as this user may see it (``tasks.access.board_access``):
+    404 unless the task is public or organised by the user, and for a ``?phase=`` that is not one
+    of its phases. No query for anonymous readers while the cached task is current
+    (``tasks.lookup``)."""
     found = cached_task(slug)
     organiser = found is not None and access.is_organiser(request.user, found[0])
     if found is None or not (found[0].is_public or organiser):
         raise Http404("no such task")
     task, phases = found
-    return task, phases, board_phase(task, request.GET.get("phase") or None, phases), organiser
+    return access.board_access(request.user, task, request.GET.get("phase"), phases, organiser)
 
 
-def _board_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, bool]:
-    task, _, phase, organiser = _find_board(request, slug)
-    return task, phase, get_board(task, phase, organiser), organiser
+def _board_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board]:
+    view = _find_board(request, slug)
+    return view, get_board(view.task, view.phase, view.organiser)
+
+
+def _shown_statistics(view: access.BoardAccess, board: Board) -> Any:
+    """The stored statistics of a board while they describe what it shows now: none for a hidden
+    board, nor while they were computed over another scope or gold (the test board's whole-set
+    statistics, kept from when the final results were public, until the recomputation that a
+    withdrawal of the publication queues)."""
+    from leaderboard.statistics import stored_statistics
+
+    if board.hidden_reason:
+        return None
+    record = stored_statistics(view.task, view.phase)
+    if record is None or record.scope != board.scope or record.gold_version_id != board.gold_version_id:
+        return None
+    return record
 
 
 @require_GET
 def task_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phases, phase, organiser = _find_board(request, slug)
+    view = _find_board(request, slug)
+    task, phase, organiser = view.task, view.phase, view.organiser
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
     config = task.scoring_config
@@ -70,24 +88,27 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
     # One small query: the board's statistics state changes whenever the stored statistics do or
-    # a newer computation is queued, started or finished, which the section reports.
+    # a newer computation is queued, started or finished, which the section reports; whether the
+    # stored statistics match the board (_shown_statistics) changes only with the board's key or a
+    # new computation, both in this key.
     status = board_status(task.pk, phase.pk if phase else None)
     key = f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:{status.cache_token()}"
     section = cache.get(key)
     if section is None:
-        section = _board_section(task, phase, organiser, tab, sort, status)
+        section = _board_section(view, tab, sort, status)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
-        "task": task, "phase": phase, "phases": phases, "section": section, "team": team,
+        "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
         "quota": quota_status(task, request.user) if team else None})
 
 
-def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: str, status: Any) -> str:
+def _board_section(view: access.BoardAccess, tab: str, sort_key: str, status: Any) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
     from leaderboard.statistics import interval_chart, measure_summary
 
+    task, phase, organiser = view.task, view.phase, view.organiser
     board = get_board(task, phase, organiser)
     subtask = tab or ("quality" if board.columns_for("quality") else "nugget")
     columns = board.columns_for(subtask)
@@ -95,7 +116,8 @@ def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: 
         sort_key = columns[0].key if columns else ""
     rows = [row for row in board.rows if row[f"has_{subtask}"]]
     rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
-    summary = measure_summary(task, phase.pk if phase else None, sort_key) if sort_key else None
+    shown = sort_key and _shown_statistics(view, board) is not None
+    summary = measure_summary(task, phase.pk if phase else None, sort_key) if shown else None
     top_group = summary["top_group"] if summary else []
     phase_name = phase.name if phase else None
     table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,
@@ -111,7 +133,8 @@ def _board_section(task: Task, phase: Any, organiser: bool, tab: str, sort_key: 
 
 @require_GET
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phase, board, _ = _board_for(request, slug)
+    view, board = _board_for(request, slug)
+    task, phase = view.task, view.phase
     rows: list[list[Any]] = [["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
                              + [column.key for column in board.columns]
                              + [f"rank:{column.key}" for column in board.columns]]
@@ -135,12 +158,14 @@ def _filename_safe(text: str) -> str:
     summary="A task's public leaderboard",
     description="Every visible run with team, name, description, baseline flag, submission time and its scores "
                 "in the structure of `score --format json`. Lower is better for every measure.",
-    parameters=[OpenApiParameter("phase", str, description="phase name (default: the open or latest phase)")],
+    parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
+                                                         "open phase, else the latest that started)")],
     responses={200: OpenApiTypes.OBJECT},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:
-    task, _, phase, organiser = _find_board(request, slug)
+    view = _find_board(request, slug)
+    task, phase, organiser = view.task, view.phase, view.organiser
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
@@ -226,16 +251,15 @@ def tasks_api(request: Request) -> Response:
 
 # Statistics ---------------------------------------------------------------------------------
 
-def _statistics_for(request: HttpRequest, slug: str) -> tuple[Task, Any, Board, Any]:
-    from leaderboard.statistics import stored_statistics
-
-    task, phase, board, organiser = _board_for(request, slug)
-    return task, phase, board, stored_statistics(task, phase)
+def _statistics_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board, Any]:
+    view, board = _board_for(request, slug)
+    return view, board, _shown_statistics(view, board)
 
 
 @require_GET
 def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     measures = []
     taus = []
     if record is not None:
@@ -252,10 +276,25 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
             taus += record.meta.get(subtask, {}).get("kendall_tau", [])
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "exports_allowed": _exports_allowed(request, task, board),
+        "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _other_scope(view: access.BoardAccess, board: Board, record: Any) -> str:
+    """What stored statistics that are not shown were computed over (the whole test set, kept
+    from a publication since withdrawn; another gold version), so the page can say why."""
+    from leaderboard.statistics import stored_statistics
+
+    if record is not None or board.hidden_reason:
+        return ""
+    stored = stored_statistics(view.task, view.phase)
+    if stored is None:
+        return ""
+    scope = "the whole gold" if stored.scope == "full" else "the live subset"
+    version = "" if stored.gold_version_id == board.gold_version_id else ", on another gold version"
+    return f"{scope}{version}"
 
 
 def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dict[str, Any]:
@@ -293,24 +332,23 @@ def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:
 
 @require_GET
 def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     stored = record.measure(key, pairwise=True) if record is not None else None
     if stored is None:
         raise Http404("no statistics for this measure yet")
-    entry = stored.entry()
+    entry = _on_board(stored.entry(), board)
     labels = _run_labels(record, board, entry["run_ids"])
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
         "table": pvalue_table(labels, entry)})
 
 
-def _exports_allowed(request: HttpRequest, task: Task, board: Board) -> bool:
+def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
     """Per-dialogue matrices of test data reach only organisers until the results are published:
     test data is a gold version that a test or final phase uses, whichever board shows it (the
     same rule as per-dialogue scores on run pages, ``tasks.access``)."""
-    if task.is_organiser(request.user):
-        return True
-    return not access.test_results_hidden(access.task_phases(task.pk), board.gold_version_id)
+    return access.matrices_allowed(view.phases, board.gold_version_id, view.organiser)
 
 
 @require_GET
@@ -318,14 +356,15 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     from scoring import exports
     from tasks.models import AccessLog
 
-    task, phase, board, record = _statistics_for(request, slug)
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
     stored = None
     if record is not None and key != "all":
         stored = record.measure(key, pairwise=kind in ("pvalues.txt", "pvalues.csv"))
     if record is None or (key != "all" and stored is None):
         raise Http404("no statistics for this measure yet")
     needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
-    if needs_matrix and not _exports_allowed(request, task, board):
+    if needs_matrix and not _matrices_allowed(view, board):
         return render(request, "403.html", status=403)
     if needs_matrix:
         from leaderboard.statistics import gather_matrices
@@ -349,9 +388,9 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
                                  what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
                                  ip_address=client_ip(request))
     elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
-        entry = stored.entry()
+        entry = _on_board(stored.entry(), board)
         names = _run_names(board)
-        labels = [names.get(run_id, str(run_id)) for run_id in entry["run_ids"]]
+        labels = [names[run_id] for run_id in entry["run_ids"]]
         result = _result_from(entry, record)
         body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
         content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
@@ -362,6 +401,22 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_filename_safe(key)}-{kind}"'
     return response
+
+
+def _on_board(entry: dict[str, Any], board: Board) -> dict[str, Any]:
+    """A measure's stored statistics restricted to the runs the board shows this reader: a run
+    hidden or withdrawn since they were computed keeps its mean and differences to itself until
+    the recomputation its hiding queued (the p-values of the others stay those computed with it)."""
+    shown = {row["id"] for row in board.rows}
+    keep = [i for i, run_id in enumerate(entry["run_ids"]) if run_id in shown]
+    if len(keep) == len(entry["run_ids"]):
+        return entry
+    if len(keep) < 2:
+        raise Http404("no statistics for this measure until they are computed again")
+    rows = np.ix_(keep, keep)
+    return {**entry, "run_ids": [entry["run_ids"][i] for i in keep], "means": [entry["means"][i] for i in keep],
+            **{name: np.asarray(entry[name])[rows] for name in ("pvalues", "differences", "effect_sizes", "mc_se")},
+            **{name: [entry[name][i] for i in keep] for name in ("ci_low", "ci_high") if name in entry}}
 
 
 def _run_names(board: Board) -> dict[int, str]:

@@ -1,10 +1,20 @@
-"""Who may see what: one place for the rules every view and API endpoint follows."""
+"""Who may see what: one place for the rules every view and API endpoint follows.
+
+Boards: every path that builds or serves a board or anything derived from one (task page,
+leaderboard JSON and CSV, statistics and their exports, run pages, the participant API, the
+organiser exports) resolves the request with ``board_access`` (user, task, ``?phase=``) and
+builds with ``board_rule`` (which scope a board shows, and whether it is hidden); a run's own
+scores follow the same rule (``visible_score``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.http import Http404
+from django.utils import timezone
 
 from tasks.models import Phase, Run, Score, Task
 
@@ -76,24 +86,24 @@ def test_results_published(run: Run, phases: list[Phase] | None = None) -> bool:
 
 
 def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
-    """The score a user may see for a run. Organisers see the score on the whole set. On test data
-    whose results are not published, everybody else sees the live-subset score of a test phase
-    that has one, and nothing for a run outside that phase that was scored against its gold (a
-    run from before the phases, re-scored when the test gold was loaded)."""
+    """The score a user may see for a run. Organisers see the score on the whole set; everybody
+    else the scope the run's board shows (``board_rule``): on test data whose results are not
+    published, the live-subset score of a test phase that has one, and nothing for a run scored
+    against such a gold outside that phase (a run from before the phases, re-scored when the test
+    gold was loaded)."""
     if run.status != Run.DONE or run.gold_version_id is None:
         return None
     scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id)}
     if is_organiser(user, run.task):
         return scores.get(Score.FULL)
-    tests = _test_phases(run, phases)
-    if not tests or any(phase.results_published for phase in tests):
-        return scores.get(Score.FULL)
-    own = run.phase if run.phase_id and run.phase.kind == Phase.TEST else None
-    if own is not None and own.gold_version_id == run.gold_version_id:
-        return scores.get(Score.LIVE) if own.live_subset_size else scores.get(Score.FULL)
-    if any(phase.live_subset_size for phase in tests):
-        return None
-    return scores.get(Score.FULL)
+    if phases is None:
+        phases = task_phases(run.task_id)
+    own = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
+    if own is not None:
+        scope, hidden = board_rule(phases, own, organiser=False)
+        return None if hidden else scores.get(scope)
+    scope = shown_scope(phases, run.gold_version_id, live_subset=False)
+    return None if scope is None else scores.get(scope)
 
 
 def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:
@@ -108,3 +118,106 @@ def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None)
         return test_results_published(run, phases)
     phase = run.phase
     return phase is None or phase.per_dialogue_feedback or phase.results_published
+
+
+# Boards --------------------------------------------------------------------------------------
+
+FINAL_HIDDEN = "The organisers have not published the final results yet."
+TEST_DATA_HIDDEN = ("This board's gold is test data whose results are not published yet: its runs' scores "
+                    "stay with the organisers until then.")
+
+
+def shown_scope(phases: list[Phase], gold_version_id: int | None, live_subset: bool) -> str | None:
+    """Which scores on this gold version a participant or the public may see: the whole set,
+    unless it is test data whose results are not published; then the live subset where the board
+    has one, nothing where another board on the same gold has one (its whole-set scores would give
+    the live subset away), and the whole set where no board on that gold has a live subset."""
+    if not test_results_hidden(phases, gold_version_id):
+        return Score.FULL
+    if live_subset:
+        return Score.LIVE
+    if any(phase.live_subset_size for phase in test_phases_on(phases, gold_version_id)):
+        return None
+    return Score.FULL
+
+
+def not_started_reason(phases: list[Phase], now: datetime | None = None) -> str:
+    upcoming = min((phase for phase in phases if phase.starts_at > (now or timezone.now())),
+                   key=lambda phase: phase.starts_at, default=None)
+    when = f": the first, {upcoming.name}, opens at {upcoming.starts_at:%Y-%m-%d %H:%M} UTC" if upcoming else ""
+    return f"No phase of this task has started yet{when}. Its leaderboard appears then."
+
+
+def board_rule(phases: list[Phase], phase: Phase | None, organiser: bool) -> tuple[str, str]:
+    """The scope (``Score.FULL`` or ``Score.LIVE``) a board shows and, if it shows no run, why.
+
+    ``phase`` None is the phase-less board of a task without phases. A task with phases never
+    shows it, to anybody: it would list every run on the latest gold, scored on the whole set
+    (on a test gold, the very scores a test phase keeps back). Organisers see the final board
+    before publication, and any board whose scores are kept from the public; otherwise they see
+    the scope the public sees (a test board's live subset), with the hidden runs.
+    """
+    if phase is None:
+        return Score.FULL, (not_started_reason(phases) if phases else "")
+    if phase.kind == Phase.FINAL:
+        if not phase.results_published and not organiser:
+            return Score.FULL, FINAL_HIDDEN
+        return Score.FULL, ""  # the final board is the whole test set (only organisers see it early)
+    scope = shown_scope(phases, phase.gold_version_id, bool(phase.live_subset_size))
+    if scope is None:
+        return Score.FULL, ("" if organiser else TEST_DATA_HIDDEN)
+    return scope, ""
+
+
+def matrices_allowed(phases: list[Phase], gold_version_id: int | None, organiser: bool) -> bool:
+    """Per-dialogue matrices (and so every per-dialogue score) of a board's gold: organisers, or
+    anyone once that gold is not test data with unpublished results (whichever board shows it)."""
+    return organiser or not test_results_hidden(phases, gold_version_id)
+
+
+def default_phase(phases: list[Phase], now: datetime | None = None) -> Phase | None:
+    """The phase a board shows without ``?phase=``: the open one (the earliest started if several),
+    else the latest that started; None if none has started."""
+    now = now or timezone.now()
+    started = [phase for phase in phases if phase.starts_at <= now]
+    open_now = [phase for phase in started if phase.ends_at > now]
+    if open_now:
+        return min(open_now, key=lambda phase: phase.starts_at)
+    return max(started, key=lambda phase: phase.starts_at, default=None)
+
+
+def named_phase(phases: list[Phase], value: str | None) -> Phase | None:
+    """The phase a ``?phase=`` value names: exactly a phase's name (no case folding, trimming or
+    normalisation), else 404. No value, or an empty one, names none (the caller's default)."""
+    if not value:
+        return None
+    found = next((phase for phase in phases if phase.name == value), None)
+    if found is None:
+        raise Http404("no such phase in this task")
+    return found
+
+
+@dataclass(frozen=True)
+class BoardAccess:
+    """The board one user may see: its phase, whether the user organises the task, the scope it
+    shows and, if the user sees no run on it, why."""
+
+    task: Task
+    phases: list[Phase]
+    phase: Phase | None
+    organiser: bool
+    scope: str
+    hidden_reason: str
+
+
+def board_access(user: Any, task: Task, phase_value: str | None, phases: list[Phase] | None = None,
+                 organiser: bool | None = None) -> BoardAccess:
+    """Resolve a request for a board: 404 for a ``?phase=`` that is not exactly one of the task's
+    phase names; the default board (``default_phase``) without one or with an empty one."""
+    if phases is None:
+        phases = task_phases(task.pk)
+    if organiser is None:
+        organiser = is_organiser(user, task)
+    phase = named_phase(phases, phase_value) or default_phase(phases)
+    scope, hidden_reason = board_rule(phases, phase, organiser)
+    return BoardAccess(task, phases, phase, organiser, scope, hidden_reason)

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evalserver.clientip import client_ip
 from scoring import exports
-from tasks import services
+from tasks import access, services
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 
 
@@ -51,9 +51,9 @@ def _filtered_runs(task: Task, request: HttpRequest) -> QuerySet:
     status = _param(request.GET, "status")
     if status in {choice for choice, _ in Run.STATUSES}:
         runs = runs.filter(status=status)
-    phase = _param(request.GET, "phase")
-    if phase:
-        runs = runs.filter(phase__name=phase)
+    phase = access.named_phase(access.task_phases(task.pk), request.GET.get("phase"))
+    if phase is not None:
+        runs = runs.filter(phase=phase)
     query = _param(request.GET, "q")
     if query:
         runs = runs.filter(Q(name__icontains=query) | Q(team__name__icontains=query)
@@ -149,11 +149,9 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
     """Every run file of a phase (or of the task) in a zip, with a manifest in CSV and JSON."""
     task = _get_task_for_organiser(request, slug)
     runs = Run.objects.filter(task=task, is_baseline=False).select_related("team", "phase").order_by("pk")
-    phase_name = _param(request.GET, "phase")
-    if phase_name:
-        phase = Phase.objects.filter(task=task, name=phase_name).first()
-        if phase is None:
-            raise Http404("no such phase")
+    phase = access.named_phase(access.task_phases(task.pk), request.GET.get("phase"))
+    phase_name = phase.name if phase else ""
+    if phase is not None:
         runs = runs.filter(phase=phase)
     # Written to a temporary file, not memory: a test phase of many teams is hundreds of megabytes.
     buffer = tempfile.TemporaryFile()
@@ -220,10 +218,8 @@ def results_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     task = _get_task_for_organiser(request, slug)
     if fmt not in ("csv", "json"):
         raise Http404("unknown format: results.csv or results.json")
-    phase_name = _param(request.GET, "phase")
-    phase = Phase.objects.filter(task=task, name=phase_name).first() if phase_name else None
-    if phase_name and phase is None:
-        raise Http404("no such phase")
+    phase = access.named_phase(access.task_phases(task.pk), request.GET.get("phase"))
+    phase_name = phase.name if phase else ""
     rows = results_rows(task, phase)
     _log(request, task, f"results {fmt} ({phase_name or 'all phases'})")
     if fmt == "json":

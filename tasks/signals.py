@@ -42,8 +42,16 @@ def _phase_changed(sender: type, instance: Phase, **kwargs: Any) -> None:
     slug = Task.objects.filter(pk=instance.task_id).values_list("slug", flat=True).first()
     if slug:
         forget_task(slug)
-    if kwargs.get("signal") is not post_save:
-        return
+    if kwargs.get("signal") is not post_save or kwargs.get("created"):
+        # A phase appears or goes: which boards exist changes (a task with phases never shows
+        # its phase-less board), so every cached board of the task is renewed.
+        from tasks.services import board_changed
+
+        task = Task.objects.filter(pk=instance.task_id).first()
+        if task is not None:
+            board_changed(task)
+        if kwargs.get("signal") is not post_save:
+            return
     was = getattr(instance, "_was_published", None)
     if was is not None and was != instance.results_published:
         _publication_changed(instance)

@@ -1,0 +1,489 @@
+"""No test score leaks: every URL of the URL conf x every class of ``?phase=`` value x every role x
+every phase state, searched for the numbers the privacy rules forbid.
+
+The world: a task with a development phase (gold v1), a test phase with a live subset and a final
+phase (both on the test gold v2), runs of three teams in each, public and hidden, two runs
+uploaded before the phases existed (scored on the test gold, the latest then), and statistics
+stored for every board (including a phase-less record from before the phases existed); one test
+run is hidden by its team after the statistics were computed.
+
+The forbidden numbers are computed here from the stored scores with the README's rules, not by
+the code under test:
+
+* organisers and staff may see everything;
+* a hidden run's numbers reach only its team (and organisers);
+* on the test gold, until the results are published (by the test or the final phase), scores on
+  the whole test set and every per-dialogue score reach nobody else; the live-subset means may
+  be shown.
+
+A response leaks when its body holds one of those numbers as the JSON and the CSV write it
+(``repr``) or as the pages and the LaTeX export round it (4 decimals). Numbers that some allowed
+number also formats to are left out of the search (they cannot tell a leak from a coincidence).
+
+Every phase state is one test that builds the world; inside it, the statistics are first those
+stored while the final results were published (the worst stale records a page could still read
+between a withdrawal and the recomputation) and then freshly computed ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import orjson
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
+
+from fixtures.synthetic import generate_gold
+from leaderboard.models import TaskStatistics
+from leaderboard.statistics import compute_task_statistics
+from tasks import services
+from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
+from tests.conftest import World, committing, make_world, run_bytes
+
+# Every named URL of evalserver/urls.py, by what it serves. A new URL fails
+# test_every_url_is_classified until it is added here (and so walked below).
+BOARD = "board"  # builds a board or serves board-derived data; takes ?phase=
+ORGANISER = "organiser"  # organiser pages and exports; take ?phase=
+RUN = "run"  # one run's page or API answer (its id in the path)
+TASK_RUNS = "task-runs"  # the user's runs of a task (API)
+PAGE = "page"  # no task data beyond names: still searched, without a phase parameter
+POST = "post"  # changes something; a GET is refused (still searched)
+ADMIN = "admin"  # the Django admin: staff accounts only, outside the participant rules
+
+URL_KINDS: dict[str, str] = {
+    "home": PAGE, "task-page": BOARD, "leaderboard-csv": BOARD, "statistics-page": BOARD,
+    "pvalues-page": BOARD, "statistics-export": BOARD, "api-leaderboard": BOARD,
+    "upload": PAGE, "organiser-dashboard": ORGANISER, "organiser-rescore": POST,
+    "organiser-runs-zip": ORGANISER, "organiser-results": ORGANISER,
+    "run-page": RUN, "run-visibility": POST, "api-run": RUN, "api-my-runs": TASK_RUNS,
+    "team-page": PAGE, "token-regenerate": POST, "token-revoke": POST, "login": PAGE, "signup": PAGE,
+    "logout": POST, "api-tasks": PAGE, "api-upload": POST, "api-schema": PAGE, "api-docs": PAGE,
+    "api-redoc": PAGE, "api-not-found": PAGE, "healthz": PAGE, "client-download": PAGE,
+}
+MEASURE = "quality.A.rsnod"
+EXPORT_KINDS = ("matrix.csv", "matrix.txt", "runs.txt", "pvalues.txt", "pvalues.csv")
+
+# The classes of ?phase= values: the query string, and what it must mean.
+ABSENT, KNOWN, DEFAULT, UNKNOWN = "absent", "known", "default", "unknown"
+PHASE_VALUES: dict[str, tuple[str | None, str]] = {
+    "absent": (None, ABSENT),
+    "dev": ("phase=dev", KNOWN),
+    "test": ("phase=test", KNOWN),
+    "final": ("phase=final", KNOWN),
+    "percent-encoded known name": ("phase=te%73t", KNOWN),  # the server reads "test"
+    "empty": ("phase=", DEFAULT),
+    "bare": ("phase", DEFAULT),
+    "unknown": ("phase=bogus", UNKNOWN),
+    "odd case": ("phase=TEST", UNKNOWN),
+    "odd case (capitalised)": ("phase=Dev", UNKNOWN),
+    "double-encoded": ("phase=%2574est", UNKNOWN),
+    "NUL": ("phase=%00", UNKNOWN),
+    "NUL inside a name": ("phase=te%00st", UNKNOWN),
+    "leading space": ("phase=%20test", UNKNOWN),
+    "trailing newline": ("phase=test%0A", UNKNOWN),
+    "whitespace only": ("phase=%20%09", UNKNOWN),
+    "unicode": ("phase=t%C3%A9st", UNKNOWN),
+    "fullwidth (NFKC-equal to test)": ("phase=%EF%BD%94%EF%BD%85%EF%BD%93%EF%BD%94", UNKNOWN),
+    "very long": ("phase=" + "test" * 800, UNKNOWN),
+    "repeated, last unknown": ("phase=test&phase=bogus", UNKNOWN),
+}
+# Stale statistics are a matter of known boards: the unknown classes are walked with fresh ones.
+STALE_CLASSES = ("absent", "dev", "test", "final", "empty")
+
+ROLES = ("anonymous", "alice", "bob", "organiser", "staff")
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    running: str | None  # the phase running now; None: no phase has started
+    test_published: bool
+    final_published: bool
+
+
+STATES = [
+    State("nothing started", None, False, False),
+    State("development open", "dev", False, False),
+    State("test open", "test", False, False),
+    State("test open, test results published", "test", True, False),
+    State("test open, final results published", "test", False, True),
+    State("test open, both published", "test", True, True),
+    State("test closed, final open, unpublished", "final", False, False),
+    State("test closed, test results published", "final", True, False),
+    State("test closed, final results published", "final", False, True),
+    State("test closed, both published", "final", True, True),
+]
+
+# Phase windows (days from now) for each running phase.
+WINDOWS = {
+    None: {"dev": (1, 2), "test": (3, 4), "final": (5, 30)},
+    "dev": {"dev": (-1, 1), "test": (2, 3), "final": (4, 30)},
+    "test": {"dev": (-3, -2), "test": (-1, 1), "final": (2, 30)},
+    "final": {"dev": (-5, -4), "test": (-3, -1), "final": (-0.5, 30)},
+}
+
+
+@dataclass
+class LeakWorld:
+    world: World
+    test_gold: GoldVersion
+    phases: dict[str, Phase]
+    carol: Any
+    numbers: dict[str, list[Number]] = field(default_factory=dict)  # per role, in the state entered
+
+
+def _upload(world: World, user: Any, seed: int, name: str, phase: Phase | None, public: bool = True,
+            gold: list | None = None) -> Run:
+    with committing():
+        return services.submit_run(world.task, user, services.Submission(
+            content=run_bytes(gold if gold is not None else world.gold, noise=0.2 + 0.07 * seed, seed=seed),
+            name=name, description="method", is_public=public), phase)
+
+
+def build_world() -> LeakWorld:
+    from django.contrib.auth import get_user_model
+
+    world = make_world(n_dialogues=30, seed=5, permutations=100)
+    carol = get_user_model().objects.create_user("carol", password="carol-pass-1")
+    Team.objects.create(name="Cygnus", slug="cygnus").members.add(carol)
+    test_gold_data = generate_gold(40, seed=8)
+    with committing():
+        test_gold = services.load_gold_version(world.task, orjson.dumps(test_gold_data), "test.json",
+                                               world.organiser, label="test")
+    # Runs from before the phases: a task without phases scores them on its latest gold, the test gold.
+    _upload(world, world.bob, 1, "early-b", None, gold=test_gold_data)
+    _upload(world, carol, 2, "early-c", None, gold=test_gold_data)
+    # Statistics of the phase-less board, stored before the organisers created the phases.
+    compute_task_statistics(world.task.pk)
+    assert TaskStatistics.objects.filter(task=world.task, phase=None, gold_version=test_gold).exists()
+    now = timezone.now()
+    phases = {}
+    with committing():  # a phase with a live subset has its baselines scored on it after commit
+        for name, kind, gold, extra in (("dev", Phase.DEVELOPMENT, world.gold_version, {}),
+                                        ("test", Phase.TEST, test_gold, {"live_subset_size": 12,
+                                                                         "live_subset_seed": 3}),
+                                        ("final", Phase.FINAL, test_gold, {})):
+            start, end = WINDOWS[None][name]
+            phases[name] = Phase.objects.create(task=world.task, name=name, kind=kind, gold_version=gold,
+                                                starts_at=now + timedelta(days=start),
+                                                ends_at=now + timedelta(days=end), **extra)
+    for seed, (user, name, public) in enumerate(((world.alice, "dev-a1", True), (world.alice, "dev-a2", False),
+                                                 (world.bob, "dev-b1", True), (carol, "dev-c1", True)), start=3):
+        _upload(world, user, seed, name, phases["dev"], public)
+    for seed, (user, name, public) in enumerate(((world.alice, "test-a1", True), (world.alice, "test-a2", False),
+                                                 (world.bob, "test-b1", True), (world.bob, "test-b2", False),
+                                                 (carol, "test-c1", True)), start=7):
+        _upload(world, user, seed, name, phases["test"], public, gold=test_gold_data)
+    assert not Run.objects.exclude(status=Run.DONE).exists()
+    assert Score.objects.filter(scope=Score.LIVE, run__name="test-a1").exists()
+    return LeakWorld(world, test_gold, phases, carol)
+
+
+def enter_state(leak: LeakWorld, running: str | None, test_published: bool, final_published: bool) -> None:
+    """Move the phases' windows and publication flags with save(), as the dashboard and admin do."""
+    now = timezone.now()
+    for name, phase in leak.phases.items():
+        start, end = WINDOWS[running][name]
+        phase.starts_at, phase.ends_at = now + timedelta(days=start), now + timedelta(days=end)
+        if name == "test":
+            phase.results_published = test_published
+        if name == "final":
+            phase.results_published = final_published
+        with committing():
+            phase.save()
+
+
+# The rules, written down independently of tasks.access ------------------------------------------
+
+@dataclass(frozen=True)
+class Number:
+    value: float
+    run: str
+    what: str  # e.g. "full mean quality.A.rsnod on gold v2" or "per-dialogue ..."
+    forbidden: bool
+
+
+def _floats(summary: Any, path: str = "") -> list[tuple[str, float]]:
+    if isinstance(summary, dict):
+        return [item for key, value in summary.items() for item in _floats(value, f"{path}.{key}" if path else key)]
+    if isinstance(summary, float):
+        return [(path, summary)]
+    return []
+
+
+def numbers_for(leak: LeakWorld, viewer: Any, state: State) -> list[Number]:
+    """Every stored score number, and whether this viewer may see it in this state."""
+    published = state.test_published or state.final_published
+    organiser = viewer is not None and (viewer.is_staff or leak.world.task.organisers.filter(pk=viewer.pk).exists())
+    members = {team.pk: set(team.members.values_list("pk", flat=True)) for team in Team.objects.all()}
+    numbers = []
+
+    def forbidden(run: Run, gold_id: int, whole_set_or_dialogue: bool) -> bool:
+        if organiser:
+            return False
+        member = viewer is not None and run.team_id is not None and viewer.pk in members[run.team_id]
+        if not run.is_baseline and not run.is_public and not member:
+            return True
+        return gold_id == leak.test_gold.pk and not published and whole_set_or_dialogue
+
+    for score in Score.objects.select_related("run", "gold_version"):
+        run = score.run
+        for path, value in _floats(score.summary):
+            if path.split(".")[0] not in ("quality", "nugget"):
+                continue
+            numbers.append(Number(value, run.name, f"{score.scope} mean {path} on gold v{score.gold_version.number}",
+                                  forbidden(run, score.gold_version_id, score.scope == Score.FULL)))
+    for vector in ScoreVector.objects.select_related("score__run", "score__gold_version"):
+        run = vector.score.run
+        for value in vector.array().tolist():
+            numbers.append(Number(value, run.name, f"per-dialogue {vector.key} ({vector.score.scope}) on gold "
+                                                   f"v{vector.score.gold_version.number}",
+                                  forbidden(run, vector.score.gold_version_id, True)))
+    return numbers
+
+
+FOUR = Decimal("0.0001")
+
+
+def _four_decimals(value: float) -> set[str]:
+    """How pages (Python's format; Django's floatformat rounds the decimal repr half up) and the
+    LaTeX export round a number."""
+    return {f"{value:.4f}", str(Decimal(repr(value)).quantize(FOUR, ROUND_HALF_UP))}
+
+
+def statistics_numbers() -> set[float]:
+    """Every stored statistic except the means (a stale record's means are the forbidden scores)."""
+    from tests.workers import statistics_numbers as of_task
+
+    return {value for task in Task.objects.all() for value in of_task(task)}
+
+
+def forbidden_strings(numbers: list[Number]) -> dict[str, str]:
+    """The text forms of the forbidden numbers that no allowed number shares, with what they are."""
+    allowed = {number.value for number in numbers if not number.forbidden}
+    allowed_text = {repr(value) for value in allowed}
+    for value in allowed | statistics_numbers():
+        allowed_text |= _four_decimals(value)
+    found: dict[str, str] = {}
+    for number in numbers:
+        if not number.forbidden or number.value in allowed:
+            continue
+        text = repr(number.value)
+        if len(text) >= 8 and text not in allowed_text:  # short ones (0.5) occur in any page
+            found[text] = f"{number.run}: {number.what} = {text}"
+        if number.what.startswith("per-dialogue"):
+            continue  # per-dialogue values are shown rounded only on run pages, which show one run
+        for rounded in _four_decimals(number.value):
+            if rounded not in allowed_text and not rounded.endswith("00"):
+                found.setdefault(rounded, f"{number.run}: {number.what} = {text} (shown as {rounded})")
+    return found
+
+
+NUMBER = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?")
+
+
+def body_of(response: Any) -> str:
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    return content.decode("utf-8", errors="replace")
+
+
+# The walk ------------------------------------------------------------------------------------------
+
+def _patterns(resolver: URLResolver | None = None) -> list[URLPattern | URLResolver]:
+    return list((resolver or get_resolver()).url_patterns)
+
+
+def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
+    """Concrete paths for one named URL."""
+    slug = leak.world.task.slug
+    if name == "statistics-export":
+        return ([reverse(name, args=[slug, MEASURE, kind_]) for kind_ in EXPORT_KINDS]
+                + [reverse(name, args=[slug, "all", "means.tex"])])
+    if name == "pvalues-page":
+        return [reverse(name, args=[slug, MEASURE])]
+    if name == "organiser-results":
+        return [reverse(name, args=[slug, "csv"]), reverse(name, args=[slug, "json"])]
+    if name == "api-not-found":
+        return ["/api/v1/nothing/"]
+    if kind == RUN or name == "run-visibility":
+        return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
+    if kind in (BOARD, ORGANISER, TASK_RUNS) or name in ("upload", "organiser-rescore", "api-upload"):
+        return [reverse(name, args=[slug])]
+    return [reverse(name)]
+
+
+def clients(leak: LeakWorld) -> dict[str, tuple[Client, Any]]:
+    made = {"anonymous": (Client(raise_request_exception=False), None)}
+    for role, user in (("alice", leak.world.alice), ("bob", leak.world.bob),
+                       ("organiser", leak.world.organiser), ("staff", leak.world.staff)):
+        client = Client(raise_request_exception=False)
+        client.force_login(user)
+        made[role] = (client, user)
+    return made
+
+
+def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, kinds: tuple[str, ...]) -> list[str]:
+    """Request every URL of these kinds with every phase value class as every role; the problems."""
+    problems: list[str] = []
+    targets = [(URL_KINDS[pattern.name], url) for pattern in _patterns()
+               if isinstance(pattern, URLPattern) and URL_KINDS[pattern.name] in kinds
+               for url in url_targets(leak, URL_KINDS[pattern.name], pattern.name)]
+    for role, (client, user) in clients(leak).items():
+        if role not in leak.numbers:
+            leak.numbers[role] = numbers_for(leak, user, state)
+        forbidden = forbidden_strings(leak.numbers[role])
+        for kind, url in targets:
+            takes_phase = kind in (BOARD, ORGANISER)
+            statuses: dict[str, int] = {}
+            for label in classes if takes_phase else ("absent",):
+                query, meaning = PHASE_VALUES[label]
+                response = client.get(f"{url}?{query}" if query else url)
+                where = f"[{state.name}; {stats} statistics] {role} GET {url} ({label})"
+                statuses[label] = response.status_code
+                if response.status_code >= 500:
+                    problems.append(f"{where}: {response.status_code}")
+                # Signing in comes first on organiser pages: anonymous visitors are sent to log in
+                # whatever the phase, which tells them nothing about the task's phases.
+                to_login = role == "anonymous" and response.status_code == 302 and \
+                    response["Location"].startswith("/accounts/login/")
+                if meaning == UNKNOWN and response.status_code != 404 and not to_login:
+                    problems.append(f"{where}: {response.status_code}, not 404, for a phase that does not exist")
+                if meaning == DEFAULT and response.status_code != statuses["absent"]:
+                    problems.append(f"{where}: {response.status_code}, not {statuses['absent']} as without ?phase=")
+                leaked = sorted(set(NUMBER.findall(body_of(response))) & forbidden.keys())
+                if leaked:
+                    problems.append(f"{where}: {response.status_code} with {len(leaked)} forbidden number(s), "
+                                    f"e.g. {forbidden[leaked[0]]}")
+    return problems
+
+
+def test_every_url_is_classified() -> None:
+    """A URL nobody classified is a URL the leak walk would skip."""
+    names = []
+    for pattern in _patterns():
+        if isinstance(pattern, URLResolver):
+            assert pattern.namespace == "admin", f"an included URL conf {pattern.pattern} is not classified"
+            continue
+        assert pattern.name, f"URL {pattern.pattern} has no name, so it cannot be classified"
+        names.append(pattern.name)
+    unclassified = sorted(set(names) - set(URL_KINDS))
+    assert not unclassified, f"classify these URLs in URL_KINDS of tests/test_leak_matrix.py: {unclassified}"
+    assert not set(URL_KINDS) - set(names), f"URL_KINDS names URLs that are gone: {set(URL_KINDS) - set(names)}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", STATES, ids=[state.name for state in STATES])
+def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None:
+    # The production shape's lookups (task and phases from the shared cache, renewed by the
+    # signals) and sessions in the cache: about half the queries per request, same rules.
+    settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
+    leak = build_world()
+    # Statistics as stored while the final results were public, then the state is entered: the
+    # pages must not serve numbers those records hold but the state forbids.
+    enter_state(leak, "final", False, True)
+    compute_task_statistics(leak.world.task.pk)
+    # A run hidden by its team after that computation: the stored statistics still hold it.
+    with committing():
+        Run.objects.filter(name="test-c1").update(is_public=False)
+        services.board_changed(leak.world.task)
+    enter_state(leak, state.running, state.test_published, state.final_published)
+    # Stale statistics can only reach the pages and exports of boards.
+    problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
+    compute_task_statistics(leak.world.task.pk)
+    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh", (BOARD, ORGANISER, RUN, TASK_RUNS, PAGE, POST))
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
+
+
+# The decisions behind the walk, one by one --------------------------------------------------------
+
+def _phase(world: World, name: str, kind: str, days: tuple[float, float], **fields: Any) -> Phase:
+    now = timezone.now()
+    with committing():
+        return Phase.objects.create(task=world.task, name=name, kind=kind, gold_version=world.gold_version,
+                                    starts_at=now + timedelta(days=days[0]), ends_at=now + timedelta(days=days[1]),
+                                    **fields)
+
+
+@pytest.mark.django_db
+def test_an_unknown_phase_is_a_404_that_says_so(world: World) -> None:
+    _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    slug = world.task.slug
+    answer = Client().get(f"/api/v1/tasks/{slug}/leaderboard/?phase=TEST")
+    assert (answer.status_code, answer.json()) == (404, {"errors": ["no such phase in this task"]})
+    assert Client().get(f"/tasks/{slug}/leaderboard.csv?phase=bogus").status_code == 404
+    # An empty value is no value: the default board (the open phase).
+    assert Client().get(f"/api/v1/tasks/{slug}/leaderboard/?phase=").json()["phase"] == "test"
+
+
+@pytest.mark.django_db
+def test_a_task_whose_phases_have_not_started_shows_no_run_to_anybody(world: World) -> None:
+    """Before its first phase a task shows an explanation, not the phase-less board (every run
+    on the latest gold, on the whole set) - organisers included: they pick a phase by name."""
+    assert _upload(world, world.alice, 1, "early", None).scores.exists()
+    _phase(world, "test", Phase.TEST, (2, 3), live_subset_size=10)
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    for client in (Client(), organiser):
+        board = client.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
+        assert board["runs"] == [] and board["phase"] is None
+        assert board["note"].startswith("No phase of this task has started yet: the first, test, opens at ")
+        page = client.get(f"/tasks/{world.task.slug}/").content.decode()
+        assert "No phase of this task has started yet" in page and "early" not in page
+    named = organiser.get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=test").json()
+    assert named["scope"] == "live" and named["runs"]  # the baselines of its gold
+
+
+@pytest.mark.django_db
+def test_statistics_of_another_scope_are_not_served(world: World) -> None:
+    """Withdrawing the final publication keeps the test board's whole-set statistics until they are
+    computed again: meanwhile its pages and exports show none, not whole-set means."""
+    test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    final = _phase(world, "final", Phase.FINAL, (2, 30), results_published=True)
+    for seed, user in enumerate((world.alice, world.bob)):
+        _upload(world, user, seed, f"run-{seed}", test)
+    compute_task_statistics(world.task.pk)
+    assert TaskStatistics.objects.get(phase=test).scope == Score.FULL
+    final.results_published = False
+    with committing():
+        final.save()
+    assert TaskStatistics.objects.get(phase=test).scope == Score.FULL  # not recomputed yet (statistics off)
+    base = f"/tasks/{world.task.slug}/statistics"
+    assert Client().get(f"{base}/all/means.tex?phase=test").status_code == 404
+    assert Client().get(f"{base}/{MEASURE}/pvalues/?phase=test").status_code == 404
+    page = Client().get(f"{base}/?phase=test").content.decode()
+    assert "computed over the whole gold, not over what it shows now (the live subset, 4 runs on the board)" in page
+    compute_task_statistics(world.task.pk)
+    assert TaskStatistics.objects.get(phase=test).scope == Score.LIVE
+    assert Client().get(f"{base}/all/means.tex?phase=test").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_server: Any) -> None:
+    """``tests.workers.leak_probe``, which the reliability report runs against a live server: no
+    problem on this server, and a problem for each number it is told is forbidden but shown."""
+    from tests.workers import forbidden_test_numbers, leak_probe
+
+    world = make_world(n_dialogues=30, seed=5, permutations=100)
+    test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
+    _phase(world, "final", Phase.FINAL, (2, 30))
+    for seed, user in enumerate((world.alice, world.bob)):
+        _upload(world, user, seed, f"run-{seed}", test)
+    compute_task_statistics(world.task.pk)
+    forbidden, per_dialogue, allowed = forbidden_test_numbers(world.task.slug)
+    assert len(forbidden) > 50 and len(per_dialogue) > 1000 and allowed
+    problems = leak_probe(live_server.url, world.task.slug, ["test", "final"], forbidden, allowed,
+                          forbidden_exact=per_dialogue)
+    assert problems == [], "\n".join(problems)
+    # The live means are on the board: told they are forbidden, the probe reports them.
+    live = [value for score in Score.objects.filter(scope=Score.LIVE, run__is_baseline=False)
+            for value in score.summary["nugget"].values()]
+    found = leak_probe(live_server.url, world.task.slug, ["test", "final"], live)
+    assert any("/api/v1/tasks/demo-task/leaderboard/ (absent)" in problem for problem in found)
+    assert any("leaderboard.csv?phase=test (known test)" in problem for problem in found)
