@@ -64,13 +64,15 @@ class CliError(Exception):
 class ApiError(CliError):
     """The server answered with an HTTP error status."""
 
-    def __init__(self, status: int, reason: str, url: str, errors: list[str], hint: str = "") -> None:
+    def __init__(self, status: int, reason: str, url: str, errors: list[str], hint: str = "",
+                 retry_after: int | None = None) -> None:
         exit_code = EXIT_INVALID if 400 <= status < 500 and status != 408 else EXIT_NETWORK
         what = "the server rejected the request" if exit_code == EXIT_INVALID else "the server failed"
         details = list(errors) + ([hint] if hint else [])
         super().__init__(f"{what} (HTTP {status} {reason}, {url}):", exit_code, details)
         self.status = status
         self.errors = errors
+        self.retry_after = retry_after
 
 
 # Output ------------------------------------------------------------------------------------
@@ -476,9 +478,10 @@ def api_error(response: Response) -> ApiError:
         errors = [f"HTTP {response.status} {response.reason}"]
     hint = hint_for(response.status, response.url)
     retry = response.headers.get("Retry-After")
-    if response.status == 429 and retry:
+    if response.status in (429, 503) and retry:
         hint = f"try again in {retry} s"
-    return ApiError(response.status, response.reason, response.url, errors, hint)
+    seconds = int(retry) if retry and retry.strip().isdigit() else None
+    return ApiError(response.status, response.reason, response.url, errors, hint, seconds)
 
 
 # Multipart upload --------------------------------------------------------------------------
@@ -603,6 +606,9 @@ def finish_run(run: dict[str, Any], client: Client, args: argparse.Namespace) ->
     return EXIT_RUN_FAILED if run.get("status") == "failed" else EXIT_OK
 
 
+BUSY_RETRIES = 10
+
+
 def command_submit(args: argparse.Namespace, client: Client) -> int:
     size = check_run_file(args.run_file, args.max_size)
     description = args.description
@@ -619,10 +625,23 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
         fields.append(("description", description))
     if args.priority is not None:
         fields.append(("priority", str(args.priority)))
-    content_type, body = multipart_body(fields, args.run_file, size)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
-    response = client.request("POST", task_path(args.task, "runs/"), body, content_type,
-                              progress=lambda total: Progress(total, show))
+    attempt = 0
+    while True:
+        content_type, body = multipart_body(fields, args.run_file, size)
+        try:
+            response = client.request("POST", task_path(args.task, "runs/"), body, content_type,
+                                      progress=lambda total: Progress(total, show))
+            break
+        except ApiError as error:
+            # 503 with Retry-After: the server is validating other uploads and stored nothing.
+            if error.status != 503 or error.retry_after is None or attempt >= BUSY_RETRIES:
+                raise
+            attempt += 1
+            wait = min(max(error.retry_after, 1), 120)
+            warn(f"the server is busy ({error.errors[0] if error.errors else 'HTTP 503'}); sending the file again "
+                 f"in {wait} s (try {attempt} of {BUSY_RETRIES})")
+            time.sleep(wait)
     created = response.json()
     run_id = created.get("id")
     if not isinstance(run_id, int):

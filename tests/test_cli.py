@@ -390,3 +390,26 @@ def test_the_client_runs_under_python_3_8(served: Served, tmp_path: Path) -> Non
         silent = cli("--server", f"http://127.0.0.1:{listener.getsockname()[1]}", "--timeout", "0.5", "tasks",
                      python=python)
     assert (silent.returncode, "within 0.5 s" in silent.stderr) == (3, True), silent.stderr
+
+
+def test_submit_sends_the_file_again_when_the_server_is_busy_validating(served: Served, tmp_path: Path,
+                                                                        settings: Any) -> None:
+    """A server validating other uploads answers 503 with Retry-After and stores nothing; the
+    client waits as told and sends the file again, once, and the run is accepted."""
+    from tasks import services
+
+    settings.EVALSERVER_VALIDATION_SLOTS = 1
+    settings.EVALSERVER_VALIDATION_WAIT_SECONDS = 0  # refuse at once instead of waiting for the slot
+    with services.validation_slot():  # created on first use
+        pass
+    slot = services._validation_slots[1]
+    assert slot.acquire(timeout=5)  # another upload is being validated in the server's process
+    threading.Timer(1.0, slot.release).start()
+    path = write_run(tmp_path, served.world)
+    result = cli("submit", SLUG, str(path), "--name", "patient", server=served.url, token=served.world.alice_token)
+    assert result.returncode == 0, result.stderr
+    assert "the server is busy (the server is validating 1 other upload(s); nothing was stored" in result.stderr
+    assert "sending the file again in 5 s (try 1 of 10)" in result.stderr
+    from tasks.models import Run
+
+    assert list(Run.objects.filter(name="patient").values_list("status", flat=True)) == ["done"]

@@ -549,6 +549,19 @@ def upload(base_url: str, slug: str, token: str, content: bytes, name: str, time
     return call(f"{base_url}/api/v1/tasks/{slug}/runs/", token, body, content_type, timeout=timeout)
 
 
+def upload_patiently(base_url: str, slug: str, token: str, content: bytes, name: str, timeout: float = 60,
+                     tries: int = 10) -> Reply:
+    """``upload``, sent again as a client should when the server answers 503 with Retry-After
+    (it is validating other uploads and stored nothing)."""
+    for _ in range(tries):
+        reply = upload(base_url, slug, token, content, name, timeout=timeout)
+        retry = reply.headers.get("retry-after", "")
+        if reply.status != 503 or not retry.isdigit():
+            return reply
+        time.sleep(min(int(retry), 30))
+    return reply
+
+
 def looks_like_traceback(reply: Reply) -> bool:
     text = reply.body[:20000].decode(errors="replace")
     return "Traceback (most recent call last)" in text or "technical_500" in text or 'id="traceback"' in text
@@ -819,7 +832,7 @@ def postgres_restart_drill(work_dir: Path, broker_url: str, queue: str, outage: 
         big_content = big_run(big_gold(big_dialogues))
         with Traffic(base_url, "restart", token, content, readers_per_path) as traffic:
             time.sleep(1)
-            reply = upload(base_url, "restart-big", big_token, big_content, "in-flight", timeout=120)
+            reply = upload_patiently(base_url, "restart-big", big_token, big_content, "in-flight", timeout=120)
             if reply.status != 202:
                 raise RuntimeError(f"the big upload answered {reply.status}: {reply.body[:300]!r}")
             big_id = reply.json()["id"]
