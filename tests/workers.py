@@ -520,6 +520,41 @@ def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[by
     return head + part, f"multipart/form-data; boundary={boundary}"
 
 
+def send_case(url: str, token: str, transport: str, fields: dict[str, str], filename: str,
+              content: bytes) -> Reply:
+    """An upload sent over HTTP the way a hostile corpus case says (``Case.transport``)."""
+    if transport == "json":
+        return call(url, token, content, "application/json")
+    body, content_type = multipart(fields, filename, content)
+    boundary = content_type.split("boundary=", 1)[1]
+    if transport == "no-file":
+        body = body.replace(b'name="file"', b'name="attachment"', 1)
+    elif transport == "many-files":
+        extra = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="extra"; filename="x{i}.json"\r\n'
+                         f"Content-Type: application/json\r\n\r\n[]\r\n".encode() for i in range(120))
+        body = extra + body
+    elif transport == "chunked":
+        # As curl -H 'Transfer-Encoding: chunked' sends it: no Content-Length at all.
+        parts = urlsplit(url)
+        started = time.perf_counter()
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        try:
+            connection.putrequest("POST", parts.path)
+            connection.putheader("Authorization", f"Token {token}")
+            connection.putheader("Content-Type", content_type)
+            connection.putheader("Transfer-Encoding", "chunked")
+            connection.endheaders()
+            connection.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            response = connection.getresponse()
+            return Reply(response.status, response.read(), {k.lower(): v for k, v in response.getheaders()},
+                         time.perf_counter() - started)
+        except OSError:
+            return Reply(0, b"", {}, time.perf_counter() - started)
+        finally:
+            connection.close()
+    return call(url, token, body, content_type)
+
+
 def call(url: str, token: str | None = None, body: bytes | None = None, content_type: str | None = None,
          timeout: float = 60, accept: str = "application/json") -> Reply:
     """One request on a fresh connection; HTTP errors and refused connections are answers, not exceptions."""
