@@ -852,6 +852,9 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
             free_team, free_token = next(iter(free["tokens"].items()))
             confusable_names(tally, redis_site.base_url, db, free_token, free_team, upload_dir, worker)
             say(f"   {tally.names_refused}/{tally.names_tried} refused correctly")
+            say("5. leak probe: every board path x every ?phase= class")
+            tally.trust("test scores before publication (leak probe)", trust_probes.leak(redis_site.base_url,
+                                                                                         redis_site.env))
             say("5. overflowing values")
             tally.trust("overflow", trust_probes.overflow(
                 redis_site.base_url, "corpus-free", free_token, big_gold(30),

@@ -124,6 +124,25 @@ def requeue_backlog(base_url: str, slug: str, token: str, gold: list, broker_url
     return (text if not problems else f"{text}; PROBLEMS: {'; '.join(problems)}"), ids, len(problems)
 
 
+def leak(base_url: str, env: dict[str, str]) -> tuple[str, int]:
+    """A task with development, test (live subset) and unpublished final phases, runs of three
+    teams (one hidden) and statistics, built in the site's database; then every board path x
+    every class of ``?phase=`` value over HTTP (``tests.workers.leak_probe``): no 5xx, a 404 for
+    every value that names no phase, and no whole-set test mean or per-dialogue test score."""
+    env = {key: value for key, value in env.items() if key != "CELERY_BROKER_URL"}  # scored in-process
+    spec = json.dumps({"slug": "leak", "base_url": base_url})
+    completed = subprocess.run([PYTHON, "-m", "tests.workers", "leak", spec], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=900)
+    if completed.returncode:
+        return f"the probe failed: {completed.stderr[-500:]}", 1
+    found = json.loads(completed.stdout.strip().splitlines()[-1])
+    text = (f"{found['requests']} anonymous requests (11 board paths x {found['requests'] // 11} ?phase= classes) "
+            f"searched for {found['forbidden']} whole-set test means and {found['per_dialogue']} per-dialogue test "
+            f"scores: {len(found['problems'])} problems")
+    shown = "; ".join(found["problems"][:5])
+    return (text if not found["problems"] else f"{text}: {shown}"), len(found["problems"])
+
+
 def table_lines(lines: Iterable[str]) -> str:
     """A benchmark's markdown table squeezed into one report cell."""
     return " / ".join(line.strip("| ") for line in lines if not line.startswith("|---"))

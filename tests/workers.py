@@ -1138,6 +1138,58 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
             "phase": phase.name if phase else None}
 
 
+def leak_site(spec: dict[str, Any]) -> dict[str, Any]:
+    """Build a task with a development phase (its own gold, closed), an open test phase on the test
+    gold with a live subset and an unpublished final phase on the same gold, runs of two teams
+    (one hidden) and stored statistics; then ``leak_probe`` the live server at ``spec["base_url"]``
+    for it. Runs inside Django (``python -m tests.workers leak``), scoring in-process."""
+    from datetime import timedelta
+
+    import django
+    import orjson
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from fixtures.synthetic import generate_gold, generate_run
+    from leaderboard.statistics import compute_task_statistics
+    from tasks import services
+    from tasks.models import Phase, Team
+
+    slug = spec["slug"]
+    task = services.create_task(slug, "stc3", "Leak probe")
+    task.permutations = 200
+    task.save()
+    development = services.load_gold_version(task, orjson.dumps(generate_gold(30, seed=3)), "dev.json")
+    test_gold = generate_gold(40, seed=4)
+    test = services.load_gold_version(task, orjson.dumps(test_gold), "test.json", label="test")
+    now = timezone.now()
+    Phase.objects.create(task=task, name="development", kind=Phase.DEVELOPMENT, gold_version=development,
+                         starts_at=now - timedelta(days=9), ends_at=now - timedelta(days=2))
+    phase = Phase.objects.create(task=task, name="test", kind=Phase.TEST, gold_version=test,
+                                 starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=1),
+                                 live_subset_size=15, live_subset_seed=3)
+    Phase.objects.create(task=task, name="final", kind=Phase.FINAL, gold_version=test,
+                         starts_at=now + timedelta(days=2), ends_at=now + timedelta(days=9))
+    users = get_user_model()
+    for number, public in ((1, True), (2, True), (3, False)):
+        team = Team.objects.create(name=f"Leak {number}", slug=f"{slug}-t{number}")
+        user = users.objects.create_user(f"{slug}-u{number}", password=uuid.uuid4().hex)
+        team.members.add(user)
+        run = services.submit_run(task, user, services.Submission(
+            content=orjson.dumps(generate_run(test_gold, "noisy", noise=0.2 + 0.1 * number, seed=number)),
+            name=f"leak-run-{number}", description="method", is_public=public), phase)
+        services.score_run(run.pk)
+    compute_task_statistics(task.pk)
+    forbidden, per_dialogue, allowed = forbidden_test_numbers(slug)
+    problems = leak_probe(spec["base_url"], slug, ["development", "test", "final"], forbidden, allowed,
+                          forbidden_exact=per_dialogue)
+    requests = len(leak_probe_paths(slug)) * len(leak_probe_phase_values(["development", "test", "final"]))
+    return {"problems": problems, "requests": requests, "forbidden": len(forbidden),
+            "per_dialogue": len(per_dialogue)}
+
+
 def seed_site(env: dict[str, str], spec: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
     """``seed`` in a subprocess with ``env`` (its DATABASE_URL is the site's database)."""
     env = {key: value for key, value in env.items() if key != "CELERY_BROKER_URL"}  # baselines in-process
@@ -1164,7 +1216,10 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "seed":
         print(json.dumps(seed(json.loads(argv[1]))))
         return 0
-    print("usage: python -m tests.workers seed SPEC_JSON", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "leak":
+        print(json.dumps(leak_site(json.loads(argv[1]))))
+        return 0
+    print("usage: python -m tests.workers seed|leak SPEC_JSON", file=sys.stderr)
     return 2
 
 
