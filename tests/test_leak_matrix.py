@@ -487,3 +487,14 @@ def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_ser
     found = leak_probe(live_server.url, world.task.slug, ["test", "final"], live)
     assert any("/api/v1/tasks/demo-task/leaderboard/ (absent)" in problem for problem in found)
     assert any("leaderboard.csv?phase=test (known test)" in problem for problem in found)
+
+
+@pytest.mark.django_db
+def test_an_unknown_phase_page_says_which_thing_was_not_found(world: World, settings) -> None:
+    """A newcomer who typed ?phase=Test reads why the page is missing, not only "nothing here"."""
+    settings.DEBUG = False
+    _phase(world, "test", Phase.TEST, (-1, 1))
+    page = Client().get(f"/tasks/{world.task.slug}/?phase=Test")
+    assert page.status_code == 404
+    assert "No such phase in this task." in page.content.decode()
+    assert "Resolver404" not in Client().get("/no/such/page/").content.decode()
