@@ -23,6 +23,11 @@ limit, 1 s grace) so dead attempts go stale in seconds.
    Cyrillic look-alike of an existing name, and bytes that are not UTF-8 (multipart and
    urlencoded), sent over HTTP to the API and the sign-up form; each must be refused with a
    message naming the character (or the invalid UTF-8), and nothing stored.
+5. The trust probes of issue 11 (``benchmarks/trust_probes.py``): no whole-set or per-dialogue test
+   score before publication on any board path with any ``?phase=`` value, overflowing values scored
+   without NaN, ``requeue_stuck`` under a backlog, memory per upload and readers during hostile
+   uploads (``benchmarks/upload_memory.py``), a burst of 10 uploads in 5 s ending with statistics over
+   every run (``benchmarks/statistics_burst.py``).
 
 Prints one table. Exit status 1 (and FAIL in the table) when a must-be-zero figure is not zero,
 a fault was not recovered or a target was missed (or could not be measured), 2 when the set-up
