@@ -9,6 +9,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Q
 
+from scoring.kinds import measure_key
 from scoring.measures import MEASURES
 from tasks import access
 from tasks.models import GoldVersion, Phase, Run, Score, Task
@@ -32,6 +33,11 @@ class Column:
     @property
     def long_title(self) -> str:
         return MEASURES[self.measure].title
+
+    @property
+    def lower_is_better(self) -> bool:
+        """The measure's direction, from the measure registry: what "best" means for statistics."""
+        return MEASURES[self.measure].lower_is_better
 
 
 @dataclass
@@ -102,9 +108,10 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
     scores = {score.run_id: score.summary for score in Score.objects.filter(
         run__in=runs, gold_version=version, scope=board.scope).only("run_id", "summary")}
     for dim in config.quality_dimensions if version.has_quality else ():
-        board.columns += [Column(f"quality.{dim}.{name}", "quality", dim, name) for name in config.quality_measures]
+        board.columns += [Column(measure_key("quality", dim, name), "quality", dim, name)
+                          for name in config.quality_measures]
     if version.has_nugget:
-        board.columns += [Column(f"nugget.{name}", "nugget", None, name) for name in config.nugget_measures]
+        board.columns += [Column(measure_key("nugget", name), "nugget", None, name) for name in config.nugget_measures]
     for run in runs:
         summary = scores.get(run.pk)
         if summary is None:

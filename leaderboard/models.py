@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from django.db import models
+
+from scoring import stats
 
 
 class TaskStatistics(models.Model):
     """Randomised Tukey HSD, bootstrap intervals and meta-evaluation over a leaderboard's runs.
 
     One record per board (task, or task and phase): when and over which runs the numbers were
-    computed, and ``meta`` (discriminative power, delta required, Kendall's tau). The numbers of
+    computed, the significance level ``alpha`` their top groups were drawn at, and ``meta``
+    (discriminative power, delta required, Kendall's tau). The numbers of
     each measure are in :class:`MeasureStatistics` rows, so that a page showing one measure
     reads one small row instead of every measure's k x k matrices (with 100 runs and 24
     measures those are about a million numbers).
@@ -34,6 +36,9 @@ class TaskStatistics(models.Model):
     computed_at = models.DateTimeField(auto_now=True)
     generation = models.PositiveBigIntegerField(
         default=0, help_text="the board's requested generation (StatisticsState) these numbers were computed for")
+    alpha = models.FloatField(
+        default=stats.SIGNIFICANCE_LEVEL,
+        help_text="the significance level of the top groups (and every mark and note that says 'significant')")
 
     class Meta:
         constraints = [
@@ -64,14 +69,15 @@ class MeasureStatistics(models.Model):
 
     ``summary`` is what leaderboard pages need: ``run_ids`` (matrix order), ``means``,
     ``ci_low``/``ci_high`` (95% bootstrap interval), ``top_group`` (run ids not significantly
-    different from the best), ``residual_variance`` and ``effect_sizes_defined``.
+    different from the best at the record's ``alpha``, best taken in the measure's direction),
+    ``residual_variance`` and ``effect_sizes_defined``.
 
     ``pairwise`` holds, for every pair i < j in row-major order, the number of permutations
     whose range reached the pair's difference, as little-endian uint32: 4 bytes a pair, where
     the four k x k float64 matrices would take 64 (with 500 runs and 24 measures, 12 MB per
-    recomputation instead of 190 MB). :meth:`matrices` rebuilds p-values, differences, effect
-    sizes and Monte Carlo standard errors from it with the formulas of ``scoring.stats``, bit for
-    bit (tested).
+    recomputation instead of 190 MB). :meth:`result` rebuilds p-values, differences, effect
+    sizes and Monte Carlo standard errors from it with ``scoring.stats.TukeyHSDResult.from_counts``,
+    bit for bit (tested); no number is computed here.
     """
 
     statistics = models.ForeignKey(TaskStatistics, on_delete=models.CASCADE, related_name="measures")
@@ -86,34 +92,29 @@ class MeasureStatistics(models.Model):
         return f"{self.key} of {self.statistics}"
 
     @staticmethod
-    def pack(pvalues: np.ndarray, n_permutations: int) -> bytes:
-        """The exceedance counts behind ``pvalues = (count + 1) / (B + 1)`` of the pairs i < j."""
-        upper = pvalues[np.triu_indices(pvalues.shape[0], 1)]
-        counts = np.rint(upper * (n_permutations + 1)).astype(np.int64) - 1
-        if counts.size and (counts.min() < 0 or counts.max() > n_permutations):
-            raise ValueError("p-values are not of the form (count + 1) / (B + 1)")
-        return counts.astype("<u4").tobytes()
+    def pack(result: stats.TukeyHSDResult) -> bytes:
+        """The result's exceedance counts (:meth:`scoring.stats.TukeyHSDResult.exceedance_counts`)
+        as stored: little-endian uint32, 4 bytes a pair."""
+        return result.exceedance_counts().astype("<u4").tobytes()
+
+    def result(self, n_permutations: int | None = None) -> stats.TukeyHSDResult:
+        """The measure's Tukey HSD result rebuilt from the stored counts and summary by
+        :meth:`scoring.stats.TukeyHSDResult.from_counts`, bit for bit (tested), indexed like
+        ``summary["run_ids"]``."""
+        record = self.statistics
+        return stats.TukeyHSDResult.from_counts(
+            np.frombuffer(bytes(self.pairwise), dtype="<u4"), self.summary["means"],
+            residual_variance=self.summary["residual_variance"],
+            effect_sizes_defined=self.summary.get("effect_sizes_defined", True),
+            n_permutations=n_permutations or record.permutations, seed=record.seed or 0,
+            n_dialogues=record.n_dialogues or 0, measure=self.key)
 
     def matrices(self, n_permutations: int | None = None) -> dict[str, np.ndarray]:
         """``pvalues``, ``differences``, ``effect_sizes`` (NaN where undefined) and ``mc_se``,
         indexed like ``summary["run_ids"]``."""
-        n_permutations = n_permutations or self.statistics.permutations
-        k = len(self.summary["run_ids"])
-        counts = np.frombuffer(bytes(self.pairwise), dtype="<u4").astype(np.int64)
-        upper = np.triu_indices(k, 1)
-        if counts.size != upper[0].size:
-            raise ValueError(f"stored statistics of {self.key} hold {counts.size} pairs, expected {upper[0].size}")
-        pvalues = np.ones((k, k))
-        pvalues[upper] = (counts + 1) / (n_permutations + 1)
-        pvalues[upper[1], upper[0]] = pvalues[upper]
-        means = np.asarray(self.summary["means"], dtype=np.float64)
-        differences = means[:, None] - means[None, :]
-        if self.summary.get("effect_sizes_defined", True):
-            effect_sizes = differences / math.sqrt(self.summary["residual_variance"])
-        else:
-            effect_sizes = np.full_like(differences, np.nan)
-        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
-        return {"pvalues": pvalues, "differences": differences, "effect_sizes": effect_sizes, "mc_se": mc_se}
+        result = self.result(n_permutations)
+        return {"pvalues": result.pvalues, "differences": result.differences, "effect_sizes": result.effect_sizes,
+                "mc_se": result.mc_standard_errors}
 
     def entry(self) -> dict[str, Any]:
         """Summary and matrices in one mapping (what :meth:`scoring.stats.TukeyHSDResult.from_stored` reads)."""

@@ -1,7 +1,9 @@
 """Significance statistics of leaderboards: computed in Celery, stored, and read by the pages.
 
 The numbers come from the framework-free ``scoring.stats``; this module only gathers the
-dialogue-by-run matrices (one query per board) and stores the results.
+dialogue-by-run matrices (one query per board), calls it and stores the results with the
+significance level they were drawn at. When a computation runs is ``leaderboard.scheduling``'s
+concern; how the stored numbers are drawn on a page is ``leaderboard.charts``'.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
     if board.gold_version is None:
         return "nothing stored: the board has no gold version"
     seed, permutations = task.statistics_seed, task.permutations
+    alpha = stats.SIGNIFICANCE_LEVEL
+    # "Best" (and so the top group) depends on the measure's direction, which the measure registry knows.
+    lower_is_better = {column.key: column.lower_is_better for column in board.columns}
     resamples = min(permutations, 10_000)
     gathered: dict[str, Matrices] = {}
     for subtask in SUBTASKS:
@@ -111,14 +116,15 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
                 "ci_low": intervals.lower.tolist(),
                 "ci_high": intervals.upper.tolist(),
                 "bootstrap": {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL},
-                "top_group": [matrices.run_ids[i] for i in result.top_group(alpha=0.05)],
+                "top_group": [matrices.run_ids[i] for i in
+                              result.top_group(alpha=alpha, lower_is_better=lower_is_better[key])],
                 "residual_variance": float(result.residual_variance),
-                "effect_sizes_defined": bool(np.isfinite(result.effect_sizes).all()),
+                "effect_sizes_defined": result.effect_sizes_defined,
             }
-            pairwise[key] = MeasureStatistics.pack(result.pvalues, permutations)
+            pairwise[key] = MeasureStatistics.pack(result)
         results = {key: tukey[key] for key in matrices.by_key}
         meta[subtask] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
-                                                        seed=seed))
+                                                        seed=seed, lower_is_better=lower_is_better))
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
@@ -131,7 +137,7 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
             task=task, phase=phase,
             defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
                       "run_ids": [row["id"] for row in board.rows], "run_labels": labels,
-                      "meta": meta, "permutations": permutations, "seed": seed,
+                      "meta": meta, "permutations": permutations, "seed": seed, "alpha": alpha,
                       "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
                       "scores_as_of": task.scores_changed_at, "generation": claim.generation})
         record.measures.all().delete()
@@ -178,46 +184,11 @@ def stored_statistics(task: Task, phase: Phase | None) -> TaskStatistics | None:
 
 def measure_summary(task: Task, phase_id: int | None, key: str) -> dict[str, Any] | None:
     """The stored summary of one measure of a board (one small query; no pairwise matrices),
-    with ``computed_at``: when the board's statistics were computed."""
+    with ``computed_at`` (when the board's statistics were computed) and ``alpha`` (the
+    significance level of its top group)."""
     row = (MeasureStatistics.objects.filter(statistics__task=task, statistics__phase_id=phase_id, key=key)
-           .values_list("summary", "statistics__computed_at").first())
+           .values_list("summary", "statistics__computed_at", "statistics__alpha").first())
     if row is None:
         return None
-    summary, computed_at = row
-    return {**summary, "computed_at": computed_at}
-
-
-def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
-    """Geometry of an SVG interval chart (mean and 95% interval per run, in the table's order)."""
-    if entry is None:
-        return None
-    where = {run_id: i for i, run_id in enumerate(entry["run_ids"])}
-    shown = [row for row in rows if row["id"] in where]
-    if not shown:
-        return None
-    low = min(entry["ci_low"][where[row["id"]]] for row in shown)
-    high = max(entry["ci_high"][where[row["id"]]] for row in shown)
-    span = (high - low) or 1.0
-    low, high = max(0.0, low - 0.05 * span), high + 0.05 * span
-    left, right, step = 230, 760, 18
-    top_group = set(entry["top_group"])
-
-    def x(value: float) -> int:
-        return round(left + (value - low) / (high - low) * (right - left))
-
-    bars = []
-    for number, row in enumerate(shown):
-        i = where[row["id"]]
-        bars.append({"label": f"{row['team']} / {row['name']}", "y": 14 + number * step,
-                     "low": x(entry["ci_low"][i]), "high": x(entry["ci_high"][i]), "mean": x(entry["means"][i]),
-                     "value": entry["means"][i], "value_low": entry["ci_low"][i], "value_high": entry["ci_high"][i],
-                     "top": row["id"] in top_group, "baseline": row["is_baseline"]})
-    axis_y = 14 + len(shown) * step
-    ticks = [{"x": x(value), "label": f"{value:.3f}"} for value in np.linspace(low, high, 6)]
-    return {"key": key, "title": key, "bars": bars, "ticks": ticks, "left": left, "right": right,
-            "axis_y": axis_y, "width": right + 30, "height": axis_y + 24,
-            # When and over which runs the statistics were computed, and how the intervals were drawn.
-            "computed_at": entry.get("computed_at"), "n_runs": len(entry["run_ids"]),
-            # How many of the runs the table shows now the statistics cover.
-            "n_shown": len(shown), "n_rows": len(rows),
-            "bootstrap": entry.get("bootstrap")}
+    summary, computed_at, alpha = row
+    return {**summary, "computed_at": computed_at, "alpha": alpha}

@@ -17,7 +17,14 @@ from django.utils.safestring import SafeString, mark_safe
 
 from leaderboard.board import Column
 
-TOP_MARK_TITLE = "not significantly different from the best run (randomised Tukey HSD, p ≥ 0.05)"
+# p-value cells get darker below each of these bounds (the last one only shades "close to").
+SHADE_BOUNDS: tuple[float, ...] = (0.01, 0.05, 0.1)
+_SHADES = (("#1f5fbf", "#fff"), ("#7aa6e6", "inherit"), ("#d6e4f8", "inherit"))
+
+
+def top_mark_title(alpha: float) -> str:
+    """What the top-group mark means, at the significance level the statistics were computed at."""
+    return f"not significantly different from the best run (randomised Tukey HSD, p ≥ {alpha:g})"
 
 
 def sort_link(phase_name: str | None, subtask: str, key: str) -> str:
@@ -26,10 +33,15 @@ def sort_link(phase_name: str | None, subtask: str, key: str) -> str:
 
 
 def board_table(rows: list[dict[str, Any]], columns: list[Column], dimensions: list[str], sort_key: str,
-                subtask: str, phase_name: str | None, top_group: Iterable[int]) -> SafeString:
+                subtask: str, phase_name: str | None, top_group: Iterable[int],
+                alpha: float | None = None) -> SafeString:
     """``<table>`` of the rows in their given order: rank on the sorted measure, team, run, and per
-    column the value with its rank per measure (ties share a rank)."""
+    column the value with its rank per measure (ties share a rank); the runs of ``top_group`` are
+    marked as not significantly different from the best at ``alpha``, the level their statistics
+    stored (needed whenever ``top_group`` is not empty)."""
     top = set(top_group)
+    if top and alpha is None:
+        raise ValueError("a top group needs the significance level it was drawn at")
     parts = ['<table class="board" id="board"><thead>']
     if dimensions:
         groups = "".join(f'<th colspan="{sum(1 for c in columns if c.dimension == dim)}" class="group">'
@@ -43,7 +55,7 @@ def board_table(rows: list[dict[str, Any]], columns: list[Column], dimensions: l
                      f'<a href="{escape(sort_link(phase_name, subtask, column.key))}">{escape(column.title)}{arrow}'
                      f"</a></th>")
     parts.append("</tr></thead><tbody>")
-    mark = f' <span class="top" title="{escape(TOP_MARK_TITLE)}">●</span>'
+    mark = f' <span class="top" title="{escape(top_mark_title(alpha))}">●</span>' if top else ""
     for row in rows:
         ranks, values = row["ranks"], row["values"]
         rank = ranks.get(sort_key)
@@ -70,22 +82,20 @@ def board_table(rows: list[dict[str, Any]], columns: list[Column], dimensions: l
 
 
 def _shade(p: float) -> tuple[str, str]:
-    """Background and text colour of a p-value cell: darker for smaller p, white from 0.1."""
-    if p < 0.01:
-        return "#1f5fbf", "#fff"
-    if p < 0.05:
-        return "#7aa6e6", "inherit"
-    if p < 0.1:
-        return "#d6e4f8", "inherit"
+    """Background and text colour of a p-value cell: darker for smaller p, white from the last bound."""
+    for bound, shade in zip(SHADE_BOUNDS, _SHADES, strict=True):
+        if p < bound:
+            return shade
     return "#fff", "inherit"
 
 
-def pvalue_table(labels: list[str], entry: dict[str, Any]) -> SafeString:
-    """Runs x runs, best mean first: p in each cell (never 0: below 0.001 it says so), coloured by
-    p, with the difference, the effect size ES_E and the Monte Carlo standard error of p in the
-    cell's tooltip."""
+def pvalue_table(labels: list[str], entry: dict[str, Any], lower_is_better: bool = True) -> SafeString:
+    """Runs x runs, best mean first (in the measure's direction): p in each cell (never 0: below
+    0.001 it says so), coloured by p, with the difference, the effect size ES_E and the Monte Carlo
+    standard error of p in the cell's tooltip."""
     means = entry["means"]
-    order = sorted(range(len(labels)), key=lambda i: means[i])
+    sign = 1.0 if lower_is_better else -1.0
+    order = sorted(range(len(labels)), key=lambda i: sign * means[i])
     pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
     effects, errors = entry["effect_sizes"].tolist(), entry["mc_se"].tolist()
     parts = ['<table class="board pvalues"><thead><tr><th>run</th><th class="num">mean</th>']

@@ -26,10 +26,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from evalserver.clientip import client_ip
-from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, get_board
+from leaderboard.board import CACHE_SECONDS, Board, Column, board_cache_key, get_board
+from leaderboard.charts import interval_chart
 from leaderboard.scheduling import board_status
-from leaderboard.tables import board_table, pvalue_table, sort_link
+from leaderboard.tables import SHADE_BOUNDS, board_table, pvalue_table, sort_link
 from scoring import exports
+from scoring.kinds import measure_key
+from scoring.stats import alpha_suffix
 from tasks import access
 from tasks.lookup import cached_task
 from tasks.models import Task
@@ -83,8 +86,8 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
     config = task.scoring_config
-    known = {f"quality.{dim}.{name}" for dim in config.quality_dimensions for name in config.quality_measures}
-    known |= {f"nugget.{name}" for name in config.nugget_measures}
+    known = {measure_key("quality", dim, name) for dim in config.quality_dimensions for name in config.quality_measures}
+    known |= {measure_key("nugget", name) for name in config.nugget_measures}
     tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
     sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
     # One small query: the board's statistics state changes whenever the stored statistics do or
@@ -103,10 +106,14 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         "quota": quota_status(task, request.user) if team else None})
 
 
+def _column(board: Board, key: str) -> Column | None:
+    return next((column for column in board.columns if column.key == key), None)
+
+
 def _board_section(view: access.BoardAccess, tab: str, sort_key: str, status: Any) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
-    from leaderboard.statistics import interval_chart, measure_summary
+    from leaderboard.statistics import measure_summary
 
     task, phase, organiser = view.task, view.phase, view.organiser
     board = get_board(task, phase, organiser)
@@ -119,12 +126,16 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, status: An
     shown = sort_key and _shown_statistics(view, board) is not None
     summary = measure_summary(task, phase.pk if phase else None, sort_key) if shown else None
     top_group = summary["top_group"] if summary else []
+    # The level the stored top group was drawn at, read back with it.
+    alpha = summary["alpha"] if summary else None
     phase_name = phase.name if phase else None
     table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,
-                        phase_name, top_group) if rows else ""
+                        phase_name, top_group, alpha) if rows else ""
+    sorted_column = _column(board, sort_key)
+    chart = interval_chart(summary, rows, sort_key, sorted_column.lower_is_better) if sorted_column else None
     return render_to_string("leaderboard/board_section.html", {
         "task": task, "phase": phase, "board": board, "subtask": subtask, "organiser": organiser,
-        "table": table, "top_group": top_group, "chart": interval_chart(summary, rows, sort_key),
+        "table": table, "top_group": top_group, "alpha": alpha, "chart": chart,
         "status": status, "runs_on_board": len(board.rows),
         "tabs": [(name, title, sort_link(phase_name, name, "")) for name, title in (
             ("quality", "Dialogue quality (DQ)"), ("nugget", "Nugget detection (ND)")) if board.columns_for(name)],
@@ -262,8 +273,13 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     task, phase = view.task, view.phase
     measures = []
     taus = []
+    levels: list[float] = []
     if record is not None:
         summaries = record.summaries()
+        # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
+        for subtask in ("quality", "nugget"):
+            levels = levels or record.meta.get(subtask, {}).get("alphas", [])
+        suffixes = [alpha_suffix(level) for level in levels]
         for column in board.columns:
             summary = summaries.get(column.key)
             if summary is None:
@@ -271,11 +287,14 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
             meta = record.meta.get(column.subtask, {}).get("measures", {}).get(column.key, {})
             measures.append({"key": column.key, "title": f"{column.dimension + ' ' if column.dimension else ''}"
                                                          f"{column.title}", "runs": len(summary["run_ids"]),
-                             "top_group": len(summary["top_group"]), **meta})
+                             "top_group": len(summary["top_group"]),
+                             "powers": [meta.get(f"discriminative_power_{suffix}") for suffix in suffixes],
+                             "deltas": [meta.get(f"delta_required_{suffix}") for suffix in suffixes]})
         for subtask in ("quality", "nugget"):
             taus += record.meta.get(subtask, {}).get("kendall_tau", [])
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
+        "levels": levels,
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
@@ -339,9 +358,11 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         raise Http404("no statistics for this measure yet")
     entry = _on_board(stored.entry(), board)
     labels = _run_labels(record, board, entry["run_ids"])
+    column = _column(board, key)
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
-        "table": pvalue_table(labels, entry)})
+        "shade_bounds": SHADE_BOUNDS,
+        "table": pvalue_table(labels, entry, column.lower_is_better if column else True)})
 
 
 def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
@@ -369,8 +390,10 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     if needs_matrix:
         from leaderboard.statistics import gather_matrices
 
-        subtask = key.split(".")[0]
-        matrices = gather_matrices(board, subtask)
+        column = _column(board, key)
+        if column is None:
+            raise Http404("no per-dialogue scores for this measure")
+        matrices = gather_matrices(board, column.subtask)
         if key not in matrices.by_key:
             raise Http404("no per-dialogue scores for this measure")
         names = _run_names(board)
@@ -439,10 +462,14 @@ def _latex(board: Board, record: Any) -> str:
     names = _run_names(board)
     # Runs hidden or withdrawn since the computation are left out, not named by their ids.
     run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
-    note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; top group at alpha = 0.05; "
+    note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; "
+            f"top group at alpha = {record.alpha:g}; "
             f"{record.n_dialogues} dialogues ({board.scope} scores, gold version {board.gold_version}); "
             f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC.")
     return exports.latex_means_table(
         [names[run_id] for run_id in run_ids], keys,
         {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
-        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids, note=note)
+        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids,
+        # Bold marks the best run in each measure's direction, as its top group was drawn.
+        lower_is_better={column.key: column.lower_is_better for column in board.columns if column.key in keys},
+        note=note)

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from scoring.stats import TukeyHSDResult
+from scoring.stats import SIGNIFICANCE_LEVEL, TukeyHSDResult
 
 __all__ = [
     "DiscpowerFiles",
@@ -263,7 +263,7 @@ def latex_means_table(
 def latex_means_table_from_results(
     results: Mapping[str, TukeyHSDResult],
     run_names: Sequence[str],
-    alpha: float = 0.05,
+    alpha: float = SIGNIFICANCE_LEVEL,
     lower_is_better: bool | Mapping[str, bool] = True,
     digits: int = 4,
 ) -> str:

@@ -8,7 +8,8 @@ seed, because the permutations come from one counter-based stream defined in thi
 Input convention: a score matrix is a float64 array of shape ``(n_dialogues, k_runs)``;
 entry ``[d, j]`` is run ``j``'s score on dialogue ``d`` for one measure. All measures of the
 project are distances (lower is better); functions where "best" matters take
-``lower_is_better``.
+``lower_is_better``. ``SIGNIFICANCE_LEVEL`` is the one significance level of the project (top
+groups, significance marks); ``REPORTED_LEVELS`` the levels meta-evaluation reports.
 
 What is computed (docs/statistics.md has the full write-up and the benchmark figures):
 
@@ -64,9 +65,12 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
+    "REPORTED_LEVELS",
+    "SIGNIFICANCE_LEVEL",
     "BootstrapResult",
     "KendallTauResult",
     "TukeyHSDResult",
+    "alpha_suffix",
     "bootstrap_confidence_intervals",
     "delta_required",
     "discriminative_power",
@@ -92,6 +96,14 @@ _BATCH_PRODUCT_LIMIT = 1 << 16
 _NUMPY_CELLS_PER_CHUNK = 1 << 19
 _NUMBA_STEPS_PER_CHUNK = 1024
 _BOOTSTRAP_CELLS_PER_CHUNK = 1 << 20
+
+# The significance level of top groups and significance marks: the conventional 5% of the
+# STC-3 and DialEval overviews. Results store the level they were computed at (the server's
+# ``TaskStatistics.alpha``), so pages and exports read it back instead of assuming it.
+SIGNIFICANCE_LEVEL: float = 0.05
+# Discriminative power and delta required are reported at both conventional levels (Sakai,
+# SIGIR 2006 reports 5% and 1%).
+REPORTED_LEVELS: tuple[float, ...] = (SIGNIFICANCE_LEVEL, 0.01)
 
 
 # --------------------------------------------------------------------------- results
@@ -166,6 +178,76 @@ class TukeyHSDResult:
             seed=int(seed),
         )
 
+    @classmethod
+    def from_counts(
+        cls,
+        counts: np.ndarray,
+        means: Sequence[float] | np.ndarray,
+        *,
+        residual_variance: float,
+        effect_sizes_defined: bool,
+        n_permutations: int,
+        seed: int,
+        n_dialogues: int,
+        measure: str = "",
+    ) -> TukeyHSDResult:
+        """Rebuild a full result from its sufficient numbers, bit for bit.
+
+        ``counts`` are the exceedance counts ``#{b : range_b >= |differences[i, j]|}`` of the
+        pairs i < j in row-major order (:meth:`exceedance_counts`); ``means``, ``residual_variance``
+        and ``effect_sizes_defined`` come from the original result. p-values, differences,
+        effect sizes and Monte Carlo standard errors are recomputed with the formulas of
+        :func:`randomised_tukey_hsd`, in the same order of operations, so every matrix equals the
+        original exactly (k (k - 1) / 2 counts stand in for four k x k matrices in storage).
+        """
+        means = np.array(means, dtype=np.float64)
+        k = means.size
+        n_permutations = _check_count(n_permutations, "n_permutations")
+        counts = np.asarray(counts, dtype=np.int64)
+        upper = np.triu_indices(k, 1)
+        if counts.shape != upper[0].shape:
+            raise ValueError(f"{measure or 'measure'}: {counts.size} pair counts given, expected {upper[0].size} "
+                             f"for {k} runs")
+        if counts.size and (counts.min() < 0 or counts.max() > n_permutations):
+            raise ValueError(f"{measure or 'measure'}: pair counts must lie in [0, {n_permutations}]")
+        pvalues = np.ones((k, k))
+        pvalues[upper] = (counts + 1) / (n_permutations + 1)
+        pvalues[upper[1], upper[0]] = pvalues[upper]
+        differences = means[:, None] - means[None, :]
+        if effect_sizes_defined:
+            effect_sizes = differences / math.sqrt(residual_variance)
+        else:
+            effect_sizes = np.full_like(differences, np.nan)
+        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+        _freeze(means, pvalues, differences, effect_sizes, mc_se)
+        return cls(
+            measure=measure,
+            n_runs=k,
+            n_dialogues=int(n_dialogues),
+            means=means,
+            pvalues=pvalues,
+            differences=differences,
+            effect_sizes=effect_sizes,
+            residual_variance=float(residual_variance),
+            mc_standard_errors=mc_se,
+            n_permutations=n_permutations,
+            seed=int(seed),
+        )
+
+    def exceedance_counts(self) -> np.ndarray:
+        """``#{b : range_b >= |differences[i, j]|}`` of the pairs i < j in row-major order (int64),
+        read back from ``pvalues = (count + 1) / (B + 1)``; :meth:`from_counts` is the inverse."""
+        upper = self.pvalues[np.triu_indices(self.n_runs, 1)]
+        counts = np.rint(upper * (self.n_permutations + 1)).astype(np.int64) - 1
+        if counts.size and (counts.min() < 0 or counts.max() > self.n_permutations):
+            raise ValueError("p-values are not of the form (count + 1) / (B + 1)")
+        return counts
+
+    @property
+    def effect_sizes_defined(self) -> bool:
+        """False when V_E is round-off and every effect size is NaN (see :func:`residual_variance`)."""
+        return bool(np.isfinite(self.effect_sizes).all())
+
     def pairs(self) -> Iterator[tuple[int, int, float, float]]:
         """Yield ``(i, j, means[i] - means[j], p)`` for every run pair with i < j."""
         for i, j in itertools.combinations(range(self.n_runs), 2):
@@ -175,7 +257,7 @@ class TukeyHSDResult:
         """Index of the run with the best mean (the first one on an exact tie)."""
         return int(np.argmin(self.means) if lower_is_better else np.argmax(self.means))
 
-    def top_group(self, alpha: float = 0.05, lower_is_better: bool = True) -> tuple[int, ...]:
+    def top_group(self, alpha: float = SIGNIFICANCE_LEVEL, lower_is_better: bool = True) -> tuple[int, ...]:
         """Runs not significantly different from the best run at ``alpha`` (best included).
 
         Run j is in the group when ``p[best, j] >= alpha``. Returned best first, then by mean
@@ -188,7 +270,7 @@ class TukeyHSDResult:
         members.sort(key=lambda j: (j != best, sign * self.means[j], j))
         return tuple(members)
 
-    def significant_pairs(self, alpha: float = 0.05) -> list[tuple[int, int]]:
+    def significant_pairs(self, alpha: float = SIGNIFICANCE_LEVEL) -> list[tuple[int, int]]:
         """Run pairs (i < j) with ``p < alpha``."""
         _check_alpha(alpha)
         return [(i, j) for i, j, _, p in self.pairs() if p < alpha]
@@ -839,7 +921,7 @@ def _upper_triangle(pvalues: np.ndarray, name: str = "pvalues") -> np.ndarray:
     return upper
 
 
-def discriminative_power(pvalues: np.ndarray, alpha: float = 0.05) -> float:
+def discriminative_power(pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float:
     """Share of run pairs (i < j) with ``p_ij < alpha`` (Sakai, SIGIR 2006; seed 003 section 4.1).
 
     Range [0, 1]; reads the upper triangle of the (k, k) p-value matrix.
@@ -849,7 +931,7 @@ def discriminative_power(pvalues: np.ndarray, alpha: float = 0.05) -> float:
     return float(np.count_nonzero(upper < alpha) / upper.size)
 
 
-def delta_required(differences: np.ndarray, pvalues: np.ndarray, alpha: float = 0.05) -> float | None:
+def delta_required(differences: np.ndarray, pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float | None:
     """Smallest ``|mean_i - mean_j|`` among pairs with ``p_ij < alpha``; None when none is significant.
 
     Algorithm 2 of seed 003 (after Sakai, WWW 2012): the mean difference a measure needs, on
@@ -935,7 +1017,7 @@ def kendall_tau_with_ci(
     return _kendall_from_means(x_a, x_b, boot_a, boot_b, n_resamples, seed, level)
 
 
-def _alpha_suffix(alpha: float) -> str:
+def alpha_suffix(alpha: float) -> str:
     """``0.05 -> "05"``, ``0.01 -> "01"``, ``0.001 -> "001"``: alpha in a template-friendly key."""
     return f"{alpha:g}".removeprefix("0.").replace(".", "_")
 
@@ -943,10 +1025,11 @@ def _alpha_suffix(alpha: float) -> str:
 def meta_evaluate(
     results: Mapping[str, TukeyHSDResult],
     matrices: Mapping[str, np.ndarray],
-    alphas: Sequence[float] = (0.05, 0.01),
+    alphas: Sequence[float] = REPORTED_LEVELS,
     n_resamples: int = 1_000,
     seed: int = 0,
     level: float = 0.95,
+    lower_is_better: bool | Mapping[str, bool] = True,
 ) -> dict[str, Any]:
     """Discriminative power and delta required per measure, and Kendall's tau for every measure pair.
 
@@ -961,6 +1044,9 @@ def meta_evaluate(
          "kendall_tau": [{"a": name, "b": name, "tau": float, "low": float, "high": float,
                           "level": level, "n_resamples": B, "seed": seed, "n_undefined": int}, ...]}
 
+    ``kendall_tau`` compares the run rankings best first, so a measure where higher is better
+    (``lower_is_better`` False, or False for its name in a mapping) is negated for tau only; two
+    measures that agree on which runs are better get a positive tau whatever their directions.
     ``kendall_tau`` lists every pair (a before b in input order). All pairs use the same
     dialogue resamples, so each entry equals :func:`kendall_tau_with_ci` on that pair with the
     same ``n_resamples``, ``seed`` and ``level``.
@@ -988,16 +1074,21 @@ def meta_evaluate(
         result = results[name]
         entry: dict[str, Any] = {"n_pairs": result.n_runs * (result.n_runs - 1) // 2}
         for alpha in alphas:
-            suffix = _alpha_suffix(alpha)
+            suffix = alpha_suffix(alpha)
             entry[f"discriminative_power_{suffix}"] = discriminative_power(result.pvalues, alpha)
             entry[f"delta_required_{suffix}"] = delta_required(result.differences, result.pvalues, alpha)
         measures[name] = entry
     names = list(checked)
+    if not isinstance(lower_is_better, bool) and set(names) - set(lower_is_better):
+        raise ValueError(f"lower_is_better names no direction for {sorted(set(names) - set(lower_is_better))}")
+    # Negation is exact, so measures where lower is better keep their numbers bit for bit.
+    oriented = {name: checked[name] if (lower_is_better if isinstance(lower_is_better, bool)
+                                        else lower_is_better[name]) else -checked[name] for name in names}
     kendall = []
     if len(names) > 1:
-        boots = dict(zip(names, _bootstrap_means([checked[n] for n in names], n_resamples, seed)))
+        boots = dict(zip(names, _bootstrap_means([oriented[n] for n in names], n_resamples, seed)))
         for a, b in itertools.combinations(names, 2):
-            tau = _kendall_from_means(checked[a], checked[b], boots[a], boots[b], n_resamples, seed, level)
+            tau = _kendall_from_means(oriented[a], oriented[b], boots[a], boots[b], n_resamples, seed, level)
             kendall.append(
                 {
                     "a": a,

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evalserver.clientip import client_ip
 from scoring import exports
+from scoring.kinds import measure_key
 from tasks import access, services
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 
@@ -206,8 +207,8 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
                                "priority": run.priority, "gold_version": score.gold_version.number,
                                "scope": score.scope, "submitted_at": run.created_at.isoformat()}
         for dim, measures in score.summary.get("quality", {}).items():
-            row.update({f"quality.{dim}.{name}": value for name, value in measures.items()})
-        row.update({f"nugget.{name}": value for name, value in score.summary.get("nugget", {}).items()})
+            row.update({measure_key("quality", dim, name): value for name, value in measures.items()})
+        row.update({measure_key("nugget", name): value for name, value in score.summary.get("nugget", {}).items()})
         rows.append(row)
     return rows
 

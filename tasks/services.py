@@ -30,6 +30,7 @@ from scoring import PRESETS, ValidationFailed, evaluate, load_gold, load_run, pa
 from scoring.baselines import popularity_run, uniform_run
 from scoring.evaluate import Result
 from scoring.formats import check_run_shape, restrict
+from scoring.kinds import measure_key
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
 from tasks.names import character_problems, confusable_with
 from tasks.phases import check_quota
@@ -603,8 +604,8 @@ def result_vectors(result: Result) -> list[tuple[str, np.ndarray]]:
     """Every per-dialogue score array of a result with its key (``quality.A.rsnod``, ``nugget.jsd``)."""
     pairs = []
     for dim, measures in (result.quality or {}).items():
-        pairs += [(f"quality.{dim}.{name}", values) for name, values in measures.items()]
-    pairs += [(f"nugget.{name}", values) for name, values in (result.nugget or {}).items()]
+        pairs += [(measure_key("quality", dim, name), values) for name, values in measures.items()]
+    pairs += [(measure_key("nugget", name), values) for name, values in (result.nugget or {}).items()]
     return pairs
 
 

@@ -22,7 +22,7 @@ def test_no_model_change_is_missing_a_migration() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_statistics_stored_as_json_are_moved_to_one_row_per_measure(world: Any) -> None:
-    before, after = [("leaderboard", "0001_initial")], [("leaderboard", "0003_statistics_single_flight")]
+    before, after = [("leaderboard", "0001_initial")], [("leaderboard", "0004_statistics_significance_level")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
@@ -42,10 +42,14 @@ def test_statistics_stored_as_json_are_moved_to_one_row_per_measure(world: Any) 
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(after)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
 
     from leaderboard.models import TaskStatistics
 
     record = TaskStatistics.objects.get(task=world.task)
+    # Computed before the level was stored, at the only level the server ever used.
+    assert record.alpha == 0.05
     stored = record.measure("quality.A.rsnod", pairwise=True)
     assert stored.summary == {**{key: entry[key] for key in ("run_ids", "means", "ci_low", "ci_high", "top_group",
                                                               "residual_variance")}, "effect_sizes_defined": True}

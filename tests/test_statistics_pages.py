@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from leaderboard.models import TaskStatistics
-from scoring import stats
+from scoring import exports, stats
 from tasks import services
 from tasks.models import AccessLog, Phase, Run, ScoreVector
 from tests.conftest import World, committing, run_bytes
@@ -178,12 +178,15 @@ def test_stored_pairs_rebuild_every_matrix_bit_for_bit(additive: bool) -> None:
     else:
         matrix = rng.beta(2, 5, size=(n, k)) + np.linspace(0.0, 0.05, k)[None, :]
     result = stats.randomised_tukey_hsd({"m": matrix}, n_permutations=permutations, seed=3)["m"]
-    row = MeasureStatistics(key="m", pairwise=MeasureStatistics.pack(result.pvalues, permutations), summary={
+    row = MeasureStatistics(key="m", pairwise=MeasureStatistics.pack(result), summary={
         "run_ids": list(range(k)), "means": result.means.tolist(),
         "residual_variance": float(result.residual_variance),
         "effect_sizes_defined": bool(np.isfinite(result.effect_sizes).all())})
-    row.statistics = TaskStatistics(permutations=permutations)
+    row.statistics = TaskStatistics(permutations=permutations, seed=3, n_dialogues=n)
     rebuilt = row.matrices()
+    again = row.result()
+    assert (again.n_runs, again.n_dialogues, again.n_permutations, again.seed) == (k, n, permutations, 3)
+    assert again.top_group() == result.top_group()
     assert len(row.pairwise) == 4 * k * (k - 1) // 2
     assert np.array_equal(rebuilt["pvalues"], result.pvalues)
     assert np.array_equal(rebuilt["differences"], result.differences)
@@ -260,3 +263,82 @@ def test_meta_evaluation_page_shows_both_alphas_and_the_tau_intervals(board: Wor
     tau = record.meta["nugget"]["kendall_tau"][0]
     assert f"[{tau['low']:.3f}, {tau['high']:.3f}]" in page
     assert f"B = {tau['n_resamples']} resamples, seed {tau['seed']}" in page
+
+
+def _latex_best_and_marks(latex: str, key: str) -> tuple[list[str], list[str]]:
+    """Rows of the LaTeX table in bold and with the dagger on measure ``key``: (bold, marked) row names."""
+    lines = latex.splitlines()
+    header = next(line for line in lines if line.startswith("Run & "))
+    column = [cell.strip() for cell in header.removesuffix(r" \\").split(" & ")].index(exports.latex_escape(key))
+    rows = [line.removesuffix(r" \\").split(" & ") for line in lines
+            if line.endswith(r" \\") and line != header and " & " in line]
+    bold = [row[0] for row in rows if r"\textbf" in row[column]]
+    marked = [row[0] for row in rows if r"$^\dagger$" in row[column]]
+    return bold, marked
+
+
+@pytest.mark.django_db
+def test_the_significance_level_is_stored_with_the_statistics_and_read_back(board: World, monkeypatch) -> None:
+    """Issue 12: the level the top groups were drawn at is stored with them, and the board's marks,
+    its note, the statistics page and the LaTeX note read it back instead of assuming 0.05."""
+    from leaderboard.statistics import compute_task_statistics
+
+    record = TaskStatistics.objects.get(task=board.task, phase=None)
+    assert record.alpha == 0.05
+    # Below 1 / (B + 1): every run joins the top group, which at 0.05 holds fewer.
+    monkeypatch.setattr(stats, "SIGNIFICANCE_LEVEL", 0.001)
+    compute_task_statistics(board.task.pk)
+    record = TaskStatistics.objects.get(task=board.task, phase=None)
+    assert record.alpha == 0.001
+    key = "quality.A.rsnod"
+    stored = record.measure(key, pairwise=True)
+    matrix = matrix_of(board, key, stored.summary["run_ids"])
+    core = stats.randomised_tukey_hsd({key: matrix}, n_permutations=record.permutations, seed=record.seed)[key]
+    assert len(core.top_group(0.001)) == 5 > len(core.top_group(0.05))  # the example tells the levels apart
+    assert stored.summary["top_group"] == [stored.summary["run_ids"][i] for i in core.top_group(0.001)]
+    page = Client().get(f"/tasks/{board.task.slug}/?sort={key}").content.decode()
+    assert page.count("p ≥ 0.001)") == 5 and "randomised Tukey HSD at 0.001)" in page
+    assert "p ≥ 0.05" not in page and "at 0.05)" not in page
+    statistics = Client().get(f"/tasks/{board.task.slug}/statistics/").content.decode()
+    assert "(p &ge; 0.001)" in statistics
+    latex = Client().get(f"/tasks/{board.task.slug}/statistics/all/means.tex").content.decode()
+    assert "top group at alpha = 0.001;" in latex and "alpha = 0.05" not in latex
+
+
+@pytest.mark.django_db
+def test_a_higher_is_better_measure_gets_its_best_run_and_top_group_from_its_direction(
+        board: World, monkeypatch) -> None:
+    """The server takes each measure's direction from the measure registry: with RSNOD declared
+    higher-is-better, the stored top group starts at the highest mean and is the core's
+    higher-is-better group; the LaTeX bold, the p-value matrix's order and the chart follow."""
+    from dataclasses import replace
+
+    from leaderboard.statistics import compute_task_statistics
+    from scoring.measures import MEASURES
+
+    key = "quality.A.rsnod"
+    monkeypatch.setitem(MEASURES, "rsnod", replace(MEASURES["rsnod"], lower_is_better=False))
+    compute_task_statistics(board.task.pk)
+    record = TaskStatistics.objects.get(task=board.task, phase=None)
+    summary = record.measure(key).summary
+    run_ids, means = summary["run_ids"], summary["means"]
+    matrix = matrix_of(board, key, run_ids)
+    core = stats.randomised_tukey_hsd({key: matrix}, n_permutations=record.permutations, seed=record.seed)[key]
+    highest, lowest = run_ids[int(np.argmax(means))], run_ids[int(np.argmin(means))]
+    assert summary["top_group"][0] == highest
+    assert summary["top_group"] == [run_ids[i] for i in core.top_group(0.05, lower_is_better=False)]
+    assert lowest not in summary["top_group"]  # the old direction's best is clearly worse here
+    # A lower-is-better measure of the same board is left as it was.
+    jsd = record.measure("nugget.jsd").summary
+    assert jsd["top_group"][0] == jsd["run_ids"][int(np.argmin(jsd["means"]))]
+
+    latex = Client().get(f"/tasks/{board.task.slug}/statistics/all/means.tex").content.decode()
+    bold, marked = _latex_best_and_marks(latex, key)
+    assert bold == [exports.latex_escape(record.run_labels[str(highest)])]
+    assert sorted(marked) == sorted(exports.latex_escape(record.run_labels[str(run_id)])
+                                    for run_id in summary["top_group"])
+    page = Client().get(f"/tasks/{board.task.slug}/statistics/{key}/pvalues/").content.decode()
+    first_row = page[page.index("<tbody>"):].split("</tr>")[0]
+    assert record.run_labels[str(highest)] in first_row  # best (highest) first
+    board_page = Client().get(f"/tasks/{board.task.slug}/?sort={key}").content.decode()
+    assert "higher is better. Statistics" in board_page

@@ -552,6 +552,66 @@ def test_result_rebuilt_from_stored_numbers():
         stats.TukeyHSDResult.from_stored(entry, permutations=500, seed=2, n_dialogues=20)
 
 
+@pytest.mark.parametrize("additive", [False, True])
+def test_result_rebuilt_from_exceedance_counts_is_bit_identical(additive: bool):
+    """Counts, means, V_E and whether effect sizes are defined are all the server stores; every
+    matrix rebuilt from them must equal the original exactly, undefined effect sizes included."""
+    rng = np.random.default_rng(5)
+    n, k, permutations = 30, 6, 777
+    if additive:  # V_E is round-off: effect sizes undefined
+        x = rng.random((n, 1)) + np.linspace(0.0, 0.3, k)[None, :]
+    else:
+        x = rng.beta(2, 5, size=(n, k)) + np.linspace(0.0, 0.05, k)[None, :]
+    for result in (tukey(x, permutations, seed=9), tukey_hsd_loop(x[:, :4], 50, seed=9, measure="m")):
+        counts = result.exceedance_counts()
+        assert counts.dtype == np.int64 and counts.size == result.n_runs * (result.n_runs - 1) // 2
+        # Independent of the code under test: count the p-values' numerators by hand.
+        expected = [round(result.pvalues[i, j] * (result.n_permutations + 1)) - 1
+                    for i, j in itertools.combinations(range(result.n_runs), 2)]
+        assert counts.tolist() == expected
+        rebuilt = stats.TukeyHSDResult.from_counts(
+            counts, result.means.tolist(), residual_variance=result.residual_variance,
+            effect_sizes_defined=result.effect_sizes_defined, n_permutations=result.n_permutations,
+            seed=result.seed, n_dialogues=result.n_dialogues, measure=result.measure)
+        for name in ("means", "pvalues", "differences", "mc_standard_errors"):
+            assert np.array_equal(getattr(rebuilt, name), getattr(result, name)), name
+        assert np.array_equal(rebuilt.effect_sizes, result.effect_sizes, equal_nan=True)
+        assert rebuilt.effect_sizes_defined == (not additive)
+        assert (rebuilt.n_runs, rebuilt.n_dialogues, rebuilt.n_permutations, rebuilt.seed, rebuilt.measure) == (
+            result.n_runs, result.n_dialogues, result.n_permutations, result.seed, result.measure)
+        assert rebuilt.residual_variance == result.residual_variance
+        assert not rebuilt.pvalues.flags.writeable
+
+
+def test_result_from_counts_refuses_counts_that_do_not_fit():
+    means = [0.1, 0.2, 0.3]
+    common = {"residual_variance": 0.01, "effect_sizes_defined": True, "n_permutations": 10, "seed": 0,
+              "n_dialogues": 5, "measure": "m"}
+    with pytest.raises(ValueError, match="m: 2 pair counts given, expected 3 for 3 runs"):
+        stats.TukeyHSDResult.from_counts([1, 2], means, **common)
+    with pytest.raises(ValueError, match=r"m: pair counts must lie in \[0, 10\]"):
+        stats.TukeyHSDResult.from_counts([1, 2, 11], means, **common)
+    with pytest.raises(ValueError, match="n_permutations must be a positive integer"):
+        stats.TukeyHSDResult.from_counts([1, 2, 3], means, **{**common, "n_permutations": 0})
+
+
+def test_one_significance_level_is_the_default_everywhere():
+    """Top groups, significant pairs, discriminative power, delta required and meta-evaluation
+    default to the one constant, and the level is 5% (the STC-3 and DialEval overviews)."""
+    import inspect
+
+    from scoring import exports
+
+    assert stats.SIGNIFICANCE_LEVEL == 0.05 and stats.REPORTED_LEVELS == (0.05, 0.01)
+    defaults = [inspect.signature(stats.TukeyHSDResult.top_group).parameters["alpha"].default,
+                inspect.signature(stats.TukeyHSDResult.significant_pairs).parameters["alpha"].default,
+                inspect.signature(discriminative_power).parameters["alpha"].default,
+                inspect.signature(delta_required).parameters["alpha"].default,
+                inspect.signature(exports.latex_means_table_from_results).parameters["alpha"].default]
+    assert defaults == [stats.SIGNIFICANCE_LEVEL] * 5
+    assert inspect.signature(meta_evaluate).parameters["alphas"].default == stats.REPORTED_LEVELS
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -611,3 +671,22 @@ def test_bad_arguments_are_rejected():
         result.top_group(1.5)
     with pytest.raises(ValueError, match="same measures"):
         meta_evaluate({"a": result}, {"b": GOOD})
+
+
+def test_meta_evaluation_compares_rankings_best_first_whatever_the_direction():
+    """A higher-is-better measure that orders the runs exactly as a distance does (its negation)
+    agrees with it: tau = +1 once directions are given, -1 when both are taken as distances."""
+    x = scores(25, 5, seed=4, run_effects=[0, 0.4, 0.8, 1.2, 1.6])
+    matrices = {"distance": x, "similarity": -x}
+    results = randomised_tukey_hsd(matrices, 100, seed=1)
+    naive = meta_evaluate(results, matrices, n_resamples=50, seed=2)["kendall_tau"][0]
+    oriented = meta_evaluate(results, matrices, n_resamples=50, seed=2,
+                             lower_is_better={"distance": True, "similarity": False})["kendall_tau"][0]
+    assert [naive["tau"], naive["low"], naive["high"]] == pytest.approx([-1.0] * 3, abs=1e-12)
+    assert [oriented["tau"], oriented["low"], oriented["high"]] == pytest.approx([1.0] * 3, abs=1e-12)
+    # Discriminative power does not depend on the direction.
+    assert (meta_evaluate(results, matrices, n_resamples=50, seed=2)["measures"]
+            == meta_evaluate(results, matrices, n_resamples=50, seed=2,
+                             lower_is_better={"distance": True, "similarity": False})["measures"])
+    with pytest.raises(ValueError, match=r"lower_is_better names no direction for \['similarity'\]"):
+        meta_evaluate(results, matrices, n_resamples=50, seed=2, lower_is_better={"distance": True})

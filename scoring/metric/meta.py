@@ -897,7 +897,7 @@ def discriminative_power_figures(
     runs: Mapping[str, np.ndarray],
     n_permutations: int = 1_000,
     seed: int = 0,
-    alphas: Sequence[float] = (0.05, 0.01),
+    alphas: Sequence[float] = stats.REPORTED_LEVELS,
     *,
     backend: stats.Backend = "auto",
 ) -> dict[str, Any]:
@@ -928,7 +928,7 @@ def discriminative_power_figures(
         result = results[name]
         entry: dict[str, Any] = {"n_system_pairs": k * (k - 1) // 2}
         for alpha in alphas:
-            suffix = stats._alpha_suffix(alpha)
+            suffix = stats.alpha_suffix(alpha)
             entry[f"discriminative_power_{suffix}"] = stats.discriminative_power(result.pvalues, alpha)
             entry[f"delta_required_{suffix}"] = stats.delta_required(result.differences, result.pvalues, alpha)
         entry["asl_curve"] = np.sort(result.pvalues[np.triu_indices(k, 1)]).tolist()
