@@ -7,8 +7,11 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
 
-from tasks.services import LARGE_UPLOAD_BYTES, TRANSIENT_DB_ERRORS
+from evalserver.errors import problem_response
+from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
+from tasks.submissions import LARGE_UPLOAD_BYTES, upload_size_problem, validation_slot
 
 log = logging.getLogger(__name__)
 
@@ -51,26 +54,20 @@ class RequestBodyMiddleware:
     * ``Transfer-Encoding: chunked`` without ``Content-Length``: Django reads a body only up to
       ``Content-Length``, so such an upload would arrive empty and be told "file: missing".
       It gets ``411 Length Required`` saying what to do instead.
-    * A run upload (web form or API) whose ``Content-Length`` is over ``RUN_UPLOAD_MAX_BYTES``
-      (plus room for the other form fields): ``413`` at once, before the CSRF check would read
-      the whole body to find its token.
+    * A run upload (web form or API) whose ``Content-Length`` is over the upload limit
+      (``tasks.submissions.upload_size_problem``): ``413`` at once, before the CSRF check would
+      read the whole body to find its token.
     * A large run upload (over ``LARGE_UPLOAD_BYTES``) when the process's validation slots are
-      taken: ``503`` with ``Retry-After`` (``tasks.services.validation_slot``), before the body is
+      taken: ``503`` with ``Retry-After`` (``tasks.submissions.validation_slot``), before the body is
       parsed.
     """
 
     UPLOAD_URLS = ("upload", "api-upload")
-    FORM_ROOM = 64 * 1024
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from django.conf import settings
-        from django.urls import Resolver404, resolve
-
-        from evalserver.errors import problem_response
-
         if request.method in ("POST", "PUT", "PATCH"):
             chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
             length = request.META.get("CONTENT_LENGTH") or ""
@@ -82,22 +79,14 @@ class RequestBodyMiddleware:
                 size = int(length or 0)
             except ValueError:
                 return problem_response(request, 400, "Content-Length: not a number of bytes")
-            limit = settings.RUN_UPLOAD_MAX_BYTES
-            if size > limit + self.FORM_ROOM:
-                try:
-                    name = resolve(request.path_info).url_name
-                except Resolver404:
-                    name = None
-                if name in self.UPLOAD_URLS:
-                    return problem_response(request, 413, f"the request of {size} bytes is over the upload limit "
-                                            f"of {limit} bytes for a run file", "Upload too large")
+            too_large = upload_size_problem(size, whole_request=True)
+            if too_large and self._is_upload(request):
+                return problem_response(request, 413, too_large, "Upload too large")
             if request.method == "POST" and size > LARGE_UPLOAD_BYTES and self._is_upload(request):
                 return self._upload(request, size)
         return self.get_response(request)
 
     def _is_upload(self, request: HttpRequest) -> bool:
-        from django.urls import Resolver404, resolve
-
         try:
             return resolve(request.path_info).url_name in self.UPLOAD_URLS
         except Resolver404:
@@ -108,9 +97,6 @@ class RequestBodyMiddleware:
         multipart form is most of such an upload's work, and the thread it holds is one readers
         need. Refused, the body is read and dropped (so that the client, still sending, gets the
         answer) and nothing else is done."""
-        from evalserver.errors import problem_response
-        from tasks.services import Rejected, validation_slot
-
         try:
             with validation_slot(size):
                 return self.get_response(request)

@@ -228,7 +228,7 @@ RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1
 # Run uploads validated at once per web process (each takes a core and up to several times its size
 # in memory); one leaves gunicorn's second thread to readers. An upload that finds every slot taken
 # waits this long, then gets 503 with Retry-After; one over 4 MiB does not wait, because waiting
-# holds a thread (tasks.services.validation_slot; benchmarks/upload_memory.py).
+# holds a thread (tasks.submissions.validation_slot; benchmarks/upload_memory.py).
 EVALSERVER_VALIDATION_SLOTS = env_int("EVALSERVER_VALIDATION_SLOTS", default=1, minimum=1, maximum=64)
 EVALSERVER_VALIDATION_WAIT_SECONDS = env_float("EVALSERVER_VALIDATION_WAIT_SECONDS", 20.0, 0.0, 600.0)
 # Django refuses request bodies past this size before a view sees them.
@@ -255,7 +255,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "requeue-stuck-runs": {"task": "tasks.jobs.requeue_stuck_runs_task", "schedule": 60.0},
     # Statistics whose job was lost (broker restarted) or whose computing worker died.
-    "statistics-sweep": {"task": "tasks.jobs.statistics_sweep_task", "schedule": 60.0},
+    "statistics-sweep": {"task": "leaderboard.jobs.statistics_sweep_task", "schedule": 60.0},
 }
 # Significance statistics after scores change: "celery" (a debounced job), "thread" (in the web
 # process, for the broker-less default), "sync" (at once, for tests) or "off".

@@ -25,18 +25,20 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evalserver.clientip import client_ip
+from leaderboard import scheduling
 from leaderboard.board import CACHE_SECONDS, Board, Column, board_cache_key, get_board
 from leaderboard.charts import interval_chart
+from leaderboard.jobs import wake_statistics
 from leaderboard.scheduling import board_status
 from leaderboard.tables import SHADE_BOUNDS, board_table, pvalue_table, sort_link
 from scoring import exports
 from scoring.kinds import measure_key
-from scoring.stats import alpha_suffix
+from scoring.stats import TukeyHSDResult, alpha_suffix
 from tasks import access
 from tasks.lookup import cached_task
 from tasks.models import Task
-from tasks.phases import quota_status
+from tasks.runfiles import download_name
+from tasks.submissions import quota_status
 
 
 @require_GET
@@ -157,12 +159,8 @@ def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     # The project's one CSV writer: participant text cannot become a spreadsheet formula.
     response = HttpResponse(exports.csv_text(rows), content_type="text/csv; charset=utf-8")
     suffix = f"-{phase.name}" if phase else ""
-    response["Content-Disposition"] = f'attachment; filename="{task.slug}{_filename_safe(suffix)}-leaderboard.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}{download_name(suffix)}-leaderboard.csv"'
     return response
-
-
-def _filename_safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)
 
 
 @extend_schema(
@@ -321,9 +319,6 @@ def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dic
     now on the board they were computed, and whether a newer computation is queued or running
     (``leaderboard.scheduling``). A board whose computation was lost (a web process restarted
     with its timer) is woken here, so a visitor never reads "queued" for ever."""
-    from leaderboard import scheduling
-    from tasks.jobs import wake_statistics
-
     status = scheduling.board_status(task.pk, phase.pk if phase else None)
     on_board = {row["id"] for row in board.rows}
     covered = len(on_board & set(record.run_ids)) if record is not None else 0
@@ -374,9 +369,6 @@ def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
 
 @require_GET
 def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> HttpResponse:
-    from scoring import exports
-    from tasks.models import AccessLog
-
     view, board, record = _statistics_for(request, slug)
     task, phase = view.task, view.phase
     stored = None
@@ -407,9 +399,7 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         else:
             matrix_text, names_text = exports.discpower_files(labels, matrices.by_key[key])
             body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
-        AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
-                                 what=f"{kind} of {key} ({board.scope}, gold v{board.gold_version})",
-                                 ip_address=client_ip(request))
+        access.log_access(request, task, f"{kind} of {key} ({board.scope}, gold v{board.gold_version})")
     elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
         entry = _on_board(stored.entry(), board)
         names = _run_names(board)
@@ -422,7 +412,7 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     else:
         raise Http404("unknown export")
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{_filename_safe(key)}-{kind}"'
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{download_name(key)}-{kind}"'
     return response
 
 
@@ -448,15 +438,11 @@ def _run_names(board: Board) -> dict[int, str]:
 
 def _result_from(entry: dict, record: Any) -> Any:
     """A TukeyHSDResult rebuilt from stored numbers, for the export functions."""
-    from scoring.stats import TukeyHSDResult
-
     return TukeyHSDResult.from_stored(entry, permutations=record.permutations, seed=record.seed,
                                       n_dialogues=record.n_dialogues)
 
 
 def _latex(board: Board, record: Any) -> str:
-    from scoring import exports
-
     summaries = record.summaries()
     keys = [column.key for column in board.columns if column.key in summaries]
     names = _run_names(board)

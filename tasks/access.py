@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.http import Http404
+from django.http import Http404, HttpRequest
 from django.utils import timezone
 
-from tasks.models import Phase, Run, Score, Task
+from evalserver.clientip import client_ip
+from tasks.models import AccessLog, Phase, Run, Score, Task
 
 TEST_KINDS = (Phase.TEST, Phase.FINAL)
 
@@ -104,6 +105,13 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
         return None if hidden else scores.get(scope)
     scope = shown_scope(phases, run.gold_version_id, live_subset=False)
     return None if scope is None else scores.get(scope)
+
+
+def log_access(request: HttpRequest, task: Task, what: str) -> None:
+    """Record who read gold-derived data (exports, matrices, per-dialogue test scores before
+    publication) or changed what the public sees: the organisers' access log."""
+    AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
+                             what=what[:200], ip_address=client_ip(request))
 
 
 def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:

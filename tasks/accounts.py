@@ -17,6 +17,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods
 from django_ratelimit.decorators import ratelimit
 
+from tasks.errors import Rejected
 from tasks.models import Team
 from tasks.names import character_problems, confusable_with
 
@@ -78,8 +79,6 @@ def _lock_team_names() -> None:
 
 def create_team(name: str, approved: bool = True) -> Team:
     """A new team, or ``Rejected`` saying why not (``team_name_problems``)."""
-    from tasks.services import Rejected
-
     try:
         with transaction.atomic():
             _lock_team_names()
@@ -139,8 +138,6 @@ def signup(request: HttpRequest) -> HttpResponse:
         return render(request, "registration/signup.html", {"form": SignUpForm(), "limited": True}, status=429)
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        from tasks.services import Rejected
-
         try:
             with transaction.atomic():
                 user = form.save()

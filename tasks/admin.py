@@ -11,9 +11,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from scoring import PRESETS
-from tasks import services
+from scoring import PRESETS, TaskConfig
+from tasks.accounts import team_name_problems
+from tasks.changes import board_changed
+from tasks.errors import Rejected
 from tasks.models import AccessLog, GoldVersion, Phase, Run, Score, Task, Team
+from tasks.organising import load_gold_version, rescore_runs, validated_gold
 
 
 class TaskForm(forms.ModelForm):
@@ -31,8 +34,6 @@ class TaskForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        from scoring import TaskConfig
-
         if not data.get("config"):
             data["config"] = PRESETS[data.get("preset") or "stc3"].to_dict()
         try:
@@ -52,7 +53,7 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-score every run of the selected tasks")
     def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = services.rescore_runs(Run.objects.filter(task__in=queryset, is_baseline=False))
+        count = rescore_runs(Run.objects.filter(task__in=queryset, is_baseline=False))
         self.message_user(request, f"{count} run(s) queued for re-scoring.")
 
 
@@ -77,8 +78,8 @@ class GoldUploadForm(forms.ModelForm):
         if upload is not None and task is not None:
             try:
                 self.gold_content = upload.read()
-                services._validated_gold(task, self.gold_content)
-            except services.Rejected as rejected:
+                validated_gold(task, self.gold_content)
+            except Rejected as rejected:
                 shown = rejected.errors[:50]
                 more = len(rejected.errors) - len(shown)
                 raise forms.ValidationError([*shown, *([f"... and {more} more"] if more else [])]) from None
@@ -108,8 +109,8 @@ class GoldVersionAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        version = services.load_gold_version(obj.task, form.gold_content, form.cleaned_data["file"].name,
-                                             request.user, obj.label, phases=form.cleaned_data.get("phases") or ())
+        version = load_gold_version(obj.task, form.gold_content, form.cleaned_data["file"].name,
+                                    request.user, obj.label, phases=form.cleaned_data.get("phases") or ())
         obj.pk, obj.number = version.pk, version.number
         messages.info(request, f"Gold version {version.number} stored; baselines created and runs re-queued.")
 
@@ -156,8 +157,6 @@ class TeamForm(forms.ModelForm):
         fields = ["name", "slug", "members", "approved", "join_code"]
 
     def clean_name(self) -> str:
-        from tasks.accounts import team_name_problems
-
         name = unicodedata.normalize("NFC", self.cleaned_data["name"])
         problems = team_name_problems(name, team_pk=self.instance.pk)
         if problems:
@@ -196,13 +195,13 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-score the selected runs")
     def rescore(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self.message_user(request, f"{services.rescore_runs(queryset)} run(s) queued for re-scoring.")
+        self.message_user(request, f"{rescore_runs(queryset)} run(s) queued for re-scoring.")
 
     @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)")
     def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
-            services.board_changed(task)
+            board_changed(task)
         self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
 
 

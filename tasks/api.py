@@ -19,11 +19,13 @@ from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from evalserver.clientip import client_ip
 from evalserver.errors import request_problem
 from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
+from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import Run
-from tasks.services import TRANSIENT_DB_ERRORS, Rejected, Submission, parse_priority, submit_run
+from tasks.submissions import API_FORM, phase_for_upload, quota_status, submission_from_request, submit_run
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,6 @@ class UploadThrottle(UserRateThrottle):
 
     def get_ident(self, request: Request) -> str | None:
         # DRF's own reads X-Forwarded-For as sent, which anyone can forge.
-        from evalserver.clientip import client_ip
-
         return client_ip(request)
 
 
@@ -131,49 +131,14 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
 @parser_classes([MultiPartParser])
 @throttle_classes([UploadThrottle])
 def upload_run(request: Request, slug: str) -> Response:
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise Rejected(["Content-Length: not a number of bytes"]) from None
-    if length > settings.RUN_UPLOAD_MAX_BYTES + 64 * 1024:
-        raise Rejected([f"request of {length} bytes is over the upload limit of "
-                        f"{settings.RUN_UPLOAD_MAX_BYTES} bytes"], status=413)
+    # The request's size (and a Content-Length that is not a number) was checked before its body
+    # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
-    upload = request.FILES.get("file")
-    if upload is None:
-        raise Rejected(["file: missing; send the run as a multipart field named 'file'"])
-    if upload.size > settings.RUN_UPLOAD_MAX_BYTES:
-        raise Rejected([f"file: {upload.size} bytes is over the limit of {settings.RUN_UPLOAD_MAX_BYTES} bytes"],
-                       status=413)
-    submission = _submission(request.data, upload)
-    from tasks.phases import phase_for_upload
-
-    run = submit_run(task, request.user, submission, phase_for_upload(task, request.user))
-    from tasks.phases import quota_status
-
+    run = submit_run(task, request.user, submission_from_request(request, API_FORM),
+                     phase_for_upload(task, request.user))
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
                      "warnings": run.warnings, "quota": quota_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
-
-
-def _submission(data: Any, upload: Any) -> Submission:
-    errors: list[str] = []
-    priority = parse_priority(data.get("priority"), errors)
-    public = str(data.get("public", "true")).strip().lower()
-    if public not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-        errors.append("public: expected true or false")
-    text = {}
-    for field in ("name", "description"):
-        value = data.get(field, "")
-        if not isinstance(value, str):  # sent as a file part of the multipart form
-            errors.append(f"{field}: expected a text field, got a file")
-            value = ""
-        text[field] = value
-    if errors:
-        raise Rejected(errors)
-    return Submission(content=upload.read(), filename=upload.name, name=text["name"],
-                      description=text["description"], is_public=public in ("true", "1", "yes", "on"),
-                      priority=priority)
 
 
 @extend_schema(summary="A run's status, errors and scores (its team and the task's organisers only)",
@@ -193,8 +158,6 @@ def my_runs(request: Request, slug: str) -> Response:
     task = access.get_task_for_user(request.user, slug)
     runs = Run.objects.filter(task=task, team__members=request.user).select_related(
         "task", "team", "phase", "gold_version")
-    from tasks.phases import quota_status
-
     phases = access.task_phases(task.pk)
     return Response({"runs": [run_data(run, request.user, phases) for run in runs[:500]],
                      "quota": quota_status(task, request.user)})

@@ -1,19 +1,35 @@
-"""Celery tasks: thin wrappers that receive database ids and call ordinary functions."""
+"""The scoring pipeline and its Celery tasks: queue a run, claim it, score it, store its scores;
+send again the jobs that were lost.
+
+The tasks are thin: they receive a run id and call ``score_run`` or ``requeue_stuck_runs``, ordinary
+functions that tests call directly. Django never computes a number here: scoring goes through
+the framework-free ``scoring`` package.
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
+from datetime import timedelta
+from typing import Any
 
+import numpy as np
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.cache import cache
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
 
 from evalserver.celery import app
-from tasks import services
+from scoring import ValidationFailed, evaluate, load_run, parse_json
+from scoring.evaluate import Result
+from scoring.formats import restrict
+from scoring.kinds import measure_key
+from tasks.changes import board_changed
+from tasks.errors import TRANSIENT_DB_ERRORS
+from tasks.models import Phase, Run, Score, ScoreVector
+from tasks.runfiles import read_run_file
 
 log = logging.getLogger(__name__)
-
 
 # A database restart or a cut connection: retry after 1, 2, 4, ... s, at most a minute apart,
 # for about two minutes in all.
@@ -25,6 +41,262 @@ def db_retry_countdown(retries: int) -> int:
     """Seconds before the next retry after a transient database error: exponential, capped."""
     return min(DB_RETRY_BACKOFF_MAX, 2 ** retries)
 
+
+def enqueue_scoring(run: Run) -> None:
+    """Queue the scoring job once the surrounding transaction commits (never before: the worker
+    would not see the run). If the broker is down the run stays queued and ``requeue_stuck_runs``
+    sends it again."""
+    transaction.on_commit(lambda: send_scoring(run.pk))
+
+
+def send_scoring(run_id: int) -> None:
+    """Hand the run's scoring job to the broker and record the send (``last_sent_at``, ``sends``):
+    ``requeue_stuck_runs`` re-sends a run only once its last send is older than the stale threshold."""
+    sent_at = timezone.now()
+    try:
+        score_run_task.delay(run_id)
+    except Exception:  # broker unreachable: the run is safe in the database and will be re-sent
+        log.exception("could not queue run %s; requeue_stuck_runs will send it again", run_id)
+        return
+    # The time the job was handed over, not after: in the embedded default delay() scores the run
+    # in-process first, and the send is what the threshold is measured from.
+    Run.objects.filter(pk=run_id).update(last_sent_at=sent_at, sends=F("sends") + 1)
+
+
+def stale_after() -> timedelta:
+    """How long a run may stay in ``scoring``: past the hard time limit its worker is dead."""
+    return timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + settings.EVALSERVER_STALE_GRACE_SECONDS)
+
+
+def stale_before() -> Any:
+    return timezone.now() - stale_after()
+
+
+def seconds_until_claimable(run_id: int) -> float | None:
+    """For a run another attempt holds: seconds until that attempt counts as dead; else None."""
+    started = Run.objects.filter(pk=run_id, status=Run.SCORING).values_list("started_at", flat=True).first()
+    if started is None:
+        return None
+    return max(0.0, (started + stale_after() - timezone.now()).total_seconds())
+
+
+class ScoringInterrupted(Exception):
+    """A transient database error cut a scoring job after it had claimed its run.
+
+    The claim is left in place: resetting it would need the database that just failed. The run
+    stays ``scoring`` under ``attempt``, and a retry that passes ``reclaim_attempt=attempt`` to
+    ``score_run`` takes it back at once, instead of finding it held and waiting for
+    ``requeue_stuck`` to see the claim go stale (hard time limit + grace, 3.5 minutes by default).
+    """
+
+    def __init__(self, run_id: int, attempt: int, reason: str) -> None:
+        super().__init__(run_id, attempt, reason)  # every argument in args: it pickles (Celery needs that)
+        self.run_id, self.attempt, self.reason = run_id, attempt, reason
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, attempt {self.attempt}: {self.reason}"
+
+
+def score_run(run_id: int, reclaim_attempt: int | None = None) -> str:
+    """Score one run: claim it, compute every measure, store means and per-dialogue scores.
+
+    Safe to run twice or concurrently: the claim is a conditional UPDATE, and the final write
+    only happens if this attempt still holds the claim (status ``scoring``, ``attempts`` unchanged).
+
+    ``reclaim_attempt`` is for the retry of a job that a database error cut after its claim
+    (``ScoringInterrupted.attempt``): the run may then also be claimed while it is ``scoring``
+    under exactly that attempt number. Every claim adds one to ``attempts``, so that is only
+    true if no other attempt claimed the run since; a late or duplicate job is still refused.
+
+    A transient database error before the claim propagates as it is (nothing was changed, the
+    job retries with the ``reclaim_attempt`` it had); after the claim it becomes
+    ``ScoringInterrupted``. Any other error fails the run with a reason.
+    """
+    attempt = _claim(run_id, reclaim_attempt)
+    if attempt is None:
+        return "skipped: not queued (already scored, or another worker holds it)"
+    try:
+        return _score_claimed(run_id, attempt)
+    except TRANSIENT_DB_ERRORS as error:
+        raise ScoringInterrupted(run_id, attempt, f"{type(error).__name__}: {str(error).strip()[:300]}") from error
+
+
+def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
+    """Claim the run for a new attempt and return its number, or None if it is not claimable.
+
+    ``attempts`` is read first and the UPDATE requires it unchanged (compare-and-set), so the
+    job knows its own attempt number without another read after the claim.
+    """
+    held = Run.objects.filter(pk=run_id).values_list("attempts", flat=True).first()
+    if held is None:
+        return None
+    claimable = Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
+    if reclaim_attempt is not None:
+        claimable |= Q(status=Run.SCORING, attempts=reclaim_attempt)
+    claimed = Run.objects.filter(claimable, pk=run_id, attempts=held).update(
+        status=Run.SCORING, started_at=timezone.now(), attempts=held + 1)
+    return held + 1 if claimed else None
+
+
+def _score_claimed(run_id: int, attempt: int) -> str:
+    """Compute and store the run's scores under this attempt's claim.
+
+    Only a transient database error (``TRANSIENT_DB_ERRORS``) leaves the claim for a retry.
+    Anything else would fail the same way again (an invalid file, a non-finite score, a value
+    the database refuses, a bug): the run ends ``failed`` at once with a server-side reason,
+    which gives the team its quota back, and is never retried or left ``scoring``.
+    """
+    run = Run.objects.select_related("task", "phase", "gold_version").get(pk=run_id)
+    if run.status != Run.SCORING or run.attempts != attempt:
+        return "skipped: another attempt took the run over"
+    try:
+        result, live = _compute(run)
+        _check_finite(result, live)
+    except ValidationFailed as error:
+        # The file passed validation at upload: failing now means the gold it is scored against
+        # changed, which is not the team's doing.
+        version = run.gold_version.number if run.gold_version_id else "?"
+        _finish_failed(run, [f"the run does not validate against gold version {version} (the organisers "
+                             "changed the gold); it does not count against your quota:", *error.errors],
+                       server_side=True)
+        return "failed: invalid against the gold"
+    except NonFiniteScore as error:
+        log.error("run %s: %s", run.pk, error)
+        _finish_failed(run, [f"{error}; the organisers have been told and can re-score the run"], server_side=True)
+        return "failed: non-finite score"
+    except TRANSIENT_DB_ERRORS:
+        raise  # not the run's fault: score_run keeps the claim for the retry
+    except Exception as error:
+        return _fail_deterministic(run, error)
+    try:
+        with transaction.atomic():
+            current = Run.objects.select_for_update().get(pk=run.pk)
+            if current.status != Run.SCORING or current.attempts != attempt:
+                return "skipped: another attempt took the run over"
+            Score.objects.filter(run=run, gold_version=run.gold_version).delete()
+            _store(run, result, Score.FULL)
+            if live is not None:
+                _store(run, live, Score.LIVE)
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
+                failure_is_server_side=False, has_quality=result.quality is not None,
+                has_nugget=result.nugget is not None)
+            board_changed(run.task)
+    except IntegrityError:
+        return "skipped: scores were stored by another attempt"
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception as error:  # DataError (a value the database refuses) and the like: it would recur
+        return _fail_deterministic(run, error)
+    return "done"
+
+
+def _fail_deterministic(run: Run, error: Exception) -> str:
+    if isinstance(error, SoftTimeLimitExceeded):
+        _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
+                       server_side=True)
+        return "failed: time limit"
+    log.exception("scoring run %s failed", run.pk)
+    _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
+                         "have been told and can re-score the run"], server_side=True)
+    return "failed: internal error"
+
+
+class NonFiniteScore(Exception):
+    """Scoring produced NaN or an infinity: never stored, shown or served."""
+
+
+def _check_finite(*results: Result | None) -> None:
+    for result in results:
+        if result is None:
+            continue
+        for key, values in result_vectors(result):
+            if not np.isfinite(values).all():
+                bad = int(np.count_nonzero(~np.isfinite(values)))
+                raise NonFiniteScore(f"scoring produced {bad} score(s) that are not finite numbers (NaN or "
+                                     f"infinity) for {key}; nothing was stored")
+        means = [value for dims in (result.quality_means or {}).values() for value in dims.values()]
+        means += list((result.nugget_means or {}).values())
+        if not all(np.isfinite(means)):
+            raise NonFiniteScore("scoring produced a mean that is not a finite number (NaN or infinity); "
+                                 "nothing was stored")
+
+
+def _compute(run: Run) -> tuple[Result, Result | None]:
+    gold = run.gold_version.load()
+    parsed = load_run(parse_json(read_run_file(run), "file"), gold)
+    config = run.task.scoring_config
+    result = evaluate(parsed, gold, config)
+    live = None
+    phase = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
+    if run.is_baseline:  # baselines have no phase, but a test board with a live subset shows them too
+        phase = live_phase(run.task_id, run.gold_version_id)
+    subset = phase.live_subset() if phase is not None else None
+    if subset is not None:
+        live = evaluate(*restrict(parsed, gold, subset), config)
+    return result, live
+
+
+def live_phase(task_id: int, gold_version_id: int | None) -> Phase | None:
+    """The phase whose live subset the runs scored against this gold version are shown on."""
+    return (Phase.objects.filter(task_id=task_id, gold_version_id=gold_version_id, live_subset_size__gt=0)
+            .select_related("gold_version").order_by("starts_at").first())
+
+
+def _store(run: Run, result: Result, scope: str) -> None:
+    score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary())
+    vectors = [ScoreVector(score=score, key=key, mean=float(values.mean()) if key.startswith("quality")
+                           else result.nugget_means[key.split(".")[1]],
+                           values=np.ascontiguousarray(values, dtype=np.float64).tobytes())
+               for key, values in result_vectors(result)]
+    ScoreVector.objects.bulk_create(vectors)
+
+
+def result_vectors(result: Result) -> list[tuple[str, np.ndarray]]:
+    """Every per-dialogue score array of a result with its key (``quality.A.rsnod``, ``nugget.jsd``)."""
+    pairs = []
+    for dim, measures in (result.quality or {}).items():
+        pairs += [(measure_key("quality", dim, name), values) for name, values in measures.items()]
+    pairs += [(measure_key("nugget", name), values) for name, values in (result.nugget or {}).items()]
+    return pairs
+
+
+def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:
+    Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
+        status=Run.FAILED, errors=errors, finished_at=timezone.now(), failure_is_server_side=server_side)
+
+
+MAX_INTERRUPTIONS = 3
+
+
+def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
+    """Send again runs whose job was lost: queued too long (broker down at upload time), or
+    scoring past the hard time limit (worker killed). The claim makes duplicates harmless.
+
+    A run whose job was handed to the broker is sent again only when that last send is older
+    than the stale threshold (``stale_after``): under a backlog its message is still waiting in
+    the queue, and re-sending every queued run at each call (celery beat: every minute) would
+    multiply the backlog. A run never sent (broker down at upload) goes after ``queued_for``.
+    """
+    now = timezone.now()
+    # A job that died MAX_INTERRUPTIONS times (hard time limit, a worker killed by the kernel for
+    # its memory) would die again: end the run instead of sending it for ever.
+    dead = Q(status=Run.SCORING, started_at__lt=stale_before())
+    Run.objects.filter(dead, interruptions__gte=MAX_INTERRUPTIONS).update(
+        status=Run.FAILED, finished_at=now, failure_is_server_side=True,
+        errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
+                "organisers have been told and can re-score the run"])
+    not_sent_lately = Q(last_sent_at__isnull=True) | Q(last_sent_at__lt=now - stale_after())
+    stuck = Run.objects.filter(not_sent_lately, Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
+                               | Q(status=Run.SCORING, started_at__lt=stale_before()))
+    ids = list(stuck.order_by("pk").values_list("pk", flat=True))
+    Run.objects.filter(dead, pk__in=ids).update(interruptions=F("interruptions") + 1)
+    for run_id in ids:
+        send_scoring(run_id)
+    return ids
+
+
+# Celery tasks ---------------------------------------------------------------------------------
 
 @app.task(
     bind=True,
@@ -43,18 +315,18 @@ def score_run_task(self, run_id: int, reclaim_attempt: int | None = None) -> str
     """
     retry = {"countdown": db_retry_countdown(self.request.retries), "max_retries": DB_RETRIES}
     try:
-        outcome = services.score_run(run_id, reclaim_attempt=reclaim_attempt)
-    except services.ScoringInterrupted as interrupted:
+        outcome = score_run(run_id, reclaim_attempt=reclaim_attempt)
+    except ScoringInterrupted as interrupted:
         raise self.retry(args=(run_id,), kwargs={"reclaim_attempt": interrupted.attempt}, exc=interrupted,
                          **retry) from interrupted
-    except services.TRANSIENT_DB_ERRORS as error:
+    except TRANSIENT_DB_ERRORS as error:
         # Before any claim (the claim itself failed, or the run could not be read): nothing
         # changed; keep whatever attempt this job was allowed to take back.
         raise self.retry(args=(run_id,), kwargs={"reclaim_attempt": reclaim_attempt}, exc=error, **retry) from error
     if outcome.startswith("skipped") and (self.request.delivery_info or {}).get("redelivered"):
         # The broker redelivered this job because the worker that had it died (acks_late): the run
         # still says "scoring" under the dead attempt. Try again once that attempt is stale.
-        wait = services.seconds_until_claimable(run_id)
+        wait = seconds_until_claimable(run_id)
         if wait is not None:
             raise self.retry(countdown=wait + 1, max_retries=3)
     return outcome
@@ -62,126 +334,4 @@ def score_run_task(self, run_id: int, reclaim_attempt: int | None = None) -> str
 
 @app.task(acks_late=True)
 def requeue_stuck_runs_task() -> list[int]:
-    return services.requeue_stuck_runs()
-
-
-def schedule_statistics(task_id: int) -> None:
-    """Scores changed: ask for the task's statistics, computed once the board has been quiet for
-    the debounce (``EVALSERVER_STATISTICS_DEBOUNCE_SECONDS``, in every mode).
-
-    The request is recorded in the database (``leaderboard.scheduling``), which is what makes a
-    burst of triggers share one computation and keeps every process (web threads, workers,
-    commands) to one computation per board at a time; the timer or message sent here only says
-    when to look.
-    """
-    from leaderboard import scheduling
-
-    mode = settings.EVALSERVER_STATISTICS_MODE
-    if mode == "off":
-        return
-    scheduling.request(task_id)
-    if mode == "sync":
-        scheduling.run_due(task_id, force=True)
-        return
-    wake_statistics(task_id, scheduling.debounce_seconds())
-
-
-def wake_statistics(task_id: int, delay: float) -> None:
-    """Look at the task's statistics after ``delay`` seconds: a Celery job, or in the thread mode
-    a timer in this process. An earlier look already planned makes this one unnecessary: that
-    one plans the next."""
-    mode = settings.EVALSERVER_STATISTICS_MODE
-    if mode == "thread":
-        _wake_in_thread(task_id, delay)
-    elif mode == "celery":
-        _wake_in_celery(task_id, delay)
-
-
-def _pending_key(task_id: int) -> str:
-    return f"statistics-pending:{task_id}"
-
-
-def _wake_in_celery(task_id: int, delay: float) -> None:
-    # The cache only spares the broker duplicate messages; the claim in the database decides.
-    run_at = time.time() + delay
-    planned = cache.get(_pending_key(task_id))
-    if planned is not None and planned <= run_at + 0.5:
-        return
-    cache.set(_pending_key(task_id), run_at, timeout=int(delay) + 300)
-    try:
-        compute_statistics_task.apply_async((task_id,), countdown=delay)
-    except Exception:
-        cache.delete(_pending_key(task_id))
-        log.exception("could not queue statistics for task %s; the statistics sweep sends them later", task_id)
-
-
-_timers: dict[int, tuple[threading.Timer, float]] = {}
-_timers_lock = threading.Lock()
-
-
-def _wake_in_thread(task_id: int, delay: float) -> None:
-    """Without a broker (the embedded default): a timer thread in this web process. Several
-    processes may each arm one; the claim lets one of them compute."""
-    run_at = time.monotonic() + delay
-    with _timers_lock:
-        current = _timers.get(task_id)
-        if current is not None and current[1] <= run_at + 0.05:
-            return
-        if current is not None:
-            current[0].cancel()
-        timer = threading.Timer(delay, _look_in_thread, (task_id,))
-        timer.daemon = True
-        _timers[task_id] = (timer, run_at)
-        timer.start()
-
-
-def _look_in_thread(task_id: int) -> None:
-    from django.db import connections
-
-    from leaderboard import scheduling
-
-    with _timers_lock:
-        current = _timers.get(task_id)
-        if current is not None and current[0] is threading.current_thread():
-            del _timers[task_id]
-    again: float | None
-    try:
-        again = scheduling.run_due(task_id)
-    except Exception:  # the database unreachable: look again once it may be back
-        log.exception("statistics of task %s failed", task_id)
-        again = scheduling.LEASE_SECONDS
-    finally:
-        connections.close_all()  # this thread's own connections; the thread ends here
-    if again is not None:
-        _wake_in_thread(task_id, again)
-
-
-@app.task(acks_late=True, soft_time_limit=600, time_limit=720)
-def compute_statistics_task(task_id: int) -> str:
-    """Compute the task's boards that are due; plan the next look if one is needed."""
-    from leaderboard import scheduling
-
-    cache.delete(_pending_key(task_id))
-    again = scheduling.run_due(task_id)
-    if again is not None:
-        _wake_in_celery(task_id, again)
-        return f"next look in {again:.1f} s"
-    return "nothing pending"
-
-
-def wake_forgotten_statistics() -> list[int]:
-    """Tasks whose statistics should be under way but are not (a lost message or timer, a dead
-    computing process): look at them now."""
-    from leaderboard import scheduling
-
-    if settings.EVALSERVER_STATISTICS_MODE not in ("celery", "thread"):
-        return []
-    task_ids = scheduling.overdue_task_ids()
-    for task_id in task_ids:
-        wake_statistics(task_id, 0.0)
-    return task_ids
-
-
-@app.task(acks_late=True)
-def statistics_sweep_task() -> list[int]:
-    return wake_forgotten_statistics()
+    return requeue_stuck_runs()

@@ -5,7 +5,7 @@ a phase. With the board itself cached, those two SQL queries were most of a requ
 they are cached too, under a key that carries a random *generation token*:
 
 * a reader takes the task's current token, then the entry stored under it;
-* a writer (a saved or deleted task or phase, or new scores: ``Task.touch_scores``) sets a
+* a writer (a saved or deleted task or phase, or new scores: ``tasks.changes.touch_scores``) sets a
   fresh token, and another once its transaction commits.
 
 A reader that loaded the old rows just before a commit stores them under the old token, which

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -60,16 +61,6 @@ class Task(models.Model):
         if not user.is_authenticated:
             return False
         return user.is_staff or self.organisers.filter(pk=user.pk).exists()
-
-    def touch_scores(self) -> None:
-        """Invalidate cached leaderboards: their cache keys include this timestamp, and the cached
-        task that carries it gets a new generation once the change commits."""
-        from tasks.lookup import forget_task
-
-        now = timezone.now()
-        Task.objects.filter(pk=self.pk).update(scores_changed_at=now)
-        self.scores_changed_at = now
-        forget_task(self.slug)
 
 
 class GoldVersion(models.Model):
@@ -154,8 +145,6 @@ class Phase(models.Model):
 
 
 def _join_code() -> str:
-    import secrets
-
     return secrets.token_urlsafe(12)
 
 

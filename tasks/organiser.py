@@ -18,11 +18,12 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evalserver.clientip import client_ip
 from scoring import exports
 from scoring.kinds import measure_key
-from tasks import access, services
+from tasks import access
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
+from tasks.organising import rescore_runs
+from tasks.runfiles import download_name, read_run_file
 
 
 def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
@@ -31,11 +32,6 @@ def _get_task_for_organiser(request: HttpRequest, slug: str) -> Task:
     if task is None or not task.is_organiser(request.user):
         raise Http404("no such task")
     return task
-
-
-def _log(request: HttpRequest, task: Task, what: str) -> None:
-    AccessLog.objects.create(user=request.user, task=task, what=what[:200],
-                             ip_address=client_ip(request))
 
 
 def _param(data: Any, name: str) -> str:
@@ -107,7 +103,8 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
         phase.results_published = publish
         # save(), not update(): the signals renew the cached task lookups and the statistics.
         phase.save(update_fields=["results_published"])
-        _log(request, task, f"{'published' if publish else 'withdrew'} the results of the {phase.name} phase")
+        done = "published" if publish else "withdrew"
+        access.log_access(request, task, f"{done} the results of the {phase.name} phase")
         now = "public: scores on the whole test set and per-dialogue scores" if publish else "hidden again"
         messages.success(request, f"The results of the {phase.name} phase are now {now}.")
     elif action == "approve":
@@ -121,7 +118,7 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
             return
         if not team.approved:
             Team.objects.filter(pk=team.pk).update(approved=True)
-            _log(request, task, f"approved team {team.name}")
+            access.log_access(request, task, f"approved team {team.name}")
         messages.success(request, f"Team {team.name!r} is approved and can submit runs.")
     else:
         messages.error(request, "Unknown action: choose publish, unpublish or approve.")
@@ -139,7 +136,7 @@ def rescore(request: HttpRequest, slug: str) -> HttpResponse:
             raise Http404("no such run in this task")
     else:
         runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
-    count = services.rescore_runs(runs)
+    count = rescore_runs(runs)
     messages.success(request, f"{count} run(s) queued for re-scoring.")
     return redirect("organiser-dashboard", slug=task.slug)
 
@@ -159,9 +156,10 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
     manifest = []
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for run in runs:
-            member = f"runs/{run.pk:06d}-{_safe(run.team.name if run.team else 'baseline')}-{_safe(run.name)}.json"
+            owner = run.team.name if run.team else "baseline"
+            member = f"runs/{run.pk:06d}-{download_name(owner, 60)}-{download_name(run.name, 60)}.json"
             try:
-                archive.writestr(member, services.read_run_file(run))
+                archive.writestr(member, read_run_file(run))
             except FileNotFoundError:
                 member = ""
             manifest.append({"id": run.pk, "file": member, "team": run.team.name if run.team else None,
@@ -172,9 +170,10 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
                              "submitted_at": run.created_at.isoformat()})
         archive.writestr("manifest.json", json.dumps(manifest, indent=1, ensure_ascii=False))
         archive.writestr("manifest.csv", _dicts_csv(manifest, ["id"]))
-    _log(request, task, f"runs zip ({phase_name or 'all phases'}, {len(manifest)} runs)")
+    access.log_access(request, task, f"runs zip ({phase_name or 'all phases'}, {len(manifest)} runs)")
     buffer.seek(0)
-    return FileResponse(buffer, as_attachment=True, filename=f"{task.slug}-{_safe(phase_name or 'all')}-runs.zip",
+    name = f"{task.slug}-{download_name(phase_name or 'all', 60)}-runs.zip"
+    return FileResponse(buffer, as_attachment=True, filename=name,
                         content_type="application/zip")
 
 
@@ -184,10 +183,6 @@ def _dicts_csv(rows: list[dict[str, Any]], empty_header: list[str]) -> str:
     have different measures); a missing value is an empty cell."""
     columns = list(dict.fromkeys(key for row in rows for key in row)) or empty_header
     return exports.csv_text([columns, *([row.get(column) for column in columns] for row in rows)])
-
-
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)[:60]
 
 
 def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]:
@@ -222,7 +217,7 @@ def results_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     phase = access.named_phase(access.task_phases(task.pk), request.GET.get("phase"))
     phase_name = phase.name if phase else ""
     rows = results_rows(task, phase)
-    _log(request, task, f"results {fmt} ({phase_name or 'all phases'})")
+    access.log_access(request, task, f"results {fmt} ({phase_name or 'all phases'})")
     if fmt == "json":
         response: HttpResponse = JsonResponse({"task": task.slug, "exported_at": timezone.now().isoformat(),
                                                "results": rows})

@@ -7,8 +7,10 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
+from tasks.changes import board_changed, phase_published
 from tasks.lookup import forget_task
-from tasks.models import Phase, Task, Team
+from tasks.models import Phase, Run, Task, Team
+from tasks.organising import rescore_runs
 
 
 @receiver(pre_save, sender=Task)
@@ -45,8 +47,6 @@ def _phase_changed(sender: type, instance: Phase, **kwargs: Any) -> None:
     if kwargs.get("signal") is not post_save or kwargs.get("created"):
         # A phase appears or goes: which boards exist changes (a task with phases never shows
         # its phase-less board), so every cached board of the task is renewed.
-        from tasks.services import board_changed
-
         task = Task.objects.filter(pk=instance.task_id).first()
         if task is not None:
             board_changed(task)
@@ -54,7 +54,7 @@ def _phase_changed(sender: type, instance: Phase, **kwargs: Any) -> None:
             return
     was = getattr(instance, "_was_published", None)
     if was is not None and was != instance.results_published:
-        _publication_changed(instance)
+        phase_published(instance)
     live = tuple(getattr(instance, name) for name in LIVE_FIELDS)
     if instance.live_subset_size and live != getattr(instance, "_live_before", None):
         _live_subset_changed(instance)
@@ -63,32 +63,13 @@ def _phase_changed(sender: type, instance: Phase, **kwargs: Any) -> None:
 def _live_subset_changed(phase: Phase) -> None:
     """A phase with a live subset, new or changed: the baselines of its gold (which belong to no
     phase) are scored again so that they have live-subset scores for its board."""
-    from tasks.models import Run
-    from tasks.services import rescore_runs
-
     rescore_runs(Run.objects.filter(task_id=phase.task_id, is_baseline=True, gold_version_id=phase.gold_version_id,
                                     withdrawn_at__isnull=True))
-
-
-def _publication_changed(phase: Phase) -> None:
-    """Results published (from the dashboard, the admin or code) or withdrawn: the stored
-    significance results of the phase's board were computed over the other scope, or over a
-    board that is now hidden (they would keep showing full-test-set means), so they go, and the
-    statistics are computed again for what the board now shows."""
-    from leaderboard.scheduling import forget
-    from tasks.services import board_changed
-
-    forget(phase.task_id, phase.pk)  # also refuses the results of computations already under way
-    # Boards of other phases on the same gold change too (a test board leaves its live subset
-    # when the final phase is published): new board cache keys.
-    board_changed(Task.objects.get(pk=phase.task_id))
 
 
 @receiver(post_save, sender=Team)
 def _team_changed(sender: type, instance: Team, created: bool, **kwargs: Any) -> None:
     """A renamed team: boards show team names, so the boards of its tasks are rebuilt."""
     if not created:
-        from tasks.services import board_changed
-
         for task in Task.objects.filter(runs__team=instance).distinct():
             board_changed(task)

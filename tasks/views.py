@@ -11,16 +11,25 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from evalserver.clientip import client_ip
 from tasks import access
 from tasks.api import run_data
-from tasks.models import AccessLog, Run, Score
-from tasks.phases import open_phase, phase_for_upload, quota_status
-from tasks.services import Rejected, Submission, parse_priority, participant_team, submit_run
+from tasks.changes import board_changed
+from tasks.errors import Rejected
+from tasks.models import Run, Score
+from tasks.submissions import (
+    WEB_FORM,
+    open_phase,
+    participant_team,
+    phase_for_upload,
+    quota_status,
+    submission_from_request,
+    submit_run,
+)
 from tasks.tokens import current_token, issue_token, revoke_tokens
 
 
@@ -58,35 +67,20 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
     if getattr(request, "limited", False):  # the same limit per user as the API's uploads
         context.update(errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
         return render(request, "tasks/upload.html", context, status=429)
-    upload_file = request.FILES.get("file")
-    errors: list[str] = []
-    status, retry_after = 400, None
-    priority = parse_priority(request.POST.get("priority"), errors)
-    if upload_file is None:
-        errors.append("file: choose a run file to upload")
-    elif upload_file.size > settings.RUN_UPLOAD_MAX_BYTES:
-        errors.append(f"file: {upload_file.size} bytes is over the limit of {settings.RUN_UPLOAD_MAX_BYTES} bytes")
-        status = 413
-    elif not errors:
-        try:
-            run = submit_run(task, request.user, Submission(
-                content=upload_file.read(), filename=upload_file.name, name=request.POST.get("name", ""),
-                description=request.POST.get("description", ""), is_public=request.POST.get("public") == "on",
-                priority=priority,
-            ), phase_for_upload(task, request.user))
-        except Rejected as rejected:
-            errors, status, retry_after = rejected.errors, rejected.status, rejected.retry_after
-        else:
-            messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
-            return redirect("run-page", run_id=run.pk)
-    context.update(errors=errors, form_name=request.POST.get("name", ""),
-                   form_description=request.POST.get("description", ""),
-                   form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
-                   quota=quota_status(task, request.user))
-    response = render(request, "tasks/upload.html", context, status=status)
-    if retry_after:
-        response["Retry-After"] = str(retry_after)
-    return response
+    try:
+        run = submit_run(task, request.user, submission_from_request(request, WEB_FORM),
+                         phase_for_upload(task, request.user))
+    except Rejected as rejected:
+        context.update(errors=rejected.errors, form_name=request.POST.get("name", ""),
+                       form_description=request.POST.get("description", ""),
+                       form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
+                       quota=quota_status(task, request.user))
+        response = render(request, "tasks/upload.html", context, status=rejected.status)
+        if rejected.retry_after:
+            response["Retry-After"] = str(rejected.retry_after)
+        return response
+    messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
+    return redirect("run-page", run_id=run.pk)
 
 
 @require_GET
@@ -101,9 +95,8 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             per_dialogue = _per_dialogue_rows(score)
             if access.on_test_data(run, phases) and not access.test_results_published(run, phases):
                 # Gold-derived data that only organisers may see yet: the access log says who did.
-                AccessLog.objects.create(user=request.user, task=run.task, ip_address=client_ip(request),
-                                         what=f"per-dialogue scores of run #{run.pk} ({run.label[:100]}, "
-                                              f"gold v{score.gold_version.number})")
+                access.log_access(request, run.task, f"per-dialogue scores of run #{run.pk} ({run.label[:100]}, "
+                                                     f"gold v{score.gold_version.number})")
     data = run_data(run, request.user, phases)
     return render(request, "tasks/run.html", {"run": run, "data": data, "per_dialogue": per_dialogue,
                                               "finished": run.status not in Run.UNFINISHED})
@@ -161,10 +154,6 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.is_withdrawn:
         messages.error(request, "The run is withdrawn: it stays hidden everywhere and cannot be shown again.")
         return redirect("run-page", run_id=run.pk)
-    from django.utils import timezone
-
-    from tasks.services import board_changed
-
     if action == "withdraw":
         Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     else:

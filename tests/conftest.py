@@ -97,7 +97,7 @@ def make_world(n_dialogues: int = 30, seed: int = 5, permutations: int = 200) ->
 
     from fixtures.synthetic import generate_gold
     from tasks.models import Team
-    from tasks.services import create_task, load_gold_version
+    from tasks.organising import create_task, load_gold_version
     from tasks.tokens import issue_token
 
     users = get_user_model()

@@ -35,7 +35,8 @@ class Case:
     # body), "no-file" (the form without its file), "many-files" (the file and 120 more).
     transport: str = "multipart"
     # What the web form says instead, where it differs from the API (None: the same; "skip":
-    # the case does not apply to the form, e.g. its "public" field is a checkbox).
+    # the case does not apply to the form). Both read the request with one function
+    # (tasks.submissions.submission_from_request), so only how a missing file is told differs.
     web_expect: list[str] | str | None = None
     web_status: int | None = None
 
@@ -174,8 +175,7 @@ CASES: list[Case] = [
          fields={"description": "d" * 5001}),
     Case("priority not a number", _valid, ["priority: expected a whole number"], fields={"priority": "first"}),
     Case("priority out of range", _valid, ["priority: must be a whole number from 1"], fields={"priority": "0"}),
-    Case("public not a boolean", _valid, ["public: expected true or false"], fields={"public": "maybe"},
-         web_expect="skip"),
+    Case("public not a boolean", _valid, ["public: expected true or false"], fields={"public": "maybe"}),
     # Issue 11: the shape of the file is bounded before anything is parsed.
     Case("empty objects filling the file", _raw(b"[" + b"{}," * 3_000_000 + b"{}]"),
          ["$: the run has more than 130 entries (entry [130] starts at line 1 column 392) but the gold has 30 "

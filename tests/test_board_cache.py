@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from leaderboard.statistics import compute_task_statistics
-from tasks import services
+from tasks import organising, submissions
 from tasks.models import Run
 from tests.conftest import World, committing, run_bytes
 
@@ -27,7 +27,7 @@ def _task_lookups_cached(settings) -> None:
 
 def submit(world: World, user, noise: float, seed: int, name: str, public: bool = True) -> Run:
     with committing():
-        return services.submit_run(world.task, user, services.Submission(
+        return submissions.submit_run(world.task, user, submissions.Submission(
             content=run_bytes(world.gold, noise, seed), name=name, is_public=public))
 
 
@@ -174,7 +174,7 @@ def test_the_cached_task_follows_every_change(world: World) -> None:
 
     # A task that did not exist a moment ago is found as soon as it does (no negative caching).
     assert cached_task("brand-new") is None
-    services.create_task("brand-new", "stc3", "Brand new")
+    organising.create_task("brand-new", "stc3", "Brand new")
     assert cached_task("brand-new")[0].title == "Brand new"
     assert cache_token_changes(_token_key("renamed-task"))
 

@@ -123,19 +123,19 @@ def test_a_participant_uploads_through_the_web_form_and_finds_the_run_on_the_boa
 @pytest.fixture
 def queued_run(world: World, live_server: Any) -> Any:
     """A run waiting for a worker (no job was sent), made before Playwright's event loop starts."""
-    from tasks import services
+    from tasks import runfiles
     from tasks.models import Run
 
     content = run_bytes(world.gold, noise=0.4, seed=5)
     return Run.objects.create(task=world.task, team=world.alice.teams.get(), submitted_by=world.alice,
-                              name="waiting-run", file_sha256=services.store_run_file(content),
+                              name="waiting-run", file_sha256=runfiles.store_run_file(content),
                               file_size=len(content), has_quality=True, has_nugget=True,
                               gold_version=world.gold_version)
 
 
 def test_the_run_page_follows_a_queued_run_until_it_is_done(live_server: Any, queued_run: Any, browser: Any) -> None:
     """The run page's script polls the API and shows the scores once a worker has finished."""
-    from tasks import services
+    from tasks import jobs
 
     run = queued_run
     page = signed_in_page(browser, live_server.url)
@@ -149,7 +149,7 @@ def test_the_run_page_follows_a_queued_run_until_it_is_done(live_server: Any, qu
     def work() -> None:
         from django.db import connection
 
-        outcome.append(services.score_run(run.pk))
+        outcome.append(jobs.score_run(run.pk))
         connection.close()
 
     worker = threading.Thread(target=work)

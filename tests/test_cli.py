@@ -396,13 +396,13 @@ def test_submit_sends_the_file_again_when_the_server_is_busy_validating(served: 
                                                                         settings: Any) -> None:
     """A server validating other uploads answers 503 with Retry-After and stores nothing; the
     client waits as told and sends the file again, once, and the run is accepted."""
-    from tasks import services
+    from tasks import submissions
 
     settings.EVALSERVER_VALIDATION_SLOTS = 1
     settings.EVALSERVER_VALIDATION_WAIT_SECONDS = 0  # refuse at once instead of waiting for the slot
-    with services.validation_slot():  # created on first use
+    with submissions.validation_slot():  # created on first use
         pass
-    slot = services._validation_slots[1]
+    slot = submissions._validation_slots[1]
     assert slot.acquire(timeout=5)  # another upload is being validated in the server's process
     threading.Timer(1.0, slot.release).start()
     path = write_run(tmp_path, served.world)

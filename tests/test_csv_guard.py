@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from scoring.exports import csv_cell, csv_text
-from tasks import services
+from tasks import submissions
 from tasks.models import Team
 from tests.conftest import World, committing, run_bytes
 
@@ -48,9 +48,9 @@ def test_every_csv_the_project_serves_is_guarded(world: World, settings) -> None
     team.members.add(world.bob)
     world.bob.teams.remove(*world.bob.teams.exclude(pk=team.pk))
     with committing():
-        services.submit_run(world.task, world.bob, services.Submission(
+        submissions.submit_run(world.task, world.bob, submissions.Submission(
             content=run_bytes(world.gold, 0.4, 2), name=HOSTILE, description="+SUM(A1:A9)"))
-        services.submit_run(world.task, world.alice, services.Submission(
+        submissions.submit_run(world.task, world.alice, submissions.Submission(
             content=run_bytes(world.gold, 0.2, 3), name="-1+1"))
     organiser = Client()
     organiser.force_login(world.organiser)

@@ -25,7 +25,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tasks import services
+from tasks import jobs, organising, runfiles, submissions
 from tasks.models import Run, Score
 from tests.conftest import IN_CI, make_world, require_postgres, require_service, run_bytes
 from tests.workers import (
@@ -117,17 +117,17 @@ def big_task() -> tuple[Any, list, Any]:
 
     from tasks.models import Team
 
-    task = services.create_task("fault-task", "stc3", "Faults")
+    task = organising.create_task("fault-task", "stc3", "Faults")
     gold = big_gold(BIG_DIALOGUES)
-    services.load_gold_version(task, orjson.dumps(gold), "gold.json")
+    organising.load_gold_version(task, orjson.dumps(gold), "gold.json")
     user = get_user_model().objects.create_user("carol", password="carol-pass-1")
     Team.objects.create(name="Cassiopeia", slug="cassiopeia").members.add(user)
     return task, gold, user
 
 
 def submit(task: Any, user: Any, content: bytes, name: str) -> int:
-    return services.submit_run(task, user, services.Submission(content=content, filename=f"{name}.json",
-                                                               name=name)).pk
+    return submissions.submit_run(task, user, submissions.Submission(content=content, filename=f"{name}.json",
+                                                                     name=name)).pk
 
 
 def requeue_stuck() -> str:
@@ -167,7 +167,7 @@ def test_a_worker_killed_mid_scoring_leaves_its_run_scored_exactly_once(
             # Redis keeps the unacknowledged job for the visibility timeout (an hour): the run is
             # recovered by requeue_stuck (celery beat's job) once the dead attempt is stale.
             started = Run.objects.get(pk=run_id).started_at
-            wait_until("the dead attempt to become stale", lambda: started < services.stale_before(), 15, second)
+            wait_until("the dead attempt to become stale", lambda: started < jobs.stale_before(), 15, second)
             assert requeue_stuck() == f"re-sent 1 run(s): {run_id}"
         status = wait_for_status(run_id, {Run.DONE, Run.FAILED}, RECOVERY_TIMEOUT, second)
 
@@ -199,7 +199,7 @@ def test_an_upload_while_the_broker_is_down_is_accepted_kept_and_scored_once_it_
     assert reply.status == 202, reply.body[:500]
     run_id = reply.json()["id"]
     assert run_state(run_id) == (Run.QUEUED, 0)
-    assert services.run_file_path(Run.objects.get(pk=run_id).file_sha256).exists()
+    assert runfiles.run_file_path(Run.objects.get(pk=run_id).file_sha256).exists()
     assert took < 15, f"the upload waited {took:.1f} s for the dead broker"
     with publishing_to(workers.broker_url, workers.queue):
         worker = workers.start("after")
@@ -226,7 +226,7 @@ def test_a_run_held_by_a_hung_worker_past_its_time_limit_is_requeued_and_its_lat
         second = workers.start("second")
         assert requeue_stuck() == "re-sent 0 run(s)"
         started = Run.objects.get(pk=run_id).started_at
-        wait_until("the hung attempt to pass its time limit", lambda: started < services.stale_before(), 15)
+        wait_until("the hung attempt to pass its time limit", lambda: started < jobs.stale_before(), 15)
         assert run_state(run_id) == (Run.SCORING, 1)
         assert requeue_stuck() == f"re-sent 1 run(s): {run_id}"
         assert wait_for_status(run_id, {Run.DONE, Run.FAILED}, RECOVERY_TIMEOUT, second) == Run.DONE

@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
-from tasks import services
+from tasks import organising, submissions
 from tasks.models import Phase, Run, Score
 from tests.conftest import World, committing, run_bytes
 
@@ -33,8 +33,8 @@ def phase(world: World, name: str, kind: str, version, live: int | None = None, 
 
 def upload(world: World, user, content: bytes, name: str, in_phase: Phase | None) -> Run:
     with committing():
-        return services.submit_run(world.task, user, services.Submission(content=content, name=name,
-                                                                         description="method"), in_phase)
+        return submissions.submit_run(world.task, user, submissions.Submission(content=content, name=name,
+                                                                               description="method"), in_phase)
 
 
 def board(world: World, phase_name: str) -> dict:
@@ -43,7 +43,7 @@ def board(world: World, phase_name: str) -> dict:
 
 def load(world: World, gold: list, phases=()) -> object:
     with committing():
-        return services.load_gold_version(world.task, orjson.dumps(gold), "gold.json", phases=phases)
+        return organising.load_gold_version(world.task, orjson.dumps(gold), "gold.json", phases=phases)
 
 
 @pytest.mark.django_db

@@ -42,7 +42,7 @@ from django.utils import timezone
 from fixtures.synthetic import generate_gold
 from leaderboard.models import TaskStatistics
 from leaderboard.statistics import compute_task_statistics
-from tasks import services
+from tasks import changes, organising, submissions
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
 from tests.conftest import World, committing, make_world, run_bytes
 
@@ -141,7 +141,7 @@ class LeakWorld:
 def _upload(world: World, user: Any, seed: int, name: str, phase: Phase | None, public: bool = True,
             gold: list | None = None) -> Run:
     with committing():
-        return services.submit_run(world.task, user, services.Submission(
+        return submissions.submit_run(world.task, user, submissions.Submission(
             content=run_bytes(gold if gold is not None else world.gold, noise=0.2 + 0.07 * seed, seed=seed),
             name=name, description="method", is_public=public), phase)
 
@@ -154,8 +154,8 @@ def build_world() -> LeakWorld:
     Team.objects.create(name="Cygnus", slug="cygnus").members.add(carol)
     test_gold_data = generate_gold(40, seed=8)
     with committing():
-        test_gold = services.load_gold_version(world.task, orjson.dumps(test_gold_data), "test.json",
-                                               world.organiser, label="test")
+        test_gold = organising.load_gold_version(world.task, orjson.dumps(test_gold_data), "test.json",
+                                                 world.organiser, label="test")
     # Runs from before the phases: a task without phases scores them on its latest gold, the test gold.
     _upload(world, world.bob, 1, "early-b", None, gold=test_gold_data)
     _upload(world, carol, 2, "early-c", None, gold=test_gold_data)
@@ -392,7 +392,7 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     # A run hidden by its team after that computation: the stored statistics still hold it.
     with committing():
         Run.objects.filter(name="test-c1").update(is_public=False)
-        services.board_changed(leak.world.task)
+        changes.board_changed(leak.world.task)
     enter_state(leak, state.running, state.test_published, state.final_published)
     # Stale statistics can only reach the pages and exports of boards.
     problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))

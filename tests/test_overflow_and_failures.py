@@ -22,9 +22,9 @@ from rest_framework.test import APIClient
 
 from scoring import STC3, evaluate, load_gold, load_run
 from scoring.formats import ValidationFailed, _load_run_checked, _load_run_fast, _run_fast, parse_json
-from tasks import services
+from tasks import jobs, organising, submissions
 from tasks.models import Phase, Run, Score
-from tasks.phases import quota_numbers
+from tasks.submissions import quota_numbers
 from tests.conftest import World, committing, require_postgres, run_bytes
 
 HOLES = {"quality": '"__Q__"', "nugget": '"__N__"'}
@@ -137,7 +137,7 @@ def test_overflowing_values_upload_and_score_like_their_ratio(world: World, lite
         assert np.isfinite(vector.array()).all() and np.isfinite(vector.mean)
     # The worker function itself, called again on the queued run, gives the same.
     Run.objects.filter(pk=run.pk).update(status=Run.QUEUED)
-    assert services.score_run(run.pk) == "done"
+    assert jobs.score_run(run.pk) == "done"
     assert Score.objects.get(run=run).summary == reference["scores"]
     board = client_for(world.alice_token).get(f"/api/v1/tasks/{world.task.slug}/leaderboard/")
     assert b"NaN" not in board.content and b"Infinity" not in board.content
@@ -198,7 +198,7 @@ def _phase(world: World) -> Phase:
 
 def _submit(world: World, phase: Phase | None = None) -> Run:
     with committing():
-        return services.submit_run(world.task, world.alice, services.Submission(
+        return submissions.submit_run(world.task, world.alice, submissions.Submission(
             content=run_bytes(world.gold), filename="r.json", name="r"), phase)
 
 
@@ -257,7 +257,7 @@ def test_a_run_that_no_longer_validates_fails_server_side_and_frees_its_quota(wo
     run = _submit(world, phase)
     assert quota_numbers(run.team, phase)["total_used"] == 1
     with committing():
-        services.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json", phases=[phase])
+        organising.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json", phases=[phase])
     _assert_failed_once_server_side(run, "is not in the gold data of this task", phase, attempts=2)
     assert run.errors[0] == ("the run does not validate against gold version 2 (the organisers changed the "
                              "gold); it does not count against your quota:")

@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tasks import services
+from tasks import errors, submissions
 from tasks.models import Phase, Run, Score
 from tests.conftest import World, committing, make_world, require_service, run_bytes, using_postgres
 
@@ -232,9 +232,9 @@ def test_concurrent_uploads_never_exceed_the_quota() -> None:
     def upload(content: bytes) -> None:
         barrier.wait()
         try:
-            services.submit_run(world.task, world.alice, services.Submission(content=content), phase)
+            submissions.submit_run(world.task, world.alice, submissions.Submission(content=content), phase)
             outcomes.append("accepted")
-        except services.Rejected as rejected:
+        except errors.Rejected as rejected:
             outcomes.append(f"{rejected.status}")
         finally:
             connection.close()

@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tasks import phases as phase_rules
-from tasks import services
+from tasks import errors, organising
+from tasks import submissions as phase_rules
 from tasks.models import AccessLog, Phase, Run, Team, slug_validator
 from tests.conftest import World, committing, run_bytes
 
@@ -94,7 +94,7 @@ def test_a_run_from_before_the_phases_rescored_on_the_test_gold_shows_nothing_of
     Their owners must not read test-set scores, per dialogue or on the whole set, from them."""
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     with committing():
-        test_gold = services.load_gold_version(world.task, orjson.dumps(world.gold), "test.json", label="test")
+        test_gold = organising.load_gold_version(world.task, orjson.dumps(world.gold), "test.json", label="test")
     assert Run.objects.get(pk=run_id).gold_version == test_gold
     add_phase(world, "test", version=test_gold, live_subset_size=10, start=timedelta(days=1), end=timedelta(days=2))
     owner = api_for(world.alice_token).get(f"/api/v1/runs/{run_id}/").json()
@@ -138,7 +138,7 @@ def test_the_daily_quota_resets_exactly_at_midnight_utc(world: World, monkeypatc
     assert phase_rules.quota_numbers(team, phase, at=last_moment)["daily_used"] == 2
     # The check that guards uploads uses the same clock.
     monkeypatch.setattr(phase_rules.timezone, "now", lambda: last_moment)
-    with pytest.raises(services.Rejected) as refused:
+    with pytest.raises(errors.Rejected) as refused:
         phase_rules.check_quota(team, phase)
     assert refused.value.status == 429 and "resets at 2031-03-05T00:00:00+00:00" in refused.value.errors[0]
     monkeypatch.setattr(phase_rules.timezone, "now", lambda: midnight)

@@ -12,24 +12,24 @@ from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
 from scoring import STC3, evaluate, load_gold, load_run
-from tasks import services
+from tasks import errors, jobs, organising, runfiles, submissions
 from tasks.models import Run, Score, ScoreVector
 from tests.conftest import World, committing, run_bytes
 
 
 def submit(world: World, content: bytes, user=None, name: str = "run") -> Run:
     with committing():
-        return services.submit_run(world.task, user or world.alice,
-                                   services.Submission(content=content, filename="r.json", name=name))
+        return submissions.submit_run(world.task, user or world.alice,
+                                      submissions.Submission(content=content, filename="r.json", name=name))
 
 
 @pytest.mark.django_db
 def test_scoring_twice_stores_one_score(world: World) -> None:
     run = submit(world, run_bytes(world.gold))
     assert Run.objects.get(pk=run.pk).status == Run.DONE
-    assert services.score_run(run.pk).startswith("skipped")
+    assert jobs.score_run(run.pk).startswith("skipped")
     Run.objects.filter(pk=run.pk).update(status=Run.QUEUED)
-    assert services.score_run(run.pk) == "done"
+    assert jobs.score_run(run.pk) == "done"
     assert Score.objects.filter(run=run).count() == 1
     assert ScoreVector.objects.filter(score__run=run).count() == 21
 
@@ -38,19 +38,19 @@ def test_scoring_twice_stores_one_score(world: World) -> None:
 def test_a_run_held_by_a_live_worker_is_not_claimed_again(world: World) -> None:
     run = submit(world, run_bytes(world.gold))
     Run.objects.filter(pk=run.pk).update(status=Run.SCORING, started_at=timezone.now())
-    assert services.score_run(run.pk).startswith("skipped")
+    assert jobs.score_run(run.pk).startswith("skipped")
     # Past the hard time limit the worker is presumed dead, and the run can be claimed.
     Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
-    assert services.score_run(run.pk) == "done"
+    assert jobs.score_run(run.pk) == "done"
     assert Run.objects.get(pk=run.pk).attempts == 2
 
 
 @pytest.mark.django_db
 def test_a_missing_file_fails_with_a_readable_server_side_reason(world: World) -> None:
     run = submit(world, run_bytes(world.gold))
-    services.run_file_path(run.file_sha256).unlink()
+    runfiles.run_file_path(run.file_sha256).unlink()
     Run.objects.filter(pk=run.pk).update(status=Run.QUEUED)
-    assert services.score_run(run.pk) == "failed: internal error"
+    assert jobs.score_run(run.pk) == "failed: internal error"
     run.refresh_from_db()
     assert run.status == Run.FAILED
     assert run.failure_is_server_side
@@ -68,7 +68,7 @@ def test_new_gold_version_rescores_runs_and_keeps_old_scores(world: World) -> No
                  "nugget": ["CNaN" if turn["sender"] == "customer" else "HNaN" for turn in dialogue["turns"]]}
         dialogue["annotations"] = [*dialogue["annotations"], extra]
     with committing():
-        version = services.load_gold_version(world.task, orjson.dumps(changed), "gold-v2.json")
+        version = organising.load_gold_version(world.task, orjson.dumps(changed), "gold-v2.json")
     assert version.number == 2
     run.refresh_from_db()
     assert run.status == Run.DONE and run.gold_version_id == version.pk
@@ -94,7 +94,7 @@ def test_new_gold_version_rescores_runs_and_keeps_old_scores(world: World) -> No
 def test_a_gold_update_that_drops_dialogues_fails_old_runs_with_a_reason(world: World) -> None:
     run = submit(world, run_bytes(world.gold))
     with committing():
-        services.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json")
+        organising.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json")
     run.refresh_from_db()
     # Valid when uploaded: the gold changed, not the team's doing (issue 11: no quota used).
     assert run.status == Run.FAILED and run.failure_is_server_side
@@ -105,8 +105,8 @@ def test_a_gold_update_that_drops_dialogues_fails_old_runs_with_a_reason(world: 
 def test_invalid_gold_stores_no_version(world: World) -> None:
     broken = [dict(dialogue) for dialogue in world.gold]
     broken[3] = {**broken[3], "annotations": [{"quality": {"A": 7, "S": 0, "E": 0}, "nugget": []}]}
-    with pytest.raises(services.Rejected) as rejected:
-        services.load_gold_version(world.task, orjson.dumps(broken), "bad.json")
+    with pytest.raises(errors.Rejected) as rejected:
+        organising.load_gold_version(world.task, orjson.dumps(broken), "bad.json")
     assert "[3].annotations[0].quality.A: unknown scale label 7 (allowed: 2, 1, 0, -1, -2)" in rejected.value.errors
     assert world.task.gold_versions.count() == 1
 
@@ -119,7 +119,7 @@ def test_requeue_sends_runs_whose_job_was_lost(world: World, monkeypatch) -> Non
     Run.objects.filter(pk=run.pk).update(status=Run.QUEUED, queued_at=long_ago, last_sent_at=long_ago)
     fresh = submit(world, run_bytes(world.gold, seed=8))
     Run.objects.filter(pk=fresh.pk).update(status=Run.QUEUED)
-    assert services.requeue_stuck_runs() == [run.pk]
+    assert jobs.requeue_stuck_runs() == [run.pk]
     # The embedded default runs the re-sent job at once.
     assert Run.objects.get(pk=run.pk).status == Run.DONE
     assert Run.objects.get(pk=fresh.pk).status == Run.QUEUED
@@ -131,8 +131,6 @@ def test_requeue_under_a_backlog_sends_each_run_again_only_once_its_last_send_is
     """Issue 11, defect 5: with 8 runs waiting in the broker (a backlog, no worker free), celery
     beat's requeue_stuck every minute re-sent every queued run each time (8 runs became 49
     messages). A run is sent again only when its last send is older than the stale threshold."""
-    from tasks import jobs
-
     messages: list[int] = []
     monkeypatch.setattr(jobs.score_run_task, "delay", messages.append)  # the broker holds them; nobody scores
     runs = [submit(world, run_bytes(world.gold, seed=seed), name=f"backlog-{seed}") for seed in range(8)]
@@ -143,35 +141,33 @@ def test_requeue_under_a_backlog_sends_each_run_again_only_once_its_last_send_is
     # long ago; beat calls requeue_stuck every minute, within the stale threshold (3.5 minutes).
     start = timezone.now()
     Run.objects.filter(pk__in=ids).update(queued_at=start - timedelta(minutes=3), last_sent_at=start)
-    threshold = services.stale_after()
+    threshold = jobs.stale_after()
     assert threshold == timedelta(seconds=210)
     for minute in range(3):
         clock = start + timedelta(minutes=minute, seconds=30)
         monkeypatch.setattr(timezone, "now", lambda clock=clock: clock)
-        assert services.requeue_stuck_runs() == []
+        assert jobs.requeue_stuck_runs() == []
     assert len(messages) == 8
     # Past the threshold: each run is sent once more, and the next call sends nothing again.
     later = start + threshold + timedelta(seconds=1)
     monkeypatch.setattr(timezone, "now", lambda: later)
-    assert services.requeue_stuck_runs() == ids
+    assert jobs.requeue_stuck_runs() == ids
     assert len(messages) == 16 and sorted(messages[8:]) == ids
-    assert services.requeue_stuck_runs() == []
+    assert jobs.requeue_stuck_runs() == []
     later_still = later + timedelta(minutes=1)
     monkeypatch.setattr(timezone, "now", lambda: later_still)
-    assert services.requeue_stuck_runs() == []
+    assert jobs.requeue_stuck_runs() == []
     assert len(messages) == 16
     assert set(Run.objects.filter(pk__in=ids).values_list("sends", "last_sent_at")) == {(2, later)}
 
 
 @pytest.mark.django_db
 def test_every_send_is_recorded_and_a_failed_send_is_not(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     run = submit(world, run_bytes(world.gold))
     first = Run.objects.get(pk=run.pk)
     assert first.sends == 1 and first.last_sent_at is not None
     with committing():
-        services.rescore_runs(Run.objects.filter(pk=run.pk))
+        organising.rescore_runs(Run.objects.filter(pk=run.pk))
     assert Run.objects.get(pk=run.pk).sends == 2
 
     def broker_down(*args, **kwargs):
@@ -179,15 +175,13 @@ def test_every_send_is_recorded_and_a_failed_send_is_not(world: World, monkeypat
 
     monkeypatch.setattr(jobs.score_run_task, "delay", broker_down)
     with committing():
-        services.rescore_runs(Run.objects.filter(pk=run.pk))
+        organising.rescore_runs(Run.objects.filter(pk=run.pk))
     after = Run.objects.get(pk=run.pk)
     assert after.sends == 2 and after.status == Run.QUEUED  # not sent: requeue_stuck sends it after two minutes
 
 
 @pytest.mark.django_db
 def test_a_broker_failure_at_upload_keeps_the_run_queued(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     def broker_down(*args, **kwargs):
         raise ConnectionRefusedError("broker down")
 
@@ -196,7 +190,7 @@ def test_a_broker_failure_at_upload_keeps_the_run_queued(world: World, monkeypat
     assert Run.objects.get(pk=run.pk).status == Run.QUEUED  # accepted, safe, and re-sent later
     monkeypatch.undo()
     Run.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(minutes=5))
-    services.requeue_stuck_runs()
+    jobs.requeue_stuck_runs()
     assert Run.objects.get(pk=run.pk).status == Run.DONE
 
 
@@ -230,7 +224,7 @@ def queued_run(world: World, phase=None, seed: int = 1) -> Run:
     """A run stored and queued, with no job sent for it (``attempts == 0``)."""
     content = run_bytes(world.gold, seed=seed)
     return Run.objects.create(task=world.task, team=world.alice.teams.get(), phase=phase, name=f"cut-{seed}",
-                              file_sha256=services.store_run_file(content), file_size=len(content),
+                              file_sha256=runfiles.store_run_file(content), file_size=len(content),
                               has_quality=True, has_nugget=True, gold_version=world.gold_version)
 
 
@@ -274,8 +268,8 @@ def test_a_job_cut_in_the_final_write_takes_its_own_claim_back_at_once(world: Wo
     run = queued_run(world, phase=live_phase(world))
     # The full-set scores are written, then the connection drops while the live scores are.
     cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 2)
-    with pytest.raises(services.ScoringInterrupted) as cut:
-        services.score_run(run.pk)
+    with pytest.raises(jobs.ScoringInterrupted) as cut:
+        jobs.score_run(run.pk)
     assert cut.value.attempt == 1
     assert isinstance(cut.value.__cause__, OperationalError)
     # The claim is kept (resetting it would need the database), the half-written scores are not.
@@ -283,29 +277,29 @@ def test_a_job_cut_in_the_final_write_takes_its_own_claim_back_at_once(world: Wo
     assert not Score.objects.filter(run=run).exists()
 
     # Any other job, or one carrying another attempt number, still finds the run held ...
-    assert services.score_run(run.pk).startswith("skipped")
-    assert services.score_run(run.pk, reclaim_attempt=0).startswith("skipped")
-    assert services.score_run(run.pk, reclaim_attempt=2).startswith("skipped")
+    assert jobs.score_run(run.pk).startswith("skipped")
+    assert jobs.score_run(run.pk, reclaim_attempt=0).startswith("skipped")
+    assert jobs.score_run(run.pk, reclaim_attempt=2).startswith("skipped")
     assert state(run) == (Run.SCORING, 1)
     # ... but the retry of the cut job takes it back without waiting for it to go stale.
-    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert jobs.score_run(run.pk, reclaim_attempt=1) == "done"
     assert state(run) == (Run.DONE, 2)
     assert scores_by_scope(run) == {Score.FULL: 1, Score.LIVE: 1}
     assert ScoreVector.objects.filter(score__run=run).count() == 42
     # A late duplicate of that retry finds the run done.
-    assert services.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
+    assert jobs.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
     assert state(run) == (Run.DONE, 2)
 
 
 @pytest.mark.django_db
 def test_a_job_cut_while_computing_takes_its_own_claim_back(world: World, monkeypatch) -> None:
     run = queued_run(world)
-    cut_on_call(monkeypatch, services, "_compute", 1)
-    with pytest.raises(services.ScoringInterrupted) as cut:
-        services.score_run(run.pk)
+    cut_on_call(monkeypatch, jobs, "_compute", 1)
+    with pytest.raises(jobs.ScoringInterrupted) as cut:
+        jobs.score_run(run.pk)
     assert cut.value.attempt == 1
     assert state(run) == (Run.SCORING, 1)  # not failed: the run is not at fault
-    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert jobs.score_run(run.pk, reclaim_attempt=1) == "done"
     assert state(run) == (Run.DONE, 2)
     assert scores_by_scope(run) == {Score.FULL: 1}
 
@@ -317,10 +311,10 @@ def test_a_job_cut_while_locking_the_run_for_the_final_write_takes_its_claim_bac
 
     run = queued_run(world)
     cut_on_call(monkeypatch, QuerySet, "select_for_update", 1)
-    with pytest.raises(services.ScoringInterrupted) as cut:
-        services.score_run(run.pk)
+    with pytest.raises(jobs.ScoringInterrupted) as cut:
+        jobs.score_run(run.pk)
     assert state(run) == (Run.SCORING, cut.value.attempt) == (Run.SCORING, 1)
-    assert services.score_run(run.pk, reclaim_attempt=1) == "done"
+    assert jobs.score_run(run.pk, reclaim_attempt=1) == "done"
     assert state(run) == (Run.DONE, 2)
     assert scores_by_scope(run) == {Score.FULL: 1}
 
@@ -329,17 +323,17 @@ def test_a_job_cut_while_locking_the_run_for_the_final_write_takes_its_claim_bac
 def test_a_stale_attempt_number_is_refused_once_another_attempt_holds_the_run(world: World, monkeypatch) -> None:
     run = queued_run(world)
     cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 1, 2)
-    with pytest.raises(services.ScoringInterrupted):
-        services.score_run(run.pk)  # attempt 1, cut
+    with pytest.raises(jobs.ScoringInterrupted):
+        jobs.score_run(run.pk)  # attempt 1, cut
     # Its retry came too late: the claim went stale and another job claimed the run (attempt 2),
     # which was cut in turn and now holds it.
     Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
-    with pytest.raises(services.ScoringInterrupted) as second:
-        services.score_run(run.pk)
+    with pytest.raises(jobs.ScoringInterrupted) as second:
+        jobs.score_run(run.pk)
     assert second.value.attempt == 2 and state(run) == (Run.SCORING, 2)
-    assert services.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
+    assert jobs.score_run(run.pk, reclaim_attempt=1).startswith("skipped")
     assert state(run) == (Run.SCORING, 2)
-    assert services.score_run(run.pk, reclaim_attempt=2) == "done"
+    assert jobs.score_run(run.pk, reclaim_attempt=2) == "done"
     assert state(run) == (Run.DONE, 3)
     assert scores_by_scope(run) == {Score.FULL: 1}
 
@@ -349,9 +343,9 @@ def test_a_database_error_before_the_claim_changes_nothing(world: World, monkeyp
     run = queued_run(world)
     cut_on_call(monkeypatch, Run.objects, "filter", 1)
     with pytest.raises(OperationalError):
-        services.score_run(run.pk)
+        jobs.score_run(run.pk)
     assert state(run) == (Run.QUEUED, 0)
-    assert services.score_run(run.pk) == "done"
+    assert jobs.score_run(run.pk) == "done"
     assert state(run) == (Run.DONE, 1)
 
 
@@ -375,8 +369,6 @@ class RetrySpy:
 
 @pytest.mark.django_db
 def test_the_job_retries_a_cut_with_its_attempt_number(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     run = queued_run(world)
     cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", 1)
     retries = RetrySpy(monkeypatch)
@@ -387,15 +379,13 @@ def test_the_job_retries_a_cut_with_its_attempt_number(world: World, monkeypatch
     assert retries.calls[0]["args"] == (run.pk,)
     assert retries.calls[0]["kwargs"] == {"reclaim_attempt": 1}
     assert retries.calls[0]["countdown"] == 1 and retries.calls[0]["max_retries"] == jobs.DB_RETRIES
-    assert isinstance(retries.calls[0]["exc"], services.ScoringInterrupted)
+    assert isinstance(retries.calls[0]["exc"], jobs.ScoringInterrupted)
     assert state(run) == (Run.DONE, 2)
     assert scores_by_scope(run) == {Score.FULL: 1}
 
 
 @pytest.mark.django_db
 def test_the_job_retries_an_error_before_the_claim_with_the_attempt_it_had(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     run = queued_run(world)
     cut_on_call(monkeypatch, Run.objects, "filter", 1)
     retries = RetrySpy(monkeypatch)
@@ -408,13 +398,11 @@ def test_the_job_retries_an_error_before_the_claim_with_the_attempt_it_had(world
 
 @pytest.mark.django_db
 def test_the_job_backs_off_and_gives_up_leaving_the_run_to_requeue_stuck(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     run = queued_run(world)
     cut_on_call(monkeypatch, ScoreVector.objects, "bulk_create", *range(1, 100))
     retries = RetrySpy(monkeypatch)
     result = jobs.score_run_task.apply(args=(run.pk,))
-    assert result.failed() and isinstance(result.result, services.ScoringInterrupted)
+    assert result.failed() and isinstance(result.result, jobs.ScoringInterrupted)
     # Each retry took back the claim of the one before: 1 s, 2 s, 4 s ... apart, at most a minute.
     assert [call["countdown"] for call in retries.calls] == [1, 2, 4, 8, 16, 32, 60, 60]
     assert [call["kwargs"]["reclaim_attempt"] for call in retries.calls] == list(range(1, 9))
@@ -423,16 +411,14 @@ def test_the_job_backs_off_and_gives_up_leaving_the_run_to_requeue_stuck(world: 
     # requeue_stuck hands it on once the claim is stale.
     Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
     monkeypatch.undo()
-    assert services.requeue_stuck_runs() == [run.pk]
+    assert jobs.requeue_stuck_runs() == [run.pk]
     assert state(run) == (Run.DONE, jobs.DB_RETRIES + 2)
 
 
 @pytest.mark.django_db
 def test_the_job_does_not_retry_other_errors(world: World, monkeypatch) -> None:
-    from tasks import jobs
-
     run = queued_run(world)
-    services.run_file_path(run.file_sha256).unlink()
+    runfiles.run_file_path(run.file_sha256).unlink()
     retries = RetrySpy(monkeypatch)
     assert jobs.score_run_task.apply(args=(run.pk,)).get() == "failed: internal error"
     assert retries.calls == []
@@ -443,7 +429,7 @@ def test_the_interruption_survives_pickling() -> None:
     from celery.utils.serialization import get_pickleable_exception
 
     # Celery stores a failed job's exception; one it cannot pickle becomes an opaque wrapper.
-    interrupted = services.ScoringInterrupted(7, 2, "OperationalError: gone")
+    interrupted = jobs.ScoringInterrupted(7, 2, "OperationalError: gone")
     assert get_pickleable_exception(interrupted) is interrupted
     assert str(interrupted) == "run 7, attempt 2: OperationalError: gone"
 
@@ -453,22 +439,20 @@ def test_a_run_whose_job_dies_again_and_again_ends_failed_not_resent_for_ever(wo
     """A job killed by the hard time limit leaves its run ``scoring``; requeue_stuck sent it again
     at every stale claim, for ever. After MAX_INTERRUPTIONS re-sends the run ends failed, server-side
     (no quota used), and is no longer sent."""
-    from tasks import jobs
-
     messages: list[int] = []
     monkeypatch.setattr(jobs.score_run_task, "delay", messages.append)
     dying, retried = (submit(world, run_bytes(world.gold, seed=seed), name=f"dies-{seed}") for seed in (1, 2))
     messages.clear()
-    long_ago = timezone.now() - services.stale_after() - timedelta(seconds=5)
+    long_ago = timezone.now() - jobs.stale_after() - timedelta(seconds=5)
     Run.objects.filter(pk=dying.pk).update(status=Run.SCORING, started_at=long_ago, last_sent_at=long_ago,
-                                           interruptions=services.MAX_INTERRUPTIONS)
+                                           interruptions=jobs.MAX_INTERRUPTIONS)
     Run.objects.filter(pk=retried.pk).update(status=Run.SCORING, started_at=long_ago, last_sent_at=long_ago,
-                                             interruptions=services.MAX_INTERRUPTIONS - 1)
-    assert services.requeue_stuck_runs() == [retried.pk]
+                                             interruptions=jobs.MAX_INTERRUPTIONS - 1)
+    assert jobs.requeue_stuck_runs() == [retried.pk]
     assert messages == [retried.pk]
     dead = Run.objects.get(pk=dying.pk)
     assert dead.status == Run.FAILED and dead.failure_is_server_side
-    assert Run.objects.get(pk=retried.pk).interruptions == services.MAX_INTERRUPTIONS
-    assert dead.errors == [f"scoring was cut off {services.MAX_INTERRUPTIONS + 1} times (time limit or worker "
+    assert Run.objects.get(pk=retried.pk).interruptions == jobs.MAX_INTERRUPTIONS
+    assert dead.errors == [f"scoring was cut off {jobs.MAX_INTERRUPTIONS + 1} times (time limit or worker "
                            "failure); the organisers have been told and can re-score the run"]
-    assert services.requeue_stuck_runs() == [] and messages == [retried.pk]
+    assert jobs.requeue_stuck_runs() == [] and messages == [retried.pk]

@@ -11,17 +11,18 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from leaderboard import jobs as statistics_jobs
 from leaderboard.models import TaskStatistics
 from scoring import exports, stats
-from tasks import services
+from tasks import submissions
 from tasks.models import AccessLog, Phase, Run, ScoreVector
 from tests.conftest import World, committing, run_bytes
 
 
 def submit(world: World, user, noise: float, seed: int, name: str) -> Run:
     with committing():
-        return services.submit_run(world.task, user, services.Submission(content=run_bytes(world.gold, noise, seed),
-                                                                          name=name))
+        submission = submissions.Submission(content=run_bytes(world.gold, noise, seed), name=name)
+        return submissions.submit_run(world.task, user, submission)
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_per_dialogue_matrices_of_test_data_are_for_organisers_until_published(w
                                  starts_at=now - timedelta(hours=1), ends_at=now + timedelta(hours=1))
     for number, user in enumerate((world.alice, world.bob)):
         with committing():
-            services.submit_run(world.task, user, services.Submission(
+            submissions.submit_run(world.task, user, submissions.Submission(
                 content=run_bytes(world.gold, 0.3, number), name=f"test-run-{number}"), phase)
     url = f"/tasks/{world.task.slug}/statistics/quality.A.nmd/matrix.csv?phase=test"
     assert Client().get(url).status_code == 403
@@ -146,22 +147,21 @@ def test_a_burst_of_triggers_sends_one_job(world: World, settings, monkeypatch) 
     """With a broker, triggers within the debounce window share one delayed job (5 s, the
     documented debounce), and the requests are counted in the database."""
     from leaderboard.models import StatisticsState
-    from tasks import jobs
 
     settings.EVALSERVER_STATISTICS_MODE = "celery"
     sent = []
-    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async",
+    monkeypatch.setattr(statistics_jobs.compute_statistics_task, "apply_async",
                         lambda args, countdown: sent.append((args, countdown)))
     baseline = StatisticsState.objects.filter(task=world.task).values_list("requested", flat=True).first() or 0
     for _ in range(5):
-        jobs.schedule_statistics(world.task.pk)
+        statistics_jobs.schedule_statistics(world.task.pk)
     assert sent == [((world.task.pk,), 5.0)]
     assert StatisticsState.objects.get(task=world.task).requested == baseline + 5
     # The job, once the board has been quiet for the debounce, computes; the next trigger sends again.
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=6))
-    assert jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
+    assert statistics_jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
     assert TaskStatistics.objects.get(task=world.task).generation == baseline + 5
-    jobs.schedule_statistics(world.task.pk)
+    statistics_jobs.schedule_statistics(world.task.pk)
     assert len(sent) == 2
 
 

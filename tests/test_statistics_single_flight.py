@@ -23,19 +23,22 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from leaderboard import jobs as statistics_jobs
 from leaderboard import scheduling
+from leaderboard import views as board_views
 from leaderboard.models import StatisticsState, TaskStatistics
-from tasks import jobs, services
+from tasks import submissions
+from tasks.changes import touch_scores
 from tasks.models import Run
 from tests.conftest import World, committing, require_postgres, run_bytes
 
 
 def submit(world: World, user: Any, seed: int, name: str, capture: bool = True) -> Run:
-    submission = services.Submission(content=run_bytes(world.gold, 0.3, seed), name=name)
+    submission = submissions.Submission(content=run_bytes(world.gold, 0.3, seed), name=name)
     if not capture:  # transactional tests: on-commit callbacks run by themselves
-        return services.submit_run(world.task, user, submission)
+        return submissions.submit_run(world.task, user, submission)
     with committing():
-        return services.submit_run(world.task, user, submission)
+        return submissions.submit_run(world.task, user, submission)
 
 
 def board_run_ids(world: World) -> set[int]:
@@ -86,9 +89,9 @@ class Spy:
 def quiet_timers() -> Iterator[None]:
     """Thread-mode tests: no timer of this test outlives it (they would meet the next test's data)."""
     yield
-    with jobs._timers_lock:
-        timers = [timer for timer, _ in jobs._timers.values()]
-        jobs._timers.clear()
+    with statistics_jobs._timers_lock:
+        timers = [timer for timer, _ in statistics_jobs._timers.values()]
+        statistics_jobs._timers.clear()
     for timer in timers:
         timer.cancel()
     for timer in timers:
@@ -131,18 +134,19 @@ def test_both_modes_wait_the_same_debounce(world: World, settings, monkeypatch, 
 
     monkeypatch.setattr(threading, "Timer", Recorder)
     settings.EVALSERVER_STATISTICS_MODE = "thread"
-    jobs.schedule_statistics(world.task.pk)
+    statistics_jobs.schedule_statistics(world.task.pk)
     assert armed == [5.0]
 
     settings.EVALSERVER_STATISTICS_MODE = "celery"
     sent: list[float] = []
-    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async", lambda args, countdown: sent.append(countdown))
-    jobs.schedule_statistics(world.task.pk)
+    monkeypatch.setattr(statistics_jobs.compute_statistics_task, "apply_async",
+                        lambda args, countdown: sent.append(countdown))
+    statistics_jobs.schedule_statistics(world.task.pk)
     assert sent == [5.0]
     # And the settings value is what both read (tests shorten it).
     settings.EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = 0.25
-    jobs.cache.clear()
-    jobs.schedule_statistics(world.task.pk)
+    statistics_jobs.cache.clear()
+    statistics_jobs.schedule_statistics(world.task.pk)
     assert sent == [5.0, 0.25]
 
 
@@ -150,20 +154,21 @@ def test_both_modes_wait_the_same_debounce(world: World, settings, monkeypatch, 
 def test_nothing_starts_before_the_board_has_been_quiet_for_the_debounce(world: World, settings, monkeypatch) -> None:
     settings.EVALSERVER_STATISTICS_MODE = "celery"
     sent: list[float] = []
-    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async", lambda args, countdown: sent.append(countdown))
+    monkeypatch.setattr(statistics_jobs.compute_statistics_task, "apply_async",
+                        lambda args, countdown: sent.append(countdown))
     submit(world, world.alice, 1, "one")
     submit(world, world.bob, 2, "two")
     state = StatisticsState.objects.get(task=world.task)
     # A job arriving 2 s after the last trigger computes nothing and looks again 3 s later.
     StatisticsState.objects.filter(pk=state.pk).update(requested_at=timezone.now() - timedelta(seconds=2))
-    jobs.cache.clear()
-    answer = jobs.compute_statistics_task.run(world.task.pk)
+    statistics_jobs.cache.clear()
+    answer = statistics_jobs.compute_statistics_task.run(world.task.pk)
     assert not TaskStatistics.objects.filter(task=world.task).exists()
     assert answer.startswith("next look in") and 2.5 < sent[-1] <= 3.0
     # But a steady stream of triggers cannot postpone it past six debounce windows.
     StatisticsState.objects.filter(pk=state.pk).update(requested_at=timezone.now(),
                                                        pending_since=timezone.now() - timedelta(seconds=31))
-    assert jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
+    assert statistics_jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
     assert len(TaskStatistics.objects.get(task=world.task).run_ids) == 4  # two runs, two baselines
 
 
@@ -319,7 +324,8 @@ def test_triggers_during_a_computation_cause_exactly_one_follow_up(world: World,
 def test_in_celery_mode_the_follow_up_of_a_dirty_board_is_sent(world: World, settings, monkeypatch) -> None:
     settings.EVALSERVER_STATISTICS_MODE = "celery"
     sent: list[float] = []
-    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async", lambda args, countdown: sent.append(countdown))
+    monkeypatch.setattr(statistics_jobs.compute_statistics_task, "apply_async",
+                        lambda args, countdown: sent.append(countdown))
     submit(world, world.alice, 1, "one")
     submit(world, world.bob, 2, "two")
     late = []
@@ -330,13 +336,13 @@ def test_in_celery_mode_the_follow_up_of_a_dirty_board_is_sent(world: World, set
 
     Spy(monkeypatch, after=during)
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=6))
-    jobs.cache.clear()
-    answer = jobs.compute_statistics_task.run(world.task.pk)
+    statistics_jobs.cache.clear()
+    answer = statistics_jobs.compute_statistics_task.run(world.task.pk)
     assert answer.startswith("next look in")  # the follow-up was sent: at the end of its debounce
     assert 4.0 < sent[-1] <= 5.0
     assert late[0].pk not in TaskStatistics.objects.get(task=world.task).run_ids
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=6))
-    assert jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
+    assert statistics_jobs.compute_statistics_task.run(world.task.pk) == "nothing pending"
     assert late[0].pk in TaskStatistics.objects.get(task=world.task).run_ids
 
 
@@ -392,7 +398,7 @@ def test_a_publication_refuses_results_of_computations_claimed_before_it(world: 
 def queued_board(world: World, settings, monkeypatch) -> World:
     """Celery mode whose messages go nowhere: requests stay queued until the test computes."""
     settings.EVALSERVER_STATISTICS_MODE = "celery"
-    monkeypatch.setattr(jobs.compute_statistics_task, "apply_async", lambda args, countdown: None)
+    monkeypatch.setattr(statistics_jobs.compute_statistics_task, "apply_async", lambda args, countdown: None)
     return world
 
 
@@ -451,7 +457,7 @@ def test_the_page_says_over_how_many_of_the_runs_on_the_board_the_statistics_are
 def test_the_page_says_why_no_computation_is_under_way(world: World, settings) -> None:
     # Without the baselines, one run: too few to compare.
     Run.objects.filter(task=world.task, is_baseline=True).update(withdrawn_at=timezone.now())
-    world.task.touch_scores()
+    touch_scores(world.task)
     submit(world, world.alice, 1, "one")
     page = statistics_page(world)
     assert "No statistics yet: they are computed once at least two runs are scored (1 on the board so far)." in page
@@ -473,24 +479,24 @@ def test_a_board_whose_computation_was_lost_is_woken_by_its_page(queued_board: W
     submit(world, world.alice, 1, "one")
     submit(world, world.bob, 2, "two")
     woken: list[tuple[int, float]] = []
-    monkeypatch.setattr(jobs, "wake_statistics", lambda task_id, delay: woken.append((task_id, delay)))
+    monkeypatch.setattr(board_views, "wake_statistics", lambda task_id, delay: woken.append((task_id, delay)))
     statistics_page(world)
     assert woken == []  # requested just now: its job is on its way
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=11))
     statistics_page(world)
     assert woken == [(world.task.pk, 0.0)]
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=70))
-    assert jobs.wake_forgotten_statistics() == [world.task.pk]
+    assert statistics_jobs.wake_forgotten_statistics() == [world.task.pk]
     # A computing worker that died (no heartbeat for longer than the lease) is noticed too; a
     # live one is not.
     state = StatisticsState.objects.get(task=world.task)
     scheduling.claim(state.pk)
-    assert jobs.wake_forgotten_statistics() == []
+    assert statistics_jobs.wake_forgotten_statistics() == []
     scheduling.request(world.task.pk)
     StatisticsState.objects.filter(pk=state.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=scheduling.LEASE_SECONDS + 1),
         requested_at=timezone.now() - timedelta(seconds=70))
-    assert jobs.wake_forgotten_statistics() == [world.task.pk]
+    assert statistics_jobs.wake_forgotten_statistics() == [world.task.pk]
 
 
 # The issue's scenario, small ----------------------------------------------------------------------------

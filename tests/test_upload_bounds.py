@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 
 from scoring import formats
 from scoring.formats import ValidationFailed, check_shape
-from tasks import services
+from tasks import submissions
 from tasks.models import Phase, Run
 from tests.conftest import World, committing, run_bytes
 
@@ -160,7 +160,7 @@ def test_a_full_validation_slot_answers_503_with_retry_after(world: World, setti
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_slot() -> None:
-        with services.validation_slot():
+        with submissions.validation_slot():
             holding.set()
             release.wait(10)
 
@@ -196,7 +196,7 @@ def test_a_large_upload_does_not_wait_for_a_slot(world: World, settings) -> None
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_slot() -> None:
-        with services.validation_slot():
+        with submissions.validation_slot():
             holding.set()
             release.wait(10)
 
@@ -205,7 +205,7 @@ def test_a_large_upload_does_not_wait_for_a_slot(world: World, settings) -> None
     try:
         assert holding.wait(5)
         started = time.perf_counter()
-        response = _upload(world, b"[" + b" " * (services.LARGE_UPLOAD_BYTES + 1) + b"]")
+        response = _upload(world, b"[" + b" " * (submissions.LARGE_UPLOAD_BYTES + 1) + b"]")
         assert time.perf_counter() - started < 10
         assert response.status_code == 503 and response["Retry-After"] == "5"
         assert response.json()["errors"][0].startswith("the server is validating 1 other upload(s); nothing was "
@@ -213,5 +213,5 @@ def test_a_large_upload_does_not_wait_for_a_slot(world: World, settings) -> None
     finally:
         release.set()
         holder.join()
-    assert _upload(world, b"[" + b" " * (services.LARGE_UPLOAD_BYTES + 1) + b"]").json()["errors"] == [
+    assert _upload(world, b"[" + b" " * (submissions.LARGE_UPLOAD_BYTES + 1) + b"]").json()["errors"] == [
         "$: the list of dialogues is empty"]

@@ -167,7 +167,7 @@ def test_sign_in_works(world: World) -> None:
 
 @pytest.mark.django_db
 def test_home_lists_public_tasks_only(world: World) -> None:
-    from tasks.services import create_task
+    from tasks.organising import create_task
 
     secret = create_task("secret-task", "stc3", "Secret")
     secret.is_public = False

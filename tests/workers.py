@@ -455,6 +455,7 @@ def fill_board(task: Any, count: int, teams: list[Any], phase: Any = None, seed:
     from django.db import transaction
     from django.utils import timezone
 
+    from tasks.changes import touch_scores
     from tasks.models import Run, Score, ScoreVector
 
     template = (Score.objects.filter(run__task=task, run__status=Run.DONE, scope=Score.FULL,
@@ -481,7 +482,7 @@ def fill_board(task: Any, count: int, teams: list[Any], phase: Any = None, seed:
             ScoreVector(score=score, key=vector.key, mean=min(1.0, vector.mean * float(factor)),
                         values=np.clip(vector.array() * float(factor), 0.0, 1.0).tobytes())
             for score, factor in zip(scores, factors, strict=True) for vector in vectors], batch_size=2000)
-        task.touch_scores()
+        touch_scores(task)
     return [run.pk for run in runs]
 
 
@@ -1095,16 +1096,16 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from tasks import services
+    from tasks import jobs, organising, submissions
     from tasks.models import Phase, Team
     from tasks.tokens import issue_token
 
     call_command("migrate", verbosity=0, interactive=False)
-    task = services.create_task(spec["slug"], "stc3", spec.get("title", spec["slug"]))
+    task = organising.create_task(spec["slug"], "stc3", spec.get("title", spec["slug"]))
     task.permutations = 200
     task.save()
     gold = big_gold(spec["dialogues"], seed=spec.get("seed", 7))
-    version = services.load_gold_version(task, orjson.dumps(gold), "gold.json")
+    version = organising.load_gold_version(task, orjson.dumps(gold), "gold.json")
     users = get_user_model()
     teams, tokens = [], {}
     for number in range(spec.get("teams", 1)):
@@ -1129,10 +1130,10 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
                    for number in range(10)]
         archivist = users.objects.create_user(f"{spec['slug']}-archivist", password=uuid.uuid4().hex)
         archive[0].members.add(archivist)
-        services.score_run(services.submit_run(task, archivist,
-                                               services.Submission(content=big_run(gold, 0.4, seed=99),
-                                                                   filename="seed.json", name="seed-run"),
-                                               phase).pk)
+        jobs.score_run(submissions.submit_run(task, archivist,
+                                              submissions.Submission(content=big_run(gold, 0.4, seed=99),
+                                                                     filename="seed.json", name="seed-run"),
+                                              phase).pk)
         board = fill_board(task, spec["board"], archive, phase)
     return {"task": task.slug, "gold_version": version.number, "tokens": tokens, "board_runs": len(board),
             "phase": phase.name if phase else None}
@@ -1154,16 +1155,16 @@ def leak_site(spec: dict[str, Any]) -> dict[str, Any]:
 
     from fixtures.synthetic import generate_gold, generate_run
     from leaderboard.statistics import compute_task_statistics
-    from tasks import services
+    from tasks import jobs, organising, submissions
     from tasks.models import Phase, Team
 
     slug = spec["slug"]
-    task = services.create_task(slug, "stc3", "Leak probe")
+    task = organising.create_task(slug, "stc3", "Leak probe")
     task.permutations = 200
     task.save()
-    development = services.load_gold_version(task, orjson.dumps(generate_gold(30, seed=3)), "dev.json")
+    development = organising.load_gold_version(task, orjson.dumps(generate_gold(30, seed=3)), "dev.json")
     test_gold = generate_gold(40, seed=4)
-    test = services.load_gold_version(task, orjson.dumps(test_gold), "test.json", label="test")
+    test = organising.load_gold_version(task, orjson.dumps(test_gold), "test.json", label="test")
     now = timezone.now()
     Phase.objects.create(task=task, name="development", kind=Phase.DEVELOPMENT, gold_version=development,
                          starts_at=now - timedelta(days=9), ends_at=now - timedelta(days=2))
@@ -1177,10 +1178,10 @@ def leak_site(spec: dict[str, Any]) -> dict[str, Any]:
         team = Team.objects.create(name=f"Leak {number}", slug=f"{slug}-t{number}")
         user = users.objects.create_user(f"{slug}-u{number}", password=uuid.uuid4().hex)
         team.members.add(user)
-        run = services.submit_run(task, user, services.Submission(
+        run = submissions.submit_run(task, user, submissions.Submission(
             content=orjson.dumps(generate_run(test_gold, "noisy", noise=0.2 + 0.1 * number, seed=number)),
             name=f"leak-run-{number}", description="method", is_public=public), phase)
-        services.score_run(run.pk)
+        jobs.score_run(run.pk)
     compute_task_statistics(task.pk)
     forbidden, per_dialogue, allowed = forbidden_test_numbers(slug)
     problems = leak_probe(spec["base_url"], slug, ["development", "test", "final"], forbidden, allowed,

@@ -11,8 +11,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from tasks.accounts import MIN_TEAM_NAME_CHARACTERS, create_team, team_slug
+from tasks.errors import Rejected
 from tasks.models import Team
-from tasks.services import Rejected
 from tasks.tokens import issue_token
 
 

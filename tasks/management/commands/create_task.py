@@ -2,10 +2,12 @@
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scoring import PRESETS
-from tasks.services import Rejected, create_task
+from tasks.errors import Rejected
+from tasks.organising import create_task
 
 
 class Command(BaseCommand):
@@ -19,8 +21,6 @@ class Command(BaseCommand):
         parser.add_argument("--organiser", action="append", default=[], help="username of an organiser (repeatable)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django.contrib.auth import get_user_model
-
         organisers = []
         for username in options["organiser"]:
             user = get_user_model().objects.filter(username=username).first()

@@ -5,8 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from tasks.errors import Rejected
 from tasks.models import Task
-from tasks.services import Rejected, load_gold_version
+from tasks.organising import load_gold_version
 
 
 class Command(BaseCommand):

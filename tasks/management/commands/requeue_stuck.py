@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from tasks.services import requeue_stuck_runs
+from tasks.jobs import requeue_stuck_runs
 
 
 class Command(BaseCommand):

@@ -13,8 +13,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from fixtures.synthetic import generate_gold, generate_run
+from leaderboard.statistics import compute_task_statistics
 from tasks.models import Task, Team
-from tasks.services import Submission, create_task, load_gold_version, submit_run
+from tasks.organising import create_task, load_gold_version
+from tasks.submissions import Submission, submit_run
 from tasks.tokens import issue_token
 
 DEMO_SLUG = "stc3-demo"
@@ -60,8 +62,6 @@ class Command(BaseCommand):
             content = orjson.dumps(generate_run(gold, "noisy", noise=noise, seed=100 + number, subtasks=subtasks))
             submit_run(task, user, Submission(content=content, filename=f"{name}.json", name=name,
                                               description=f"Gold mixed with {noise:.0%} noise (demo)."))
-        from leaderboard.statistics import compute_task_statistics
-
         compute_task_statistics(task.pk)  # at once: a background thread would die with this command
         self.stdout.write(f"demo task {DEMO_SLUG}: {len(gold)} dialogues, 2 baselines, {len(runs)} runs")
         self._write_files(gold)

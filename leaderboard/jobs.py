@@ -1,0 +1,152 @@
+"""The significance statistics' wake-ups and their Celery tasks: when scores change, ask for the
+task's statistics and look at them once the board has been quiet for the debounce.
+
+``tasks`` announces changes with ``tasks.changes.boards_changed`` and ``publication_changed``;
+the receivers are here (connected by ``LeaderboardConfig.ready``), so that ``tasks`` never
+imports the leaderboard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connections
+from django.dispatch import receiver
+
+from evalserver.celery import app
+from leaderboard import scheduling
+from tasks.changes import boards_changed, publication_changed
+from tasks.models import Phase
+
+log = logging.getLogger(__name__)
+
+
+@receiver(boards_changed)
+def _boards_changed(sender: type, task_id: int, **kwargs: Any) -> None:
+    schedule_statistics(task_id)
+
+
+@receiver(publication_changed)
+def _publication_changed(sender: type, phase: Phase, **kwargs: Any) -> None:
+    """The stored significance results of the phase's board were computed over the other scope,
+    or over a board that is now hidden (they would keep showing full-test-set means): they go,
+    and the statistics are computed again for what the board now shows."""
+    scheduling.forget(phase.task_id, phase.pk)  # also refuses the results of computations already under way
+
+
+def schedule_statistics(task_id: int) -> None:
+    """Scores changed: ask for the task's statistics, computed once the board has been quiet for
+    the debounce (``EVALSERVER_STATISTICS_DEBOUNCE_SECONDS``, in every mode).
+
+    The request is recorded in the database (``leaderboard.scheduling``), which is what makes a
+    burst of triggers share one computation and keeps every process (web threads, workers,
+    commands) to one computation per board at a time; the timer or message sent here only says
+    when to look.
+    """
+    mode = settings.EVALSERVER_STATISTICS_MODE
+    if mode == "off":
+        return
+    scheduling.request(task_id)
+    if mode == "sync":
+        scheduling.run_due(task_id, force=True)
+        return
+    wake_statistics(task_id, scheduling.debounce_seconds())
+
+
+def wake_statistics(task_id: int, delay: float) -> None:
+    """Look at the task's statistics after ``delay`` seconds: a Celery job, or in the thread mode
+    a timer in this process. An earlier look already planned makes this one unnecessary: that
+    one plans the next."""
+    mode = settings.EVALSERVER_STATISTICS_MODE
+    if mode == "thread":
+        _wake_in_thread(task_id, delay)
+    elif mode == "celery":
+        _wake_in_celery(task_id, delay)
+
+
+def _pending_key(task_id: int) -> str:
+    return f"statistics-pending:{task_id}"
+
+
+def _wake_in_celery(task_id: int, delay: float) -> None:
+    # The cache only spares the broker duplicate messages; the claim in the database decides.
+    run_at = time.time() + delay
+    planned = cache.get(_pending_key(task_id))
+    if planned is not None and planned <= run_at + 0.5:
+        return
+    cache.set(_pending_key(task_id), run_at, timeout=int(delay) + 300)
+    try:
+        compute_statistics_task.apply_async((task_id,), countdown=delay)
+    except Exception:
+        cache.delete(_pending_key(task_id))
+        log.exception("could not queue statistics for task %s; the statistics sweep sends them later", task_id)
+
+
+_timers: dict[int, tuple[threading.Timer, float]] = {}
+_timers_lock = threading.Lock()
+
+
+def _wake_in_thread(task_id: int, delay: float) -> None:
+    """Without a broker (the embedded default): a timer thread in this web process. Several
+    processes may each arm one; the claim lets one of them compute."""
+    run_at = time.monotonic() + delay
+    with _timers_lock:
+        current = _timers.get(task_id)
+        if current is not None and current[1] <= run_at + 0.05:
+            return
+        if current is not None:
+            current[0].cancel()
+        timer = threading.Timer(delay, _look_in_thread, (task_id,))
+        timer.daemon = True
+        _timers[task_id] = (timer, run_at)
+        timer.start()
+
+
+def _look_in_thread(task_id: int) -> None:
+
+    with _timers_lock:
+        current = _timers.get(task_id)
+        if current is not None and current[0] is threading.current_thread():
+            del _timers[task_id]
+    again: float | None
+    try:
+        again = scheduling.run_due(task_id)
+    except Exception:  # the database unreachable: look again once it may be back
+        log.exception("statistics of task %s failed", task_id)
+        again = scheduling.LEASE_SECONDS
+    finally:
+        connections.close_all()  # this thread's own connections; the thread ends here
+    if again is not None:
+        _wake_in_thread(task_id, again)
+
+
+@app.task(acks_late=True, soft_time_limit=600, time_limit=720)
+def compute_statistics_task(task_id: int) -> str:
+    """Compute the task's boards that are due; plan the next look if one is needed."""
+    cache.delete(_pending_key(task_id))
+    again = scheduling.run_due(task_id)
+    if again is not None:
+        _wake_in_celery(task_id, again)
+        return f"next look in {again:.1f} s"
+    return "nothing pending"
+
+
+def wake_forgotten_statistics() -> list[int]:
+    """Tasks whose statistics should be under way but are not (a lost message or timer, a dead
+    computing process): look at them now."""
+    if settings.EVALSERVER_STATISTICS_MODE not in ("celery", "thread"):
+        return []
+    task_ids = scheduling.overdue_task_ids()
+    for task_id in task_ids:
+        wake_statistics(task_id, 0.0)
+    return task_ids
+
+
+@app.task(acks_late=True)
+def statistics_sweep_task() -> list[int]:
+    return wake_forgotten_statistics()

@@ -1,0 +1,49 @@
+"""What follows a change to what a task's boards show: new cache keys, and the signals that tell
+whatever is derived from the boards (the significance statistics, in ``leaderboard``) to catch up.
+
+``tasks`` sends these signals and never imports their receivers: the leaderboard sits on top of
+the tasks, not beside them.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from tasks.lookup import forget_task
+from tasks.models import Phase, Task
+
+# Sent once a change to a task's boards has committed, with ``task_id``: scores, a run's
+# visibility, a team's name, a phase added or removed, a publication.
+boards_changed = Signal()
+
+# Sent when a phase's results are published or withdrawn, with ``phase``, inside the saving
+# transaction and before ``boards_changed``: statistics computed over the other scope must go first.
+publication_changed = Signal()
+
+
+def touch_scores(task: Task) -> None:
+    """Invalidate cached leaderboards: their cache keys include ``scores_changed_at``, and the
+    cached task that carries it gets a new generation once the change commits."""
+    now = timezone.now()
+    Task.objects.filter(pk=task.pk).update(scores_changed_at=now)
+    task.scores_changed_at = now
+    forget_task(task.slug)
+
+
+def board_changed(task: Task) -> None:
+    """Something the task's boards show changed (scores, a run's visibility, a team's name, a
+    publication): new board cache keys at once, and ``boards_changed`` once the change commits
+    (the significance statistics, which name the runs they compare, are computed again, debounced)."""
+    touch_scores(task)
+    task_id = task.pk
+    transaction.on_commit(lambda: boards_changed.send(sender=Task, task_id=task_id))
+
+
+def phase_published(phase: Phase) -> None:
+    """A phase's results were published or withdrawn (from the dashboard, the admin or code)."""
+    publication_changed.send(sender=Phase, phase=phase)
+    # Boards of other phases on the same gold change too (a test board leaves its live subset
+    # when the final phase is published): new board cache keys.
+    board_changed(Task.objects.get(pk=phase.task_id))

@@ -1,0 +1,124 @@
+"""What organisers do, as plain functions used by commands, the dashboard and the admin: create a
+task, load a gold version (with its baselines), score runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from scoring import PRESETS, ValidationFailed, load_gold, parse_json
+from scoring.baselines import popularity_run, uniform_run
+from tasks.changes import touch_scores
+from tasks.errors import Rejected
+from tasks.jobs import enqueue_scoring, send_scoring
+from tasks.models import GoldVersion, Run, Task
+from tasks.runfiles import store_run_file
+
+
+def create_task(slug: str, preset: str = "stc3", title: str = "", description: str = "") -> Task:
+    if preset not in PRESETS:
+        raise Rejected([f"unknown preset {preset!r}; known presets: {', '.join(sorted(PRESETS))}"])
+    task = Task(slug=slug, title=title or slug, description=description, config=PRESETS[preset].to_dict())
+    try:
+        task.full_clean()
+    except ValidationError as error:
+        raise Rejected([f"{field}: {' '.join(messages)}" for field, messages in error.message_dict.items()]) from None
+    task.save()
+    return task
+
+
+def load_gold_version(task: Task, content: bytes, source_name: str = "", user: Any = None,
+                      label: str = "", phases: Any = ()) -> GoldVersion:
+    """Validate a gold file, store it as a new version, add its baselines and re-score runs.
+
+    Re-scored: runs outside phases, and the runs of ``phases``, which are moved to the new
+    version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
+    stay, tagged with their version.
+    """
+    if "\x00" in label or len(label) > 100:
+        raise Rejected(["label: at most 100 characters, without NUL characters"])
+    gold = validated_gold(task, content)
+    foreign = [phase.name for phase in phases if phase.task_id != task.pk]
+    if foreign:
+        raise Rejected([f"phase {name!r} belongs to another task" for name in foreign])
+    with transaction.atomic():
+        Task.objects.select_for_update().get(pk=task.pk)  # serialise version numbers per task
+        number = (task.gold_versions.aggregate(Max("number"))["number__max"] or 0) + 1
+        version = GoldVersion.objects.create(
+            task=task, number=number, label=label, compiled=gold.to_bytes(),
+            sha256=hashlib.sha256(content).hexdigest(), source_name=source_name[:255],
+            n_dialogues=gold.n_dialogues, has_quality=gold.has_quality, has_nugget=gold.has_nugget,
+            warnings=gold.warnings, created_by=user if user is not None and user.is_authenticated else None,
+        )
+        for phase in phases:
+            phase.gold_version = version
+            phase.save(update_fields=["gold_version"])  # save(): the signals renew cached lookups
+        create_baselines(task, version)
+        rescore_task_runs(task, version)
+        touch_scores(task)
+    return version
+
+
+def validated_gold(task: Task, content: bytes) -> Any:
+    try:
+        return load_gold(parse_json(content, "gold file"), task.scoring_config)
+    except ValidationFailed as error:
+        raise Rejected(error.errors) from None
+
+
+def create_baselines(task: Task, version: GoldVersion) -> list[Run]:
+    """The uniform and popularity baselines of this gold version.
+
+    Baselines belong to their version (the popularity baseline is made from its labels): they are
+    never re-scored against another one, and every board shows those of the version it shows, so
+    a development board keeps its baselines when the test gold arrives.
+    """
+    gold = version.load()
+    runs = []
+    for name, builder, description in (
+        ("uniform", uniform_run, "Baseline: the same probability for every label."),
+        ("popularity", popularity_run,
+         "Baseline: all probability on the most frequent gold label per quality dimension and per "
+         "sender (ties split equally); uses no per-dialogue knowledge."),
+    ):
+        content = orjson.dumps(builder(gold))
+        sha = store_run_file(content)
+        runs.append(Run.objects.create(
+            task=task, name=f"baseline-{name}-v{version.number}", description=description, is_baseline=True,
+            file_sha256=sha, file_size=len(content), original_filename=f"baseline-{name}.json",
+            has_quality=gold.has_quality, has_nugget=gold.has_nugget, gold_version=version,
+        ))
+    for run in runs:
+        enqueue_scoring(run)
+    return runs
+
+
+def rescore_task_runs(task: Task, version: GoldVersion) -> int:
+    """Queue every run of the task (outside phases bound to other versions) against ``version``;
+    baselines stay with the version they were made from."""
+    runs = (task.runs.filter(Q(phase__isnull=True) | Q(phase__gold_version=version), is_baseline=False)
+            .exclude(gold_version=version))
+    ids = list(runs.values_list("pk", flat=True))
+    Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, gold_version=version, errors=[], started_at=None,
+                                          finished_at=None, failure_is_server_side=False, queued_at=timezone.now())
+    for run_id in ids:
+        transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
+    return len(ids)
+
+
+def rescore_runs(runs: Any) -> int:
+    """Score runs again against the gold version they refer to (organiser action)."""
+    ids = list(runs.values_list("pk", flat=True))
+    with transaction.atomic():
+        Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, errors=[], started_at=None, finished_at=None,
+                                              failure_is_server_side=False, queued_at=timezone.now())
+        for run_id in ids:
+            transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
+    return len(ids)

@@ -1,0 +1,338 @@
+"""Submission rules: which phase an upload belongs to, quotas, run numbers (priorities), team
+approval, names and descriptions, the size limit, the validation slots, and ``submit_run``, which
+validates an upload completely before anything is stored. ``submission_from_request`` is the one
+reading of an upload request, for the web form and the API alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from scoring import ValidationFailed, load_run, parse_json
+from scoring.formats import check_run_shape
+from tasks.errors import Rejected
+from tasks.jobs import enqueue_scoring
+from tasks.models import GoldVersion, Phase, Run, Task, Team
+from tasks.names import character_problems, confusable_with
+from tasks.runfiles import run_file_path, safe_filename, store_new_run_file
+
+MAX_NAME_LENGTH = 100
+MAX_DESCRIPTION_LENGTH = 5000
+
+# Room for the other form fields and the multipart framing around the run file.
+FORM_ROOM = 64 * 1024
+
+
+def upload_size_problem(size: int, whole_request: bool = False) -> str | None:
+    """The one size limit of a run upload, ``RUN_UPLOAD_MAX_BYTES``: what is wrong with a file
+    of ``size`` bytes, or with a whole request of that size (the file plus ``FORM_ROOM``, checked
+    by ``RequestBodyMiddleware`` before the body is read); None within the limit."""
+    limit = settings.RUN_UPLOAD_MAX_BYTES
+    if whole_request:
+        if size > limit + FORM_ROOM:
+            return f"the request of {size} bytes is over the upload limit of {limit} bytes for a run file"
+        return None
+    return f"file: {size} bytes is over the limit of {limit} bytes" if size > limit else None
+
+
+# One semaphore per configured size, so that a test (or a settings change) gets its own.
+_validation_slots: dict[int, threading.BoundedSemaphore] = {}
+_validation_slots_lock = threading.Lock()
+_slot_holder = threading.local()
+
+
+# A body larger than this takes seconds to arrive and be parsed: such an upload that finds every
+# slot taken is answered at once rather than waiting, because a waiting upload holds a thread that
+# readers need (measured in benchmarks/upload_memory.py). Django keeps bodies up to this size in memory.
+LARGE_UPLOAD_BYTES = 4 * 1024 * 1024
+
+
+@contextmanager
+def validation_slot(size_bytes: int = 0) -> Iterator[None]:
+    """Hold one of the process's ``EVALSERVER_VALIDATION_SLOTS`` while a run upload is validated
+    (re-entrant within a thread; ``RequestBodyMiddleware`` takes it before a large body is read).
+
+    Receiving and validating a large file takes a core for a while and a few times its size in
+    memory; a burst of uploads must not add up to more than the slots allow, nor take every
+    thread from the readers of the same process. An upload of at most ``LARGE_UPLOAD_BYTES``
+    waits up to ``EVALSERVER_VALIDATION_WAIT_SECONDS`` for a slot (a deadline burst of ordinary
+    runs is served in turn), a larger one does not wait; refused, it gets 503 with
+    ``Retry-After``, and nothing is stored, no quota is used.
+    """
+    if getattr(_slot_holder, "held", False):
+        yield  # this thread holds a slot already
+        return
+    size = settings.EVALSERVER_VALIDATION_SLOTS
+    with _validation_slots_lock:
+        slots = _validation_slots.setdefault(size, threading.BoundedSemaphore(size))
+    wait = settings.EVALSERVER_VALIDATION_WAIT_SECONDS if size_bytes <= LARGE_UPLOAD_BYTES else 0.0
+    if not slots.acquire(timeout=wait):
+        retry = max(5, int(wait))
+        waited = f" and waited {wait:g} s for one to finish" if wait else ""
+        raise Rejected([f"the server is validating {size} other upload(s){waited}; nothing was stored and no "
+                        f"quota was used: please send the file again in {retry} s"], status=503, retry_after=retry)
+    _slot_holder.held = True
+    try:
+        yield
+    finally:
+        _slot_holder.held = False
+        slots.release()
+
+
+# Phases and quotas ------------------------------------------------------------------------
+
+def open_phase(task: Task, at: datetime | None = None) -> Phase | None:
+    at = at or timezone.now()
+    return task.phases.filter(starts_at__lte=at, ends_at__gt=at).exclude(kind=Phase.FINAL).order_by(
+        "starts_at").first()
+
+
+def phase_for_upload(task: Task, user: Any) -> Phase | None:
+    """The open phase of a task with phases (an upload outside every phase is refused); None for a
+    task without phases, which accepts runs at any time."""
+    if not task.phases.exists():
+        return None
+    phase = open_phase(task)
+    if phase is None:
+        upcoming = task.phases.filter(starts_at__gt=timezone.now()).order_by("starts_at").first()
+        hint = (f"; the next phase, {upcoming.name}, opens at {upcoming.starts_at:%Y-%m-%d %H:%M} UTC"
+                if upcoming else "; the submission period is over")
+        raise Rejected([f"no phase of {task.slug} is open for submissions now{hint}"], status=403)
+    return phase
+
+
+def day_start(at: datetime) -> datetime:
+    """Midnight UTC of the day ``at`` falls in: quotas reset at the same moment for everyone."""
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def counted_runs(team: Team, phase: Phase) -> Any:
+    """Runs that use quota: every run created in the phase except those that failed for a
+    server-side reason (validation failures never become runs at all)."""
+    return Run.objects.filter(team=team, phase=phase).exclude(Q(status=Run.FAILED) & Q(failure_is_server_side=True))
+
+
+def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[str, Any]:
+    at = at or timezone.now()
+    start = day_start(at)
+    runs = counted_runs(team, phase)
+    daily_used = runs.filter(created_at__gte=start, created_at__lt=start + timedelta(days=1)).count()
+    total_used = runs.count()
+    return {
+        "phase": phase.name,
+        "daily_limit": phase.daily_quota,
+        "daily_used": daily_used,
+        "daily_remaining": max(0, phase.daily_quota - daily_used),
+        "total_limit": phase.total_quota,
+        "total_used": total_used,
+        "total_remaining": max(0, phase.total_quota - total_used),
+        "daily_resets_at": (start + timedelta(days=1)).isoformat(),
+        "phase_ends_at": phase.ends_at.isoformat(),
+    }
+
+
+def quota_status(task: Task, user: Any) -> dict[str, Any] | None:
+    team = participant_team(user)
+    phase = open_phase(task)
+    if team is None or phase is None:
+        return None
+    return quota_numbers(team, phase)
+
+
+def check_quota(team: Team, phase: Phase) -> None:
+    """Refuse an upload past the daily or total quota. Call inside the transaction that creates the
+    run, after locking the team row, so concurrent uploads are counted one after another."""
+    numbers = quota_numbers(team, phase)
+    if numbers["total_remaining"] <= 0:
+        raise Rejected([f"quota: team {team.name!r} has used all {phase.total_quota} runs of the "
+                        f"{phase.name} phase"], status=429)
+    if numbers["daily_remaining"] <= 0:
+        raise Rejected([f"quota: team {team.name!r} has used its {phase.daily_quota} runs for today "
+                        f"(UTC); the count resets at {numbers['daily_resets_at']}"], status=429)
+
+
+# Uploads ----------------------------------------------------------------------------------
+
+def current_gold_for(task: Task, phase: Phase | None) -> GoldVersion | None:
+    return phase.gold_version if phase is not None else task.latest_gold()
+
+
+@dataclass(frozen=True)
+class UploadForm:
+    """What differs between the two ways of uploading. The web form's ``public`` is a checkbox,
+    sent only when ticked; the API's is a field that defaults to public. A person at the form is
+    told to choose a file, an API client which field to send it in."""
+
+    public_when_absent: bool
+    missing_file: str
+
+
+WEB_FORM = UploadForm(public_when_absent=False, missing_file="file: choose a run file to upload")
+API_FORM = UploadForm(public_when_absent=True,
+                      missing_file="file: missing; send the run as a multipart field named 'file'")
+
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+TEXT_FIELDS = ("priority", "public", "name", "description")
+
+
+def submission_from_request(request: Any, form: UploadForm) -> Submission:
+    """The run upload a multipart request carries (a Django or a DRF request: both have ``POST``
+    and ``FILES``), or ``Rejected`` listing every problem of its fields. The file's content and
+    size are ``submit_run``'s to judge."""
+    fields, files = request.POST, request.FILES
+    errors = [f"{field}: expected a text field, got a file" for field in TEXT_FIELDS if field in files]
+    priority = parse_priority(fields.get("priority"), errors)
+    public = str(fields.get("public", "on" if form.public_when_absent else "off")).strip().lower()
+    if public not in TRUE_WORDS + FALSE_WORDS:
+        errors.append("public: expected true or false")
+    upload = files.get("file")
+    if upload is None:
+        errors.append(form.missing_file)
+    if errors:
+        raise Rejected(errors)
+    return Submission(content=upload.read(), filename=upload.name, name=fields.get("name", ""),
+                      description=fields.get("description", ""), is_public=public in TRUE_WORDS, priority=priority)
+
+
+def clean_text(value: str | None, field: str, max_length: int, errors: list[str], single_line: bool) -> str:
+    """Normalise participant text; control, invisible and undecodable characters and over-long
+    values are errors (each named with its position), not silently cut (``tasks.names``)."""
+    text = unicodedata.normalize("NFC", (value or "").strip())
+    errors.extend(character_problems(text, field, multi_line=not single_line))
+    if len(text) > max_length:
+        errors.append(f"{field}: at most {max_length} characters (got {len(text)})")
+    return text
+
+
+def parse_priority(raw: Any, errors: list[str]) -> int | None:
+    """The NTCIR run number of a form field: empty means none; anything else must be a whole number."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        errors.append(f"priority: expected a whole number, got {str(raw)[:20]!r}")
+        return None
+
+
+@dataclass
+class Submission:
+    content: bytes
+    filename: str = ""
+    name: str = ""
+    description: str = ""
+    is_public: bool = True
+    priority: int | None = None
+
+
+def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | None = None) -> Run:
+    """Validate an upload completely, store it, create the run and queue its scoring after commit.
+
+    Raises ``Rejected`` (with every problem) before anything is stored.
+    """
+    errors: list[str] = []
+    team = participant_team(user)
+    if team is None:
+        raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
+    if not team.approved and task.requires_team_approval:
+        raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
+    name = clean_text(submission.name, "name", MAX_NAME_LENGTH, errors, single_line=True)
+    description = clean_text(submission.description, "description", MAX_DESCRIPTION_LENGTH, errors,
+                             single_line=False)
+    if submission.priority is not None and not 1 <= submission.priority <= 99:
+        errors.append("priority: must be a whole number from 1 (primary run) to 99")
+    too_large = upload_size_problem(len(submission.content))
+    if too_large:
+        raise Rejected([too_large], status=413)
+    version = current_gold_for(task, phase)
+    if version is None:
+        raise Rejected(["this task has no gold data yet; runs cannot be scored"], status=409)
+    if phase is not None and phase.requires_method_description and not description:
+        errors.append(f"description: the {phase.name} phase requires a description of the method")
+    try:
+        with validation_slot(len(submission.content)):
+            gold = version.load()
+            # The file's shape is checked against the gold before the parser builds anything:
+            # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
+            check_run_shape(submission.content, gold)
+            parsed = load_run(parse_json(submission.content, "file"), gold)
+    except ValidationFailed as error:
+        errors.extend(error.errors)
+        parsed = None
+    if errors:
+        raise Rejected(errors)
+    filename = safe_filename(submission.filename)
+    created_file = False
+    try:
+        with transaction.atomic():
+            Team.objects.select_for_update().get(pk=team.pk)  # serialise this team's uploads
+            if phase is not None:
+                check_quota(team, phase)
+            if submission.priority is not None:
+                check_priority_free(task, team, phase, submission.priority)
+            sha, created_file = store_new_run_file(submission.content)
+            default_name = name or _filename_run_name(filename)
+            check_run_name_free(task, team, default_name)
+            run = Run.objects.create(
+                task=task, team=team, phase=phase, submitted_by=user, name=default_name, description=description,
+                priority=submission.priority, is_public=submission.is_public, file_sha256=sha,
+                file_size=len(submission.content), original_filename=filename, has_quality=parsed.has_quality,
+                has_nugget=parsed.has_nugget, gold_version=version, warnings=parsed.warnings,
+            )
+            enqueue_scoring(run)
+    except BaseException:
+        # Nothing half-written: a file this request added goes if its run was not committed.
+        if created_file and not Run.objects.filter(file_sha256=sha).exists():
+            run_file_path(sha).unlink(missing_ok=True)
+        raise
+    return run
+
+
+def _filename_run_name(filename: str) -> str:
+    """A run without a name is called after its file, less the characters a name may not hold."""
+    stem = filename.rsplit(".", 1)[0]
+    cleaned = "".join(char for char in stem if not character_problems(char, "name"))
+    return cleaned.strip()[:MAX_NAME_LENGTH] or "run"
+
+
+def check_run_name_free(task: Task, team: Team, name: str) -> None:
+    """A run name must not be confusable with another name of the team's runs of the task
+    (``Аurora-1`` with a Cyrillic А next to ``Aurora-1``); the same name again is allowed (a
+    team's repeated submissions, told apart by their ids). Runs are shown as "team: run" on
+    the task's boards, so only the team's own runs of that task can be mistaken for each other;
+    team names are kept apart site-wide. Call under the team's row lock, like the quota."""
+    names = Run.objects.filter(task=task, team=team).values_list("name", flat=True).distinct()
+    other = confusable_with(name, names, identical_allowed=True)
+    if other is not None:
+        raise Rejected([f"name: {name!r} can be mistaken for your team's run {other!r} (Unicode confusables); "
+                        "choose a name that looks different"], status=409)
+
+
+def check_priority_free(task: Task, team: Team, phase: Phase | None, priority: int) -> None:
+    """NTCIR run numbers are unique per team (and phase): two "primary" runs would leave the
+    organisers guessing. Withdrawn and failed runs give their number back. Call under the team's
+    row lock, like the quota."""
+    holder = (Run.objects.filter(task=task, team=team, phase=phase, priority=priority, withdrawn_at__isnull=True)
+              .exclude(status=Run.FAILED).order_by("pk").first())
+    if holder is not None:
+        where = f" in the {phase.name} phase" if phase is not None else ""
+        raise Rejected([f"priority: your team's run {holder.name!r} (#{holder.pk}) already has priority {priority}"
+                        f"{where}; choose another number, or withdraw that run first"], status=409)
+
+
+def participant_team(user: Any) -> Team | None:
+    if not user.is_authenticated:
+        return None
+    return user.teams.order_by("pk").first()
