@@ -19,7 +19,7 @@ from django.db import connections
 from django.dispatch import receiver
 
 from evalserver.celery import app
-from leaderboard import scheduling
+from leaderboard import scheduling, statistics
 from tasks.changes import boards_changed, publication_changed
 from tasks.models import Phase
 
@@ -53,7 +53,7 @@ def schedule_statistics(task_id: int) -> None:
         return
     scheduling.request(task_id)
     if mode == "sync":
-        scheduling.run_due(task_id, force=True)
+        statistics.run_due(task_id, force=True)
         return
     wake_statistics(task_id, scheduling.debounce_seconds())
 
@@ -115,7 +115,7 @@ def _look_in_thread(task_id: int) -> None:
             del _timers[task_id]
     again: float | None
     try:
-        again = scheduling.run_due(task_id)
+        again = statistics.run_due(task_id)
     except Exception:  # the database unreachable: look again once it may be back
         log.exception("statistics of task %s failed", task_id)
         again = scheduling.LEASE_SECONDS
@@ -129,7 +129,7 @@ def _look_in_thread(task_id: int) -> None:
 def compute_statistics_task(task_id: int) -> str:
     """Compute the task's boards that are due; plan the next look if one is needed."""
     cache.delete(_pending_key(task_id))
-    again = scheduling.run_due(task_id)
+    again = statistics.run_due(task_id)
     if again is not None:
         _wake_in_celery(task_id, again)
         return f"next look in {again:.1f} s"

@@ -37,7 +37,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from leaderboard.models import StatisticsState, TaskStatistics
-from tasks.models import Phase, Task
+from tasks.models import Phase
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def max_wait_seconds() -> float:
     return MAX_WAIT_FACTOR * debounce_seconds()
 
 
-def _board_filter(task_id: int) -> Q:
+def board_filter(task_id: int) -> Q:
     """The state rows of the boards the task has now: one per phase, or one without a phase."""
     phase_ids = list(Phase.objects.filter(task_id=task_id).values_list("pk", flat=True))
     return Q(task_id=task_id) & (Q(phase_id__in=phase_ids) if phase_ids else Q(phase__isnull=True))
@@ -89,7 +89,7 @@ def request(task_id: int) -> int:
     for phase_id in phase_ids:
         state_for(task_id, phase_id)
     now = timezone.now()
-    return StatisticsState.objects.filter(_board_filter(task_id)).update(
+    return StatisticsState.objects.filter(board_filter(task_id)).update(
         requested=F("requested") + 1, requested_at=now,
         pending_since=Coalesce(F("pending_since"), Value(now, output_field=DateTimeField())))
 
@@ -205,83 +205,6 @@ def heartbeat(claim: Claim) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=30)
-
-
-def compute_claimed(task: Task, claim: Claim) -> bool:
-    """Compute, store (if still the newest) and release one claimed board. True if dirty."""
-    from leaderboard.statistics import compute_board_statistics
-
-    phase = Phase.objects.filter(pk=claim.phase_id).first() if claim.phase_id else None
-    board = f"{task.slug}/{phase.name if phase else '-'}"
-    log.info("statistics of %s: generation %s started", board, claim.generation)
-    try:
-        with heartbeat(claim):
-            outcome = compute_board_statistics(task, phase, claim)
-    except Exception as error:  # the board must not stay claimed, whatever went wrong (time limit included)
-        log.exception("statistics of %s could not be computed", board)
-        outcome = f"failed: {type(error).__name__}: {str(error).strip()[:200]}"
-    dirty = finish(claim, outcome)
-    log.info("statistics of %s: generation %s finished in %.2f s: %s%s", board, claim.generation,
-             time.monotonic() - claim.started, outcome, " (dirty: one follow-up)" if dirty else "")
-    return dirty
-
-
-def run_due(task_id: int, force: bool = False) -> float | None:
-    """Compute each board of the task whose request is due (every pending one when ``force``).
-
-    Returns the seconds after which to call again (a board waiting for its debounce, a dirty
-    board's follow-up, a board another process holds), or None when nothing is pending.
-    """
-    task = Task.objects.filter(pk=task_id).first()
-    if task is None:
-        return None
-    again: float | None = None
-
-    def later(seconds: float | None) -> None:
-        nonlocal again
-        if seconds is not None:
-            again = seconds if again is None else min(again, seconds)
-
-    for state in StatisticsState.objects.filter(_board_filter(task_id)).order_by("pk"):
-        for _ in range(1 + (FORCED_FOLLOW_UPS if force else 0)):
-            until = seconds_until_due(state)
-            if until is None:
-                break
-            if until > 0 and not force:
-                later(until)
-                break
-            won = claim(state.pk)
-            if won is None:
-                state.refresh_from_db()
-                if state.pending and lease_is_live(state):
-                    # Its holder schedules the follow-up when it finishes; look again when the
-                    # lease could have lapsed, in case the holder dies.
-                    later((state.heartbeat_at + timedelta(seconds=LEASE_SECONDS) - timezone.now()).total_seconds()
-                          + 1.0)
-                break
-            dirty = compute_claimed(task, won)
-            state.refresh_from_db()
-            if not dirty:
-                break
-            if not force:
-                later(seconds_until_due(state))
-                break
-    return again
-
-
-def compute_now(task_id: int, wait: float = 2 * LEASE_SECONDS) -> int:
-    """Request and compute every board of the task at once (commands, tests), still through the
-    claim: a board another process (or a timer thread of this one, which would die with a
-    command) is computing is waited for, and computed again if the request is newer than what
-    that computation served. Returns the number of boards."""
-    boards = request(task_id)
-    deadline = time.monotonic() + wait
-    while True:
-        run_due(task_id, force=True)
-        pending = StatisticsState.objects.filter(_board_filter(task_id), requested__gt=F("completed")).exists()
-        if not pending or time.monotonic() > deadline:
-            return boards
-        time.sleep(0.5)
 
 
 def overdue_task_ids(slack: float = 60.0) -> list[int]:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from leaderboard import scheduling
 from leaderboard.board import Board, build_board
@@ -172,7 +174,7 @@ def compute_task_statistics(task_id: int) -> str:
     scheduled computations: a board another process is computing is left to it."""
     if not Task.objects.filter(pk=task_id).exists():
         return "no such task"
-    boards = scheduling.compute_now(task_id)
+    boards = compute_now(task_id)
     stored = StatisticsState.objects.filter(task_id=task_id, stored_generation__gt=0,
                                             stored_generation=F("completed")).count()
     return f"statistics of {boards} board(s) requested; {stored} board(s) hold the newest result"
@@ -192,3 +194,83 @@ def measure_summary(task: Task, phase_id: int | None, key: str) -> dict[str, Any
         return None
     summary, computed_at, alpha = row
     return {**summary, "computed_at": computed_at, "alpha": alpha}
+
+
+# Running claimed boards -----------------------------------------------------------------------
+# The claim and lease bookkeeping is leaderboard.scheduling; computing a claimed board lives here,
+# beside the computation, so that scheduling never imports the statistics.
+
+def compute_claimed(task: Task, claim: Claim) -> bool:
+    """Compute, store (if still the newest) and release one claimed board. True if dirty."""
+    phase = Phase.objects.filter(pk=claim.phase_id).first() if claim.phase_id else None
+    board = f"{task.slug}/{phase.name if phase else '-'}"
+    log.info("statistics of %s: generation %s started", board, claim.generation)
+    try:
+        with scheduling.heartbeat(claim):
+            outcome = compute_board_statistics(task, phase, claim)
+    except Exception as error:  # the board must not stay claimed, whatever went wrong (time limit included)
+        log.exception("statistics of %s could not be computed", board)
+        outcome = f"failed: {type(error).__name__}: {str(error).strip()[:200]}"
+    dirty = scheduling.finish(claim, outcome)
+    log.info("statistics of %s: generation %s finished in %.2f s: %s%s", board, claim.generation,
+             time.monotonic() - claim.started, outcome, " (dirty: one follow-up)" if dirty else "")
+    return dirty
+
+
+def run_due(task_id: int, force: bool = False) -> float | None:
+    """Compute each board of the task whose request is due (every pending one when ``force``).
+
+    Returns the seconds after which to call again (a board waiting for its debounce, a dirty
+    board's follow-up, a board another process holds), or None when nothing is pending.
+    """
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        return None
+    again: float | None = None
+
+    def later(seconds: float | None) -> None:
+        nonlocal again
+        if seconds is not None:
+            again = seconds if again is None else min(again, seconds)
+
+    for state in StatisticsState.objects.filter(scheduling.board_filter(task_id)).order_by("pk"):
+        for _ in range(1 + (scheduling.FORCED_FOLLOW_UPS if force else 0)):
+            until = scheduling.seconds_until_due(state)
+            if until is None:
+                break
+            if until > 0 and not force:
+                later(until)
+                break
+            won = scheduling.claim(state.pk)
+            if won is None:
+                state.refresh_from_db()
+                if state.pending and scheduling.lease_is_live(state):
+                    # Its holder schedules the follow-up when it finishes; look again when the
+                    # lease could have lapsed, in case the holder dies.
+                    lapses = state.heartbeat_at + timedelta(seconds=scheduling.LEASE_SECONDS)
+                    later((lapses - timezone.now()).total_seconds() + 1.0)
+                break
+            dirty = compute_claimed(task, won)
+            state.refresh_from_db()
+            if not dirty:
+                break
+            if not force:
+                later(scheduling.seconds_until_due(state))
+                break
+    return again
+
+
+def compute_now(task_id: int, wait: float = 2 * scheduling.LEASE_SECONDS) -> int:
+    """Request and compute every board of the task at once (commands, tests), still through the
+    claim: a board another process (or a timer thread of this one, which would die with a
+    command) is computing is waited for, and computed again if the request is newer than what
+    that computation served. Returns the number of boards."""
+    boards = scheduling.request(task_id)
+    deadline = time.monotonic() + wait
+    while True:
+        run_due(task_id, force=True)
+        pending = StatisticsState.objects.filter(scheduling.board_filter(task_id),
+                                                 requested__gt=F("completed")).exists()
+        if not pending or time.monotonic() > deadline:
+            return boards
+        time.sleep(0.5)
