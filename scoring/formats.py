@@ -955,60 +955,68 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
         has_quality = has_nugget = True  # nothing to go by: the missing annotations are reported below
 
     # Sort keys: (2, position, 0) turns, (2, position, 1, turn) senders, (2, position, 2) annotations,
-    # (2, position, 3, annotation, 1 quality | 2 nugget, ...) inside an annotation.
-    turn_counts, annotator_counts, entry_places = [], [], []
+    # (2, position, 3, annotation, 1 quality | 2 nugget, ...) inside an annotation. Places are kept as
+    # (position, number) pairs and spelled out only for a problem: a valid gold has 10^5-10^6 labels.
+    turn_counts, annotator_counts, positions = [], [], []
     senders, sender_places = [], []
     quality_labels: dict[str, list] = {dim: [] for dim in dims}
-    quality_places: list[tuple[tuple[int, ...], str]] = []
+    quality_places: list[tuple[int, int]] = []
     quality_dialogue: list[int] = []
     nugget_lists, nugget_places, nugget_turns, nugget_first_turn = [], [], [], []
     turn_offset = 0
     for dialogue_no, (position, _, entry) in enumerate(entries):
-        path = f"[{position}]"
-        entry_places.append(((2, position), path))
+        positions.append(position)
         turns = entry.get("turns")
         dialogue_senders = [turn.get("sender") if isinstance(turn, dict) else None
                             for turn in (turns if isinstance(turns, list) else ())]
         turn_counts.append(len(turns) if isinstance(turns, list) else -1)
         senders.extend(dialogue_senders)
-        sender_places.extend(((2, position, 1, turn_no), f"{path}.turns[{turn_no}].sender")
-                             for turn_no in range(len(dialogue_senders)))
+        sender_places.extend((position, turn_no) for turn_no in range(len(dialogue_senders)))
         annotations = entry.get("annotations")
         annotator_counts.append(len(annotations) if isinstance(annotations, list) else -1)
         for ann_no, annotation in enumerate(annotations if isinstance(annotations, list) else ()):
-            ann_path = f"{path}.annotations[{ann_no}]"
-            key = (2, position, 3, ann_no)
             if not isinstance(annotation, dict):
-                problems.add(key + (0,), ann_path, f"expected an object, got {type(annotation).__name__}")
+                problems.add((2, position, 3, ann_no, 0), f"[{position}].annotations[{ann_no}]",
+                             f"expected an object, got {type(annotation).__name__}")
                 continue
             if has_quality:
                 quality = annotation.get("quality")
                 if not isinstance(quality, dict):
-                    problems.add(key + (1, 0), f"{ann_path}.quality", "missing or not an object")
+                    problems.add((2, position, 3, ann_no, 1, 0), f"[{position}].annotations[{ann_no}].quality",
+                                 "missing or not an object")
                 else:
                     for dim in quality.keys() - set(dims):
-                        problems.add(key + (1, 0), f"{ann_path}.quality",
+                        problems.add((2, position, 3, ann_no, 1, 0), f"[{position}].annotations[{ann_no}].quality",
                                      f"unknown dimension {_label(dim)} (allowed: {', '.join(dims)})")
                     for dim in dims:
                         quality_labels[dim].append(quality.get(dim))
-                    quality_places.append((key + (1,), f"{ann_path}.quality"))
+                    quality_places.append((position, ann_no))
                     quality_dialogue.append(dialogue_no)
             if has_nugget:
                 nugget = annotation.get("nugget")
                 if not isinstance(nugget, list):
-                    problems.add(key + (2, 0), f"{ann_path}.nugget", "missing or not a list")
+                    problems.add((2, position, 3, ann_no, 2, 0), f"[{position}].annotations[{ann_no}].nugget",
+                                 "missing or not a list")
                 else:
                     nugget_lists.append(nugget)
-                    nugget_places.append((key + (2,), f"{ann_path}.nugget"))
+                    nugget_places.append((position, ann_no))
                     nugget_turns.append(len(dialogue_senders))
                     nugget_first_turn.append(turn_offset)
         turn_offset += len(dialogue_senders)
 
+    def sender_place(row: int) -> tuple[tuple[int, ...], str]:
+        position, turn_no = sender_places[row]
+        return (2, position, 1, turn_no), f"[{position}].turns[{turn_no}].sender"
+
+    def nugget_place(row: int) -> tuple[tuple[int, ...], str]:
+        position, ann_no = nugget_places[row]
+        return (2, position, 3, ann_no, 2), f"[{position}].annotations[{ann_no}].nugget"
+
     _report("gold turns", _Counts(np.array(turn_counts, dtype=np.int64)),
-            lambda row: (entry_places[row][0] + (0,), entry_places[row][1]), problems)
+            lambda row: ((2, positions[row], 0), f"[{positions[row]}]"), problems)
     _report("gold annotations", _Counts(np.array(annotator_counts, dtype=np.int64)),
-            lambda row: (entry_places[row][0] + (2,), entry_places[row][1]), problems)
-    _report("sender", _Senders(senders), sender_places.__getitem__, problems)
+            lambda row: ((2, positions[row], 2), f"[{positions[row]}]"), problems)
+    _report("sender", _Senders(senders), sender_place, problems)
     # 1 customer, 0 helpdesk, -1 a sender reported above (a list compares unequal, never raises)
     sides = np.array([1 if sender == CUSTOMER else 0 if sender == HELPDESK else -1 for sender in senders],
                      dtype=np.int64)
@@ -1016,23 +1024,28 @@ def _load_gold_checked(data: object, config: TaskConfig) -> Gold:
     for dim_no, dim in enumerate(dims if has_quality else ()):
         labels = _ScaleLabels(quality_labels[dim], config)
         _report("scale label", labels, lambda row, dim_no=dim_no, dim=dim: (
-            quality_places[row][0] + (1 + dim_no,), f"{quality_places[row][1]}.{dim}"), problems)
+            (2, quality_places[row][0], 3, quality_places[row][1], 1, 1 + dim_no),
+            f"[{quality_places[row][0]}].annotations[{quality_places[row][1]}].quality.{dim}"), problems)
         quality_bins[dim] = labels.bins
     label_bins = label_turn = None
     if has_nugget:
         lengths = np.array([len(labels) for labels in nugget_lists], dtype=np.int64)
         counted = _TurnLists(lengths, np.array(nugget_turns, dtype=np.int64))
-        refused = _report("nugget labels", counted, nugget_places.__getitem__, problems)
-        labels, label_turns, label_places = [], [], []
-        for row in np.flatnonzero(~refused).tolist():
-            labels.extend(nugget_lists[row])
-            first = nugget_first_turn[row]
-            label_turns.extend(range(first, first + lengths[row]))
-            key, path = nugget_places[row]
-            label_places.extend((key + (1 + turn_no,), f"{path}[{turn_no}]") for turn_no in range(lengths[row]))
-        label_turn = np.array(label_turns, dtype=np.int64)
+        refused = _report("nugget labels", counted, nugget_place, problems)
+        kept = np.flatnonzero(~refused)
+        labels = list(chain.from_iterable(nugget_lists[row] for row in kept.tolist()))
+        kept_lengths = lengths[kept]
+        list_of_label = np.repeat(kept, kept_lengths)
+        turn_of_label = np.arange(int(kept_lengths.sum())) - np.repeat(np.cumsum(kept_lengths) - kept_lengths,
+                                                                       kept_lengths)
+        label_turn = np.array(nugget_first_turn, dtype=np.int64)[list_of_label] + turn_of_label
+
+        def label_place(row: int) -> tuple[tuple[int, ...], str]:
+            key, path = nugget_place(int(list_of_label[row]))
+            return key + (1 + int(turn_of_label[row]),), f"{path}[{turn_of_label[row]}]"
+
         nugget_labels = _NuggetLabels(labels, sides[label_turn], config)
-        _report("nugget label", nugget_labels, label_places.__getitem__, problems)
+        _report("nugget label", nugget_labels, label_place, problems)
         label_bins = nugget_labels.bins
     problems.raise_if_any()
 
