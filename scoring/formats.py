@@ -20,6 +20,9 @@ Rules (also in the README):
   label all of them;
 - gold annotators may differ in number between dialogues (each dialogue is normalised on its
   own), and the gold then carries a warning saying how the counts vary.
+
+Each rule about values is written once, in ``RULES`` (see "Validation rules" below): a fast path
+for valid files and a careful path that words every problem both evaluate that table.
 """
 
 from __future__ import annotations

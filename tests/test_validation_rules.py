@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import copy
 import math
+import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 from fixtures.synthetic import generate_gold, generate_run
 from scoring import formats
 from scoring.config import STC3
+from scoring.evaluate import evaluate
 from scoring.formats import Gold, Rule, Run, ValidationFailed, load_gold, load_run
 
 
@@ -196,18 +199,20 @@ def parent_of(document: object, path: tuple) -> object:
     return document
 
 
-def mutate(draw, document: object, labels: list[str]) -> object:
+def mutate(draw: Choices, document: object, labels: list[str]) -> object:
     """One random change to a copy of ``document``."""
     document = copy.deepcopy(document, {id(DEEP): DEEP})  # DEEP stays one object: node_paths skips it
     paths = node_paths(document)
     if not paths:
         return document
-    path = paths[draw(st.integers(0, len(paths) - 1))]
+    path = paths[draw.integer(0, len(paths) - 1)]
     parent, key = parent_of(document, path), path[-1]
     node = parent[key]
-    operation = draw(st.sampled_from(["junk", "junk", "delete", "duplicate", "extra key", "all zero",
+    operation = draw.pick(["junk", "junk", "delete", "duplicate", "extra key", "all zero",
                                       "overflow", "scale", "scale", "id as int", "swap label",
-                                      "drop"]))
+                                      "drop", "ids only"])
+    if operation == "ids only" and isinstance(document, list):  # every entry keeps its id and nothing else
+        return [{"id": entry.get("id")} if isinstance(entry, dict) else entry for entry in document]
     if operation == "junk":
         parent[key] = junk(draw)
     elif operation == "delete":
@@ -217,27 +222,27 @@ def mutate(draw, document: object, labels: list[str]) -> object:
     elif operation == "drop" and isinstance(parent, list):
         parent.pop(key)
     elif operation == "extra key" and isinstance(node, dict):
-        node[draw(st.sampled_from([*labels, "X", "2", "id", "note"]))] = junk(draw)
+        node[draw.pick([*labels, "X", "2", "id", "note"])] = junk(draw)
     elif operation == "all zero" and isinstance(node, dict):
         for label in node:
             node[label] = 0
     elif operation == "overflow" and isinstance(node, dict):
         for label in node:
-            node[label] = draw(st.sampled_from([1e308, 10**308, 1.7976931348623157e308]))
+            node[label] = draw.pick([1e308, 10**308, 1.7976931348623157e308])
     elif operation == "scale" and isinstance(node, int | float) and not isinstance(node, bool):
-        parent[key] = draw(st.sampled_from([node * 0.5, node * 3.3, -node, node * 1e300, 0.0, 10**400,
-                                            float("nan"), float("inf"), True]))
+        parent[key] = draw.pick([node * 0.5, node * 3.3, -node, node * 1e300, 0.0, 10**400,
+                                            float("nan"), float("inf"), True])
     elif operation == "id as int" and key == "id" and isinstance(node, str) and node.isdigit():
         parent[key] = int(node)
     elif operation == "swap label" and isinstance(node, str):
-        parent[key] = draw(st.sampled_from(labels))
+        parent[key] = draw.pick(labels)
     else:
         parent[key] = junk(draw)
     return document
 
 
-def junk(draw) -> object:
-    value = draw(st.sampled_from(JUNK))
+def junk(draw: Choices) -> object:
+    value = draw.pick(JUNK)
     return value if value is DEEP else copy.deepcopy(value)
 
 
@@ -246,53 +251,77 @@ HYPOTHESIS = settings(max_examples=250, deadline=None, derandomize=True, databas
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@st.composite
-def gold_documents(draw) -> tuple[list[dict], int]:
-    gold = generate_gold(draw(st.integers(1, 4)), seed=draw(st.integers(0, 10**6)), min_turns=1,
-                         max_turns=draw(st.integers(1, 4)), annotators=draw(st.integers(1, 3)))
-    for dialogue in gold:  # senders in any order, not only alternating
-        for turn, annotation_turn in zip(dialogue["turns"], range(len(dialogue["turns"])), strict=True):
-            if draw(st.booleans()):
+class Choices:
+    """The random choices of a generated or mutated file: drawn by hypothesis, or by a seeded
+    ``random.Random`` (for the coverage check, which must not depend on what hypothesis explores)."""
+
+    def __init__(self, data: st.DataObject | None = None, seed: int | None = None) -> None:
+        self.data, self.rng = data, random.Random(seed)
+
+    def integer(self, low: int, high: int) -> int:
+        return self.data.draw(st.integers(low, high)) if self.data else self.rng.randint(low, high)
+
+    def pick(self, options: Sequence) -> object:
+        return self.data.draw(st.sampled_from(options)) if self.data else self.rng.choice(list(options))
+
+
+def gold_document(draw: Choices) -> list[dict]:
+    """A valid gold file of 1-4 dialogues, its senders in any order (not only alternating)."""
+    gold = generate_gold(draw.integer(1, 4), seed=draw.integer(0, 10**6), min_turns=1,
+                         max_turns=draw.integer(1, 4), annotators=draw.integer(1, 3))
+    for dialogue in gold:
+        for turn_no, turn in enumerate(dialogue["turns"]):
+            if draw.pick((False, True)):
                 continue
             turn["sender"] = "helpdesk" if turn["sender"] == "customer" else "customer"
             types = STC3.customer_nugget_types if turn["sender"] == "customer" else STC3.helpdesk_nugget_types
             for annotation in dialogue["annotations"]:
-                annotation["nugget"][annotation_turn] = draw(st.sampled_from(types))
-    changes = draw(st.integers(0, 3))
-    return gold, changes
+                annotation["nugget"][turn_no] = draw.pick(types)
+    return gold
+
+
+def run_document(draw: Choices, gold_data: list[dict]) -> list[dict]:
+    """A valid run of the gold: probabilities or counts, one subtask or both."""
+    subtasks = draw.pick([("quality", "nugget"), ("quality",), ("nugget",)])
+    kind = draw.pick(["noisy", "uniform", "popularity"])
+    run = generate_run(gold_data, kind, noise=0.5, seed=draw.integer(0, 10**6), subtasks=subtasks)
+    if draw.pick((False, True)):  # counts instead of probabilities
+        run = [{**entry, **{key: _as_counts(value) for key, value in entry.items() if key != "id"}} for entry in run]
+    return run
+
+
+LABELS = [*STC3.customer_nugget_types, *STC3.helpdesk_nugget_types, *STC3.quality_scale, "customer", "helpdesk"]
+HYPOTHESIS = settings(max_examples=250, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @HYPOTHESIS
 @given(st.data())
 def test_both_gold_paths_agree_on_random_valid_and_mutated_files(data):
-    gold, changes = data.draw(gold_documents())
+    draw = Choices(data)
+    gold = gold_document(draw)
     assert formats._load_gold_fast(copy.deepcopy(gold), STC3) is not None, "a valid gold takes the fast path"
     assert_paths_agree_on_gold(gold)
-    for _ in range(changes):
-        gold = mutate(data.draw, gold, LABELS)
+    for _ in range(draw.integer(1, 3)):
+        gold = mutate(draw, gold, LABELS)
     assert_paths_agree_on_gold(gold)
 
 
 @HYPOTHESIS
 @given(st.data())
 def test_both_run_paths_agree_on_random_valid_and_mutated_files(data):
-    gold_data, _ = data.draw(gold_documents())
+    draw = Choices(data)
+    gold_data = gold_document(draw)
     gold = load_gold(gold_data, STC3)
-    subtasks = data.draw(st.sampled_from([("quality", "nugget"), ("quality",), ("nugget",)]))
-    kind = data.draw(st.sampled_from(["noisy", "uniform", "popularity"]))
-    run = generate_run(gold_data, kind, noise=0.5, seed=data.draw(st.integers(0, 10**6)), subtasks=subtasks)
-    if data.draw(st.booleans()):  # counts instead of probabilities
-        run = [{**entry, **{key: _as_counts(value) for key, value in entry.items() if key != "id"}} for entry in run]
-    allow_missing = data.draw(st.booleans())
+    run = run_document(draw, gold_data)
+    allow_missing = draw.pick((False, True))
     assert formats._load_run_fast(copy.deepcopy(run), gold, allow_missing) is not None, \
         "a valid run takes the fast path"
     assert_paths_agree_on_run(run, gold, allow_missing)
-    for _ in range(data.draw(st.integers(1, 3))):
-        run = mutate(data.draw, run, LABELS)
+    for _ in range(draw.integer(1, 3)):
+        run = mutate(draw, run, LABELS)
     loaded = assert_paths_agree_on_run(run, gold, allow_missing)
     if loaded is not None:  # whatever is accepted scores to finite numbers
-        from scoring.evaluate import evaluate
-
         result = evaluate(loaded, gold)
         for means in [*(result.quality_means or {}).values(), result.nugget_means or {}]:
             assert all(math.isfinite(value) for value in means.values())
@@ -309,9 +338,10 @@ def _as_counts(value: object) -> object:
     return value
 
 
-def test_mutations_cover_every_rule():
-    """The property tests' mutations reach every rule: each is the one refusing some mutated file
-    (else the agreement shown above would say nothing about it)."""
+def test_mutations_cover_every_rule(monkeypatch):
+    """The mutations reach every rule: each is the one refusing some mutated file (else the
+    agreement shown above would say nothing about it). Seeded, so it does not depend on what
+    hypothesis happens to explore."""
     seen: set[tuple[str, str]] = set()
     original = formats._report
 
@@ -321,25 +351,19 @@ def test_mutations_cover_every_rule():
                 seen.add((subject, rule.name))
         return original(subject, facts, place, problems)
 
-    @settings(max_examples=400, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(st.data())
-    def explore(data):
-        gold_data, _ = data.draw(gold_documents())
+    monkeypatch.setattr(formats, "_report", recording)
+    for seed in range(600):
+        draw = Choices(seed=seed)
+        gold_data = gold_document(draw)
         gold = load_gold(gold_data, STC3)
-        mutated_gold = gold_data
-        for _ in range(data.draw(st.integers(1, 3))):
-            mutated_gold = mutate(data.draw, mutated_gold, LABELS)
-        careful_verdict(formats._load_gold_checked, mutated_gold, STC3)
-        run = generate_run(gold_data, "noisy", seed=data.draw(st.integers(0, 10**6)),
-                           subtasks=data.draw(st.sampled_from([("quality", "nugget"), ("quality",), ("nugget",)])))
-        for _ in range(data.draw(st.integers(1, 3))):
-            run = mutate(data.draw, run, LABELS)
-        careful_verdict(formats._load_run_checked, run, gold, data.draw(st.booleans()))
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(formats, "_report", recording)
-        explore()
+        mutated = gold_data
+        for _ in range(draw.integer(1, 3)):
+            mutated = mutate(draw, mutated, LABELS)
+        careful_verdict(formats._load_gold_checked, mutated, STC3)
+        run = run_document(draw, gold_data)
+        for _ in range(draw.integer(1, 3)):
+            run = mutate(draw, run, LABELS)
+        careful_verdict(formats._load_run_checked, run, gold, draw.pick((False, True)))
     every = {(subject, rule.name) for subject, rules in formats.RULES.items() for rule in rules}
     # Reached only from outside a mutation of one valid file: a run of a gold without quality or nugget
     # annotations (tests/test_formats.py::test_run_subtasks_must_be_consistent covers them).
