@@ -238,7 +238,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 # Celery. Without CELERY_BROKER_URL tasks run in-process right after the upload commits,
 # so the quickstart needs no broker; with Redis or RabbitMQ a separate worker scores runs.
 CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or "memory://"
+# In-process (no broker): a named in-memory transport; kombu warned "No hostname was supplied" at
+# every job for the bare "memory://".
+IN_PROCESS_BROKER_URL = "memory://localhost/"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or IN_PROCESS_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

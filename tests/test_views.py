@@ -201,3 +201,25 @@ def test_admin_gold_upload_creates_a_version(world: World) -> None:
         "task": world.task.pk, "label": "bad", "file": SimpleUploadedFile("gold3.json", b"[{}]")})
     assert bad.status_code == 200 and "[0].id: missing or not a non-empty string" in bad.content.decode()
     assert not world.task.gold_versions.filter(number=3).exists()
+
+
+@pytest.mark.django_db
+def test_the_sign_in_page_is_titled_with_the_site_name_not_the_host(client, settings) -> None:
+    settings.SITE_NAME = "DialEval server"
+    page = client.get("/accounts/login/").content.decode()
+    assert "<title>Sign in · DialEval server</title>" in page
+
+
+def test_the_in_process_broker_url_names_its_host(settings, caplog) -> None:
+    """Without a broker the embedded default runs jobs in-process over kombu's memory transport;
+    with the bare "memory://" kombu logged "No hostname was supplied" whenever the connection was
+    described (at every job in the demo's log)."""
+    import logging
+
+    import kombu
+
+    from evalserver import settings as production
+
+    with caplog.at_level(logging.WARNING, logger="kombu.connection"):
+        kombu.Connection(production.IN_PROCESS_BROKER_URL).clone()
+    assert not [record for record in caplog.records if "No hostname" in record.getMessage()]
