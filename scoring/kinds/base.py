@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from scoring.formats import ValidationFailed
 
-__all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "groups_of", "measure_key"]
+__all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "measure_key"]
 
 Headline = Literal["mean", "corpus"]
 
@@ -151,9 +151,6 @@ class Kind(ABC):
     def config(self, data: Mapping[str, Any]) -> Any:
         """The validated configuration object of a task (``ValueError`` naming every problem)."""
 
-    def config_dict(self, config: Any) -> dict[str, Any]:
-        return config.to_dict()
-
     def preset(self, name: str) -> Any:
         if name not in self.presets:
             raise ValueError(f"unknown preset {name!r} for kind {self.name!r}; known presets: "
@@ -197,10 +194,3 @@ class Kind(ABC):
         """A short text a run page shows for one item."""
         return str(gold.item_ids[index])
 
-
-def groups_of(measures: Sequence[MeasureSpec]) -> list[tuple[str, str]]:
-    """The measure groups (board tabs) in first-seen order, with their titles."""
-    seen: dict[str, str] = {}
-    for measure in measures:
-        seen.setdefault(measure.group, measure.group_title or measure.group)
-    return list(seen.items())

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import orjson
 
 from scoring.baselines import popularity_run, uniform_run
 from scoring.config import PRESETS, TaskConfig
@@ -146,6 +145,3 @@ class Stc3Kind(Kind):
         turns = int(gold.turn_counts[index])
         return f"dialogue {gold.dialogue_ids[index]} ({turns} turn{'s' if turns != 1 else ''})"
 
-
-def baseline_bytes(baseline: Baseline) -> bytes:
-    return orjson.dumps(baseline.content)
