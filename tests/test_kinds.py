@@ -3,17 +3,15 @@ and a toy kind of a few lines plugs in through the same interface."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import pytest
 
 from fixtures.synthetic import generate_gold, generate_run
 from scoring import STC3, evaluate, load_gold, load_run
 from scoring.formats import restrict
-from scoring.kinds import KINDS, Kind, MeasureSpec, Scored, ValidationFailed, get_kind, measure_key, register
+from scoring.kinds import KINDS, Scored, ValidationFailed, get_kind, measure_key, register
 from scoring.measures import MEASURES
+from tests.toy_kind import ToyKind
 
 
 @pytest.fixture(scope="module")
@@ -118,65 +116,6 @@ def test_scored_refuses_non_finite_numbers() -> None:
         scored.check_finite()
 
 
-# A toy kind: items with a number each; a run guesses the numbers; one measure, absolute error,
-# plus a corpus-level ratio measure. It is all a new kind needs to write.
-@dataclass(frozen=True)
-class ToyConfig:
-    scale: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"scale": self.scale}
-
-
-@dataclass
-class ToyGold:
-    item_ids: list[str]
-    values: np.ndarray
-    warnings: list[str]
-
-    def to_bytes(self) -> bytes:
-        return np.array(self.values).tobytes() + b"|" + ",".join(self.item_ids).encode()
-
-
-class ToyKind(Kind):
-    name = "toy"
-    title = "Guess the number"
-    presets = {"toy": {"scale": 1.0}}
-    default_preset = "toy"
-
-    def config(self, data: Any) -> ToyConfig:
-        return ToyConfig(**data)
-
-    def compile_gold(self, data: object, config: ToyConfig) -> ToyGold:
-        if not isinstance(data, list) or not all(isinstance(entry, dict) for entry in data):
-            raise ValidationFailed(["$: expected a list of objects"])
-        return ToyGold([str(entry["id"]) for entry in data], np.array([entry["value"] for entry in data], float), [])
-
-    def gold_from_bytes(self, blob: bytes) -> ToyGold:
-        values, ids = blob.rsplit(b"|", 1)
-        return ToyGold(ids.decode().split(","), np.frombuffer(values), [])
-
-    def parse_run(self, data: object, gold: ToyGold, config: ToyConfig, *, allow_missing: bool = False) -> Any:
-        guesses = {str(entry["id"]): entry["guess"] for entry in data}
-        problems = [f"$: missing id {item!r}" for item in gold.item_ids if item not in guesses]
-        if problems:
-            raise ValidationFailed(problems)
-        return np.array([guesses[item] for item in gold.item_ids], float)
-
-    def measures(self, config: ToyConfig, gold: Any = None) -> list[MeasureSpec]:
-        return [MeasureSpec("error", "error", "Absolute error", "ERR", False, (0.0, np.inf), "toy", official=True),
-                MeasureSpec("ratio", "ratio", "Sum of guesses / sum of values", "RATIO", True, (0.0, np.inf), "toy",
-                            headline="corpus", corpus=lambda totals: totals[0] / totals[1])]
-
-    def score(self, run: np.ndarray, gold: ToyGold, config: ToyConfig, items: np.ndarray | None = None) -> Scored:
-        index = np.arange(len(gold.item_ids)) if items is None else items
-        error = np.abs(run[index] - gold.values[index]) * config.scale
-        statistics = np.column_stack([run[index], gold.values[index]])
-        return Scored([gold.item_ids[i] for i in index], {"error": error, "ratio": run[index] / gold.values[index]},
-                      {"error": float(error.mean()), "ratio": float(statistics[:, 0].sum() / statistics[:, 1].sum())},
-                      statistics={"ratio": statistics})
-
-
 def test_a_toy_kind_plugs_in() -> None:
     kind = register(ToyKind())
     try:
@@ -194,3 +133,16 @@ def test_a_toy_kind_plugs_in() -> None:
             kind.parse_run([{"id": "1", "guess": 3.0}], gold, config)
     finally:
         KINDS.pop("toy", None)
+
+
+def test_stc3_participant_data_keeps_dialogues_and_drops_every_annotation(stc3_files: tuple[list, list]) -> None:
+    gold_data, _ = stc3_files
+    kind = get_kind("stc3")
+    leaked = [dict(gold_data[0], secret="do not publish")] + gold_data[1:]
+    data = kind.participant_data(leaked, STC3)
+    assert [entry["id"] for entry in data] == [entry["id"] for entry in gold_data]
+    assert all(set(entry) == {"id", "turns"} for entry in data)
+    assert data[3]["turns"] == [{"sender": t["sender"], "utterances": t["utterances"]} for t in gold_data[3]["turns"]]
+    description = kind.format_description(STC3)
+    assert set(description["example"]["quality"]) == {"A", "S", "E"}
+    assert "CNUG*" in description["example"]["nugget"][0] and "HNaN" in description["example"]["nugget"][1]

@@ -27,7 +27,11 @@ from scoring.formats import ValidationFailed
 
 __all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "measure_key"]
 
-Headline = Literal["mean", "corpus"]
+# How a run's headline figure is made from its items: the mean of the per-item scores; a
+# ``corpus`` formula over summed per-item sufficient statistics (BLEU); or ``run``: the kind
+# computes it from the whole run (a correlation over all responses) and computes a subset's by
+# scoring that subset (``Kind.score(items=...)``).
+Headline = Literal["mean", "corpus", "run"]
 
 # A measure key names one per-item score vector of a run: ``quality.A.rsnod``, ``nugget.jsd``,
 # ``bleu``. Dots separate a kind's own levels; the key is also a URL path part and a CSV header.
@@ -82,6 +86,8 @@ class MeasureSpec:
 
     def aggregate(self, per_item: np.ndarray, statistics: np.ndarray | None = None) -> float:
         """The run's headline figure over the given items."""
+        if self.headline == "run":
+            raise ValueError(f"{self.key}: the kind computes this figure from the run; use Kind.score(items=...)")
         if self.headline == "corpus":
             if statistics is None:
                 raise ValueError(f"{self.key}: corpus-level figures need the items' sufficient statistics")
@@ -107,6 +113,9 @@ class Scored:
     warnings: list[str] = field(default_factory=list)
     n_missing: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # Run-level figures beside the headlines that a kind reports in ``score --format json``
+    # (``n_pairs``, ``intervals``): merged into ``summary()``, stored with the score.
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_items(self) -> int:
@@ -125,6 +134,7 @@ class Scored:
                                 "settings": dict(self.settings)}
         if self.n_missing:
             data["n_missing"] = self.n_missing
+        data.update(self.extra)
         return data
 
 
@@ -193,4 +203,23 @@ class Kind(ABC):
     def describe_item(self, gold: Any, index: int) -> str:
         """A short text a run page shows for one item."""
         return str(gold.item_ids[index])
+
+    # What participants get -------------------------------------------------------------------
+    @abstractmethod
+    def participant_data(self, data: object, config: Any) -> object:
+        """The participants' data made from a parsed (valid) gold file: the same items with every
+        annotation, reference, rating or judgement removed, so it can be published safely."""
+
+    @abstractmethod
+    def format_description(self, config: Any) -> dict[str, Any]:
+        """The run format of a task with this configuration, for the task's data section and the
+        API: ``{"summary": str, "fields": [{"path", "type", "meaning"}], "example": <one run entry>,
+        "notes": [str]}``, generated from the configuration (labels, measures), never hand-written."""
+
+    def sample_run(self, gold: Any, config: Any) -> object:
+        """A valid run file participants can look at and upload (by default the first baseline)."""
+        baselines = self.baselines(gold, config)
+        if not baselines:
+            raise NotImplementedError(f"kind {self.name!r} has no baseline to make a sample run from")
+        return baselines[0].content
 

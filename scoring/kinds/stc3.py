@@ -141,6 +141,44 @@ class Stc3Kind(Kind):
                      popularity_run(gold)),
         ]
 
+    def participant_data(self, data: object, config: TaskConfig) -> list[dict[str, Any]]:
+        # Only the keys participants need are copied (never everything but "annotations"), so a
+        # field an organiser adds to the gold is not published by accident.
+        return [{"id": dialogue["id"],
+                 "turns": [{"sender": turn["sender"], "utterances": list(turn.get("utterances", []))}
+                           for turn in dialogue.get("turns", [])]}
+                for dialogue in data]  # type: ignore[union-attr]
+
+    def format_description(self, config: TaskConfig) -> dict[str, Any]:
+        scale = list(config.quality_scale)
+        uniform = {label: round(1.0 / len(scale), 4) for label in scale}
+        customer, helpdesk = list(config.customer_nugget_types), list(config.helpdesk_nugget_types)
+        return {
+            "summary": ("A JSON list with one entry per dialogue of the test data: the estimated distribution of "
+                        "annotators' labels for each dialogue quality dimension (DQ) and for each turn's nugget "
+                        "type (ND). A run may hold only quality or only nugget (one subtask)."),
+            "fields": [
+                {"path": "[i].id", "type": "string", "meaning": "the dialogue's id, as in the test data"},
+                {"path": "[i].quality.<dimension>", "type": "object label -> number",
+                 "meaning": f"dimensions {', '.join(config.quality_dimensions)} "
+                            f"({', '.join(DIMENSION_TITLES.get(d, d) for d in config.quality_dimensions)}); "
+                            f"labels {', '.join(scale)} (ordered); probabilities or counts, normalised by their sum"},
+                {"path": "[i].nugget[t]", "type": "object label -> number",
+                 "meaning": f"one entry per turn in turn order; customer turns: {', '.join(customer)}; "
+                            f"helpdesk turns: {', '.join(helpdesk)}"},
+            ],
+            "example": {"id": "<dialogue id>", "quality": {dim: uniform for dim in config.quality_dimensions},
+                        "nugget": [{label: round(1.0 / len(customer), 4) for label in customer},
+                                   {label: round(1.0 / len(helpdesk), 4) for label in helpdesk}]},
+            "notes": [
+                "A label left out counts as 0; every number must be finite and not negative; each distribution "
+                "needs a positive sum.",
+                f"Measures: DQ {', '.join(m.upper() for m in config.quality_measures)} per dimension; ND "
+                f"{', '.join(m.upper() for m in config.nugget_measures)} ({config.averaging} averaging, "
+                f"alpha = {config.alpha}). Every measure is a distance: lower is better.",
+            ],
+        }
+
     def describe_item(self, gold: Gold, index: int) -> str:
         turns = int(gold.turn_counts[index])
         return f"dialogue {gold.dialogue_ids[index]} ({turns} turn{'s' if turns != 1 else ''})"
