@@ -30,10 +30,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+if TYPE_CHECKING:  # sacrebleu takes 0.2 s to import: the DQ/ND score command never pays for it
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 Brevity = Literal["average", "closest"]
 BREVITY_CHOICES: tuple[str, ...] = ("average", "closest")
@@ -80,6 +82,8 @@ DELTA_BLEU = BleuConfig(max_order=2, brevity="average", weighted=True, min_weigh
 
 @lru_cache(maxsize=1)
 def _tokenizer() -> Tokenizer13a:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
     return Tokenizer13a()
 
 

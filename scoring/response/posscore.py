@@ -27,6 +27,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -134,33 +135,132 @@ class PosEncoder:
             return self._encode_parallel(texts)
         return self._encode_local(texts)
 
-    def _encode_local(self, texts: list[str]) -> np.ndarray:
+    def _token_arrays(self, texts: list[str], first: str) -> list[np.ndarray]:
+        """One array per text: columns ``first`` (the lookup attribute or ORTH), POS, IS_PUNCT,
+        IS_SPACE, TAG, LOWER, from one ``nlp.pipe`` pass with only the tagging components."""
+        from spacy.attrs import IDS
+
         state = self._ready()
         nlp = state["nlp"]
+        attributes = [IDS[first]] + state["attributes"][1:]
         with nlp.select_pipes(disable=state["disabled"]):
-            arrays = [doc.to_array(state["attributes"]) for doc in nlp.pipe(texts, batch_size=self.batch_size)]
+            return [doc.to_array(attributes) for doc in nlp.pipe(texts, batch_size=self.batch_size)]
+
+    def _encode_local(self, texts: list[str]) -> np.ndarray:
+        state = self._ready()
+        arrays = self._token_arrays(texts, state["table"].attribute)
         return _rows_from_token_arrays(arrays, state["table"], state["pos_ids"], state["dropped_ids"], state["mapper"])
 
     def _encode_parallel(self, texts: list[str]) -> np.ndarray:
-        # Forked workers inherit the loaded pipeline and vectors: nothing is pickled but texts and rows.
+        parts = self._in_workers("_encode_local", texts)
+        return np.concatenate(parts) if parts else np.zeros((0, 2 * self.dimensions + 4))
+
+    def _in_workers(self, method: str, texts: list[str]) -> list:
+        # Forked workers inherit the loaded pipeline and vectors: nothing is pickled but texts and results.
         context = multiprocessing.get_context("fork")
         chunk = max(self.batch_size, -(-len(texts) // (self.n_process * 4)))
         chunks = [texts[start : start + chunk] for start in range(0, len(texts), chunk)]
-        global _FORK_ENCODER
-        _FORK_ENCODER = self
+        global _FORK_ENCODER, _FORK_METHOD
+        _FORK_ENCODER, _FORK_METHOD = self, method
         try:
             with context.Pool(self.n_process) as pool:
-                parts = pool.map(_encode_in_worker, chunks)
+                return pool.map(_run_in_worker, chunks)
         finally:
             _FORK_ENCODER = None
-        return np.concatenate(parts) if parts else np.zeros((0, 2 * self.dimensions + 4))
+
+    def tag(self, texts: Sequence[str]) -> TaggedTexts:
+        """The kept tokens of every text (punctuation and whitespace dropped) with their Universal
+        POS tags, independent of any vector table, tag set or lookup case: what a gold version
+        stores of its references, so they are tagged once and embedded with whatever vectors the
+        task names (``rows_from_tagged``). Splits the work like ``encode``."""
+        texts = list(texts)
+        self._ready()
+        if self.n_process > 1 and len(texts) >= 2 * self.batch_size and not multiprocessing.current_process().daemon:
+            return TaggedTexts.concatenate(self._in_workers("_tag_local", texts))
+        return self._tag_local(texts)
+
+    def _tag_local(self, texts: list[str]) -> TaggedTexts:
+        state = self._ready()
+        arrays = self._token_arrays(texts, "ORTH")
+        owner, tokens, pos, kept = _kept_tokens(arrays, state["dropped_ids"], state["mapper"])
+        strings = state["nlp"].vocab.strings
+        orth = tokens[kept, 0]
+        distinct, word = np.unique(orth, return_inverse=True)
+        pos_kept = pos[kept]
+        tag_ids, tag = np.unique(pos_kept, return_inverse=True)
+        return TaggedTexts(
+            words=[strings[int(key)] for key in distinct],
+            word=word.astype(np.int32).reshape(-1),
+            tag_names=[_pos_names()[int(pos_id)] for pos_id in tag_ids],
+            tag=tag.astype(np.uint8).reshape(-1),
+            offsets=np.concatenate([[0], np.cumsum(np.bincount(owner[kept], minlength=len(texts)))]).astype(np.int64),
+        )
 
 
 _FORK_ENCODER: PosEncoder | None = None
+_FORK_METHOD = "_encode_local"
 
 
-def _encode_in_worker(texts: list[str]) -> np.ndarray:
-    return _FORK_ENCODER._encode_local(texts)
+def _run_in_worker(texts: list[str]) -> object:
+    return getattr(_FORK_ENCODER, _FORK_METHOD)(texts)
+
+
+@lru_cache(maxsize=1)
+def _pos_names() -> dict[int, str]:
+    from spacy.parts_of_speech import IDS as POS_IDS
+
+    return {int(pos_id): name for name, pos_id in POS_IDS.items()}
+
+
+
+
+@dataclass
+class TaggedTexts:
+    """Texts reduced to their kept tokens: text k's tokens are ``offsets[k]:offsets[k + 1]``;
+    token t is the word ``words[word[t]]`` (as written) with the tag ``tag_names[tag[t]]``."""
+
+    words: list[str]
+    word: np.ndarray
+    tag_names: list[str]
+    tag: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[TaggedTexts]) -> TaggedTexts:
+        words: dict[str, int] = {}
+        tag_names: dict[str, int] = {}
+        word_parts, tag_parts, lengths = [], [], []
+        for part in parts:
+            word_map = np.array([words.setdefault(text, len(words)) for text in part.words], dtype=np.int32)
+            tag_map = np.array([tag_names.setdefault(name, len(tag_names)) for name in part.tag_names], dtype=np.uint8)
+            word_parts.append(word_map[part.word] if len(part.word) else part.word)
+            tag_parts.append(tag_map[part.tag] if len(part.tag) else part.tag)
+            lengths.append(np.diff(part.offsets))
+        counts = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+        return cls(list(words), np.concatenate(word_parts).astype(np.int32) if word_parts else np.zeros(0, np.int32),
+                   list(tag_names), np.concatenate(tag_parts).astype(np.uint8) if tag_parts else np.zeros(0, np.uint8),
+                   np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+
+def rows_from_tagged(tagged: TaggedTexts, table: VectorTable, tags: Sequence[str] = DEFAULT_TAGS) -> np.ndarray:
+    """The rows ``PosEncoder(tags=tags, vectors=table).encode`` gives the same texts, from their
+    stored tags: only the vector look-up is done again (the table's ``attribute`` decides the case)."""
+    from spacy.strings import get_string_id
+
+    tags = _check_tags(tags)
+    n_texts = len(tagged)
+    lengths = np.diff(tagged.offsets)
+    owner = np.repeat(np.arange(n_texts), lengths)
+    lower = table.attribute == "LOWER"
+    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
+    vector_rows = table.rows(keys)[tagged.word] if len(tagged.word) else np.zeros(0, dtype=np.int64)
+    chosen_tags = [index for index, name in enumerate(tagged.tag_names) if name in tags]
+    is_pos = np.isin(tagged.tag, np.array(chosen_tags, dtype=np.uint8))
+    kept = np.ones(len(tagged.word), dtype=bool)
+    return _group_rows(n_texts, owner, vector_rows, kept, is_pos, table)
 
 
 def row_layout(dimensions: int) -> dict[str, slice | int]:
@@ -170,27 +270,46 @@ def row_layout(dimensions: int) -> dict[str, slice | int]:
             "rest_with_vector": 2 * d + 1, "pos_words": 2 * d + 2, "tokens": 2 * d + 3}
 
 
+def _kept_tokens(
+    arrays: list[np.ndarray], dropped_ids: np.ndarray, mapper: PosMapper | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every token of the batch: its text's index, its columns, its POS id and whether it is kept
+    (not punctuation or whitespace)."""
+    lengths = np.array([len(array) for array in arrays], dtype=np.int64)
+    if lengths.sum() == 0:
+        empty = np.zeros(0, dtype=np.uint64)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 6), dtype=np.uint64), empty, np.zeros(0, dtype=bool)
+    tokens = np.concatenate([array.reshape(-1, 6) for array in arrays if len(array)]).astype(np.uint64)
+    owner = np.repeat(np.arange(len(arrays)), lengths)
+    pos, is_punct, is_space = tokens[:, 1], tokens[:, 2], tokens[:, 3]
+    if mapper is not None:
+        pos = mapper({"TAG": tokens[:, 4], "LOWER": tokens[:, 5], "IS_SPACE": is_space})
+    kept = ~np.isin(pos, dropped_ids) & (is_punct == 0) & (is_space == 0)
+    return owner, tokens, pos, kept
+
+
 def _rows_from_token_arrays(
     arrays: list[np.ndarray], table: VectorTable, pos_ids: np.ndarray, dropped_ids: np.ndarray,
     mapper: PosMapper | None = None,
 ) -> np.ndarray:
     """Vectorised over every token of the batch: group sums by text through one sparse product."""
+    owner, tokens, pos, kept = _kept_tokens(arrays, dropped_ids, mapper)
+    if len(tokens) == 0:
+        return np.zeros((len(arrays), 2 * table.shape[1] + 4), dtype=np.float64)
+    is_pos = kept & np.isin(pos, pos_ids)
+    return _group_rows(len(arrays), owner, table.rows(tokens[:, 0]), kept, is_pos, table)
+
+
+def _group_rows(n_texts: int, owner: np.ndarray, vector_rows: np.ndarray, kept: np.ndarray, is_pos: np.ndarray,
+                table: VectorTable) -> np.ndarray:
+    """Each text's row from its tokens: the vector sums of its POS words and of its other kept
+    words, how many of each had a vector, its POS words and its kept tokens."""
     from scipy import sparse
 
-    n_texts = len(arrays)
     d = table.shape[1]
     rows_out = np.zeros((n_texts, 2 * d + 4), dtype=np.float64)
-    lengths = np.array([len(array) for array in arrays], dtype=np.int64)
-    if n_texts == 0 or lengths.sum() == 0:
+    if n_texts == 0 or len(owner) == 0:
         return rows_out
-    tokens = np.concatenate([array.reshape(-1, 6) for array in arrays if len(array)]).astype(np.uint64)
-    owner = np.repeat(np.arange(n_texts), lengths)
-    keys, pos, is_punct, is_space = tokens[:, 0], tokens[:, 1], tokens[:, 2], tokens[:, 3]
-    if mapper is not None:
-        pos = mapper({"TAG": tokens[:, 4], "LOWER": tokens[:, 5], "IS_SPACE": is_space})
-    kept = ~np.isin(pos, dropped_ids) & (is_punct == 0) & (is_space == 0)
-    is_pos = kept & np.isin(pos, pos_ids)
-    vector_rows = table.rows(keys)
     has_vector = vector_rows >= 0
     data = table.data
     for selection, column, count_column in (
@@ -249,6 +368,14 @@ class PreparedReferences:
                 "offsets": self.offsets}
 
     @classmethod
+    def from_rows(cls, rows: np.ndarray, offsets: np.ndarray, settings: dict[str, object] | None = None
+                  ) -> PreparedReferences:
+        """From the encoded rows of every reference; ``offsets[i]:offsets[i + 1]`` are item i's."""
+        d = (rows.shape[1] - 4) // 2
+        return cls(pos_unit=_unit(rows[:, :d]), rest_unit=_unit(rows[:, d : 2 * d]), pos_ratio=_pos_ratio(rows, d),
+                   offsets=np.asarray(offsets, dtype=np.int64), settings=dict(settings or {}))
+
+    @classmethod
     def from_arrays(
         cls, arrays: dict[str, np.ndarray], settings: dict[str, object] | None = None
     ) -> PreparedReferences:
@@ -278,14 +405,8 @@ def prepare_references(
         texts.extend(used)
         offsets.append(len(texts))
     rows = encoder.encode(texts)
-    d = encoder.dimensions
-    return PreparedReferences(
-        pos_unit=_unit(rows[:, :d]),
-        rest_unit=_unit(rows[:, d : 2 * d]),
-        pos_ratio=_pos_ratio(rows, d),
-        offsets=np.array(offsets, dtype=np.int64),
-        settings={**encoder.settings(), "min_weight": min_weight},
-    )
+    return PreparedReferences.from_rows(rows, np.array(offsets, dtype=np.int64),
+                                        {**encoder.settings(), "min_weight": min_weight})
 
 
 def score_rows(rows: np.ndarray, prepared: PreparedReferences, items: Sequence[int] | np.ndarray | None = None
