@@ -24,8 +24,9 @@ Run, a JSON list with one entry per gold item::
     {"id": "c17", "response": "...", "nuggets": [{"text": "...", "act": "Recommendation",
                                                    "diff": [...], "same": [...]}, ...]}
 
-- every id in the gold, every gold item present, none twice; a run with more entries than the
-  gold has items is refused before any entry is read;
+- every id in the gold, every gold item present (unless read with ``allow_missing``: then at
+  least one), none twice; a run with more entries than the gold has items is refused before any
+  entry is read;
 - ``response``: a non-empty string of at most ``MAX_RESPONSE_CHARS`` characters;
 - ``nuggets`` (optional): a non-empty list whose texts concatenate, whitespace aside, to the
   response; acts from the task's taxonomy; a run may bring its own ``diff``/``same``
@@ -72,16 +73,22 @@ class ResponseGold:
 
 @dataclass
 class ResponseRun:
-    """Validated run, in the gold's item order."""
+    """Validated run, in the gold's item order: ``responses[k]`` answers gold item ``items[k]``
+    (every item, unless the run was read with ``allow_missing``)."""
 
     responses: list[str]
     nuggets: list[list[Nugget] | None]
+    items: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.items:
+            self.items = list(range(len(self.responses)))
 
     def turns(self, gold: ResponseGold) -> list[Turn]:
         """The run as turns for ``nuggets.score_nuggets``: a nugget without alternatives of its own
         takes those the gold holds for the same act and text."""
         turns = []
-        for item, (response, nuggets) in enumerate(zip(self.responses, self.nuggets)):
+        for item, response, nuggets in zip(self.items, self.responses, self.nuggets):
             if nuggets is not None:
                 merged = []
                 for nugget in nuggets:
@@ -262,8 +269,10 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
     return ResponseGold(ids, all_references, contexts, alternatives, tuple(acts))
 
 
-def load_response_run(data: object, gold: ResponseGold) -> ResponseRun:
-    """Validate a parsed run against its gold; raise ``ValidationFailed`` listing every problem."""
+def load_response_run(data: object, gold: ResponseGold, allow_missing: bool = False) -> ResponseRun:
+    """Validate a parsed run against its gold; raise ``ValidationFailed`` listing every problem.
+
+    ``allow_missing``: gold items without a response are not a problem; the run holds the others."""
     # Bound the work before looking at any entry: a run cannot have more entries than the gold has items.
     if isinstance(data, list) and len(data) > len(gold):
         raise ValidationFailed([f"the run has {len(data)} entries but the gold has {len(gold)} items"])
@@ -308,7 +317,7 @@ def load_response_run(data: object, gold: ResponseGold) -> ResponseRun:
         if complete and _squash("".join(n.text for n in parsed)) != _squash(response):
             problems.add(f"{path}.nuggets", "the nugget texts put together (whitespace aside) are not the response")
         nuggets_by_item[item] = parsed
-    if isinstance(data, list):
+    if isinstance(data, list) and not allow_missing:
         missing = [gold.ids[item] for item, response in enumerate(responses) if response is None]
         answered_wrongly = {canonical_id(e.get("id")) for e in data if isinstance(e, dict)}
         missing = [item_id for item_id in missing if item_id not in answered_wrongly]
@@ -317,4 +326,7 @@ def load_response_run(data: object, gold: ResponseGold) -> ResponseRun:
             more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
             problems.add("", f"{len(missing)} gold item(s) have no response: {shown}{more}")
     problems.raise_if_any()
-    return ResponseRun([r for r in responses if r is not None], nuggets_by_item)
+    present = [item for item, response in enumerate(responses) if response is not None]
+    if not present:
+        raise ValidationFailed(["the run has no response to any gold item"])
+    return ResponseRun([responses[item] for item in present], [nuggets_by_item[item] for item in present], present)
