@@ -161,6 +161,13 @@ class Kind(ABC):
     def config(self, data: Mapping[str, Any]) -> Any:
         """The validated configuration object of a task (``ValueError`` naming every problem)."""
 
+    def check_resources(self, config: Any) -> list[str]:
+        """What a task with this configuration needs that this machine lacks (a spaCy pipeline, an
+        uploaded vector table), one sentence each; empty when scoring can run. The server asks when
+        a task is configured and the offline command before reading files, so a missing resource
+        is named up front instead of failing a scoring job."""
+        return []
+
     def preset(self, name: str) -> Any:
         if name not in self.presets:
             raise ValueError(f"unknown preset {name!r} for kind {self.name!r}; known presets: "
