@@ -1,9 +1,16 @@
-"""The offline ``score`` command: ``python manage.py score RUN.json GOLD.json [options]``.
+"""The offline ``score`` command: ``python manage.py score RUN.json GOLD.json [--kind K] [options]``.
 
 Framework-free, so ``manage.py`` can run it without starting Django (which would add about
 0.4 s of start-up to a command whose whole budget is 1 s). Exit status 0 on success, 2 on
 invalid input with every problem on stderr and nothing on stdout, 1 (nothing on stdout) if a
 score came out NaN or infinite, which would be a bug: neither is JSON.
+
+The default kind, ``stc3`` (DQ/ND), prints the object it always printed. Any other kind
+registered in ``scoring.kinds`` is scored through the kind interface alone and prints
+``Scored.summary()`` (``{"measures": {key: headline}, "n_items": N, "settings": {...}}`` and the
+kind's extra run-level figures); ``--per-item`` adds ``"per_item": {key: {item id: score}}`` and
+every entry of ``Scored.details`` (the response kind's ``"nuggets"`` and ``"acts"``). The kinds
+are imported only for another kind than stc3, which keeps the DQ/ND command as fast as before.
 """
 
 from __future__ import annotations
@@ -12,8 +19,9 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -21,10 +29,17 @@ from scoring.config import AVERAGINGS, PRESETS, TaskConfig
 from scoring.evaluate import Result, evaluate
 from scoring.formats import ValidationFailed, gc_paused, load_gold, load_run, parse_json
 from scoring.measures import VARIANTS
-from scoring.report import format_table
+from scoring.report import format_scored_table, format_table
+
+if TYPE_CHECKING:
+    from scoring.kinds import Kind, MeasureSpec, Scored
 
 EXIT_INVALID = 2
 EXIT_NOT_FINITE = 1
+DEFAULT_KIND = "stc3"
+# Options of the DQ/ND kind's own configuration, refused with any other kind.
+STC3_OPTIONS = {"alpha": "--alpha", "variant": "--variant", "averaging": "--averaging",
+                "per_dialogue": "--per-dialogue"}
 
 
 class _Invalid(Exception):
@@ -38,52 +53,48 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str = "manage.py score") -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Score a run against gold annotations (STC-3 DQ and ND measures).")
-    parser.add_argument("run", type=Path, help="the run: a JSON list, one entry per dialogue")
-    parser.add_argument("gold", type=Path, help="the gold: a JSON list of annotated dialogues")
+    parser = _Parser(prog=prog, description="Score a run against gold annotations (STC-3 DQ and ND measures, or "
+                                            "the measures of another task kind: --kind response).")
+    parser.add_argument("run", type=Path, help="the run: a JSON list, one entry per dialogue (per item)")
+    parser.add_argument("gold", type=Path, help="the gold: a JSON list of annotated dialogues (items)")
+    parser.add_argument("--kind", default=DEFAULT_KIND,
+                        help="the task kind: stc3 (DQ/ND, default) or another kind registered in scoring.kinds "
+                             "(response: BLEU, deltaBLEU, POSSCORE and nugget-level scores)")
     parser.add_argument("--alpha", type=float, default=None,
-                        help="weight of customer turns in ND, in [0, 1] (default: 0.5)")
+                        help="stc3: weight of customer turns in ND, in [0, 1] (default: 0.5)")
     parser.add_argument("--variant", choices=VARIANTS, default=None,
-                        help="paper (default) or stc3-2018 (OD averaged over all bins, as the 2018 script)")
+                        help="stc3: paper (default) or stc3-2018 (OD averaged over all bins, as the 2018 script)")
     parser.add_argument("--averaging", choices=AVERAGINGS, default=None,
-                        help="ND: macro (every dialogue counts the same, default) or micro (pooled turns)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="stc3", help="task labels (default stc3)")
+                        help="stc3, ND: macro (every dialogue counts the same, default) or micro (pooled turns)")
+    parser.add_argument("--preset", default=None,
+                        help=f"the kind's preset configuration (stc3: {', '.join(sorted(PRESETS))}; default: "
+                             "the kind's default preset)")
     parser.add_argument("--config", type=Path, default=None,
-                        help="a JSON task configuration (keys of scoring.config.TaskConfig) instead of the preset")
-    parser.add_argument("--per-dialogue", action="store_true", help="add every dialogue's scores")
+                        help="a JSON task configuration of the kind instead of the preset (stc3: keys of "
+                             "scoring.config.TaskConfig)")
+    parser.add_argument("--per-dialogue", action="store_true", help="stc3: add every dialogue's scores")
+    parser.add_argument("--per-item", action="store_true",
+                        help="add every item's scores (and the kind's per-item details, such as the response kind's "
+                             "nugget scores); for stc3 the same as --per-dialogue")
     parser.add_argument("--allow-missing", action="store_true",
-                        help="score the dialogues the run has and say how many gold dialogues are missing")
+                        help="score the items the run has and say how many gold items are missing")
     parser.add_argument("--format", choices=("json", "table"), default="json", dest="output_format")
     return parser
 
 
-def run_score(argv: list[str]) -> tuple[Result, argparse.Namespace]:
-    """Parse arguments, read, validate and score; raise ``_Invalid`` with every problem found."""
-    options = build_parser().parse_args(argv)
+def _score_stc3(options: argparse.Namespace) -> Result:
+    """Read, validate and score a DQ/ND run; raise ``_Invalid`` with every problem found."""
+    if options.preset is not None and options.preset not in PRESETS:
+        raise _Invalid([f"usage: argument --preset: invalid choice: {options.preset!r} (choose from "
+                        f"{', '.join(repr(name) for name in sorted(PRESETS))}) (see --help)"])
     try:
-        config = PRESETS[options.preset]
+        config = PRESETS[options.preset or "stc3"]
         if options.config is not None:
             config = TaskConfig.from_dict(json.loads(options.config.read_text(encoding="utf-8")))
         config = config.with_options(alpha=options.alpha, variant=options.variant, averaging=options.averaging)
     except (OSError, ValueError, TypeError) as error:
         raise _Invalid([f"configuration: {error}"]) from None
-    contents, problems = {}, []
-    for role in ("run", "gold"):
-        path: Path = getattr(options, role)
-        try:
-            contents[role] = path.read_bytes()
-        except OSError as error:
-            problems.append(f"{path}: cannot read the {role} file: {error.strerror or error}")
-    # Every file's problems are reported, not only the first file's: the run is parsed even when
-    # the gold is invalid (only its validation needs a valid gold).
-    found: dict[str, list[str]] = {"gold": [], "run": []}
-    documents: dict[str, object] = {}
-    for role in ("gold", "run"):
-        if role in contents:
-            try:
-                documents[role] = parse_json(contents[role], f"{role} file")
-            except ValidationFailed as error:
-                found[role] = [f"{getattr(options, role)}: {line}" for line in error.errors]
+    documents, found, problems = _read_files(options)
     gold = run = None
     if "gold" in documents:
         try:
@@ -101,7 +112,112 @@ def run_score(argv: list[str]) -> tuple[Result, argparse.Namespace]:
     result = evaluate(run, gold, config)
     result.warnings = [f"{options.gold}: {line}" for line in gold.warnings] + [
         f"{options.run}: {line}" for line in result.warnings]
-    return result, options
+    return result
+
+
+def _read_files(options: argparse.Namespace) -> tuple[dict[str, object], dict[str, list[str]], list[str]]:
+    """Both files read and parsed: the parsed documents, each file's problems, unreadable files."""
+    contents, problems = {}, []
+    for role in ("run", "gold"):
+        path: Path = getattr(options, role)
+        try:
+            contents[role] = path.read_bytes()
+        except OSError as error:
+            problems.append(f"{path}: cannot read the {role} file: {error.strerror or error}")
+    # Every file's problems are reported, not only the first file's: the run is parsed even when
+    # the gold is invalid (only its validation needs a valid gold).
+    found: dict[str, list[str]] = {"gold": [], "run": []}
+    documents: dict[str, object] = {}
+    for role in ("gold", "run"):
+        if role in contents:
+            try:
+                documents[role] = parse_json(contents[role], f"{role} file")
+            except ValidationFailed as error:
+                found[role] = [f"{getattr(options, role)}: {line}" for line in error.errors]
+    return documents, found, problems
+
+
+@dataclass
+class KindOutcome:
+    """What scoring a run of any kind through the kind interface gives the command."""
+
+    kind: Kind
+    specs: list[MeasureSpec]
+    scored: Scored
+    warnings: list[str]
+
+
+def _score_kind(options: argparse.Namespace) -> KindOutcome:
+    """Any registered kind, through the kind interface alone; ``_Invalid`` with every problem found."""
+    from scoring.kinds import get_kind
+
+    used = [flag for name, flag in STC3_OPTIONS.items() if getattr(options, name) not in (None, False)]
+    if used:
+        raise _Invalid([f"usage: {flag} applies to --kind stc3 only (see --help)" for flag in used])
+    try:
+        kind = get_kind(options.kind)
+    except ValueError as error:
+        raise _Invalid([f"usage: argument --kind: {error} (see --help)"]) from None
+    try:
+        if options.config is not None:
+            config = kind.config(json.loads(options.config.read_text(encoding="utf-8")))
+        else:
+            config = kind.preset(options.preset or kind.default_preset)
+    except (OSError, ValueError, TypeError) as error:
+        raise _Invalid([f"configuration: {line}" for line in _problem_lines(error)]) from None
+    missing = kind.check_resources(config)
+    if missing:
+        raise _Invalid([f"configuration: {line}" for line in missing])
+    documents, found, problems = _read_files(options)
+    gold = run = None
+    if "gold" in documents:
+        try:
+            gold = kind.compile_gold(documents["gold"], config)
+        except ValidationFailed as error:
+            found["gold"] = [f"{options.gold}: {line}" for line in error.errors]
+    if gold is not None and "run" in documents:
+        try:
+            run = kind.parse_run(documents["run"], gold, config, allow_missing=options.allow_missing)
+        except ValidationFailed as error:
+            found["run"] = [f"{options.run}: {line}" for line in error.errors]
+    problems += found["gold"] + found["run"]
+    if problems or gold is None or run is None:
+        raise _Invalid(problems)
+    scored = kind.score(run, gold, config)
+    warnings = [f"{options.gold}: {line}" for line in getattr(gold, "warnings", [])]
+    for line in [*getattr(run, "warnings", []), *scored.warnings]:
+        if f"{options.run}: {line}" not in warnings:
+            warnings.append(f"{options.run}: {line}")
+    return KindOutcome(kind, kind.measures(config, gold), scored, warnings)
+
+
+def _problem_lines(error: Exception) -> list[str]:
+    """One line per problem: a configuration error lists them in ``problems`` (the response kind)."""
+    problems = getattr(error, "problems", None)
+    if isinstance(problems, list) and problems:
+        return ["invalid task configuration: " + str(problem) for problem in problems]
+    return [str(error)]
+
+
+def kind_output(outcome: KindOutcome, per_item: bool) -> dict[str, Any]:
+    """The JSON object of a run of any kind: ``Scored.summary()``, then per-item scores and details."""
+    scored = outcome.scored
+    data = scored.summary()
+    if per_item:
+        data["per_item"] = {key: dict(zip(scored.item_ids, np.asarray(values, dtype=np.float64).tolist()))
+                            for key, values in scored.per_item.items()}
+        for key, value in scored.details.items():
+            data.setdefault(key, value)
+    return data
+
+
+def _json_value(value: object) -> object:
+    """NumPy values a kind put into its settings or details, as JSON."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -117,7 +233,11 @@ def _main(argv: list[str] | None, stdout: TextIO, stderr: TextIO) -> int:
         build_parser().print_help(stdout)
         return 0
     try:
-        result, options = run_score(sys.argv[1:] if argv is None else argv)
+        options = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if options.kind != DEFAULT_KIND:
+            return _print_kind(_score_kind(options), options, stdout, stderr)
+        options.per_dialogue = options.per_dialogue or options.per_item
+        result = _score_stc3(options)
     except _Invalid as invalid:
         for line in invalid.problems:
             print(line, file=stderr)
@@ -137,6 +257,30 @@ def _main(argv: list[str] | None, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(format_table(result))
         if options.per_dialogue:
             stdout.write(per_dialogue_table(result))
+    return 0
+
+
+def _print_kind(outcome: KindOutcome, options: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=stderr)
+    scored = outcome.scored
+    bad = [key for key, values in scored.per_item.items() if not np.isfinite(values).all()]
+    bad += [key for key, value in scored.headlines.items() if not math.isfinite(value) and key not in bad]
+    text = ""
+    if not bad:
+        try:
+            if options.output_format == "json":
+                text = json.dumps(kind_output(outcome, options.per_item), ensure_ascii=False, allow_nan=False,
+                                  default=_json_value) + "\n"
+            else:
+                text = format_scored_table(scored, outcome.specs, outcome.kind.item_noun, options.per_item)
+        except ValueError:  # json.dumps refuses NaN in the kind's details or extra figures
+            bad = ["details"]
+    if bad:
+        print(f"error: scoring produced values that are not finite numbers for {', '.join(bad)}; "
+              "nothing was printed (please report this with the files)", file=stderr)
+        return EXIT_NOT_FINITE
+    stdout.write(text)
     return 0
 
 
