@@ -816,8 +816,8 @@ class ResponseKind(Kind):
     def format_description(self, config: ResponseConfig) -> dict[str, Any]:
         acts = list(config.acts)
         first = next((act for act in ("Apology", "Opening", "Agreement") if act in acts), acts[0])
-        second = next((act for act in ("Recommendation", "User instruction", "Opinion")
-                       if act in acts and act != first), acts[1] if len(acts) > 1 else acts[0])
+        second = next((act for act in ("Recommendation", "User instruction", "Opinion") if act in acts),
+                      next((act for act in acts if act != first), first))
         titles = {spec.key: spec.title for spec in self.measures(config)}
         scored_when = {"always": "every response's nuggets are scored (a response without nuggets is split into "
                                  "sentences, scored by D_phi alone)",
