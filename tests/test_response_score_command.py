@@ -213,3 +213,20 @@ def test_a_non_finite_score_is_never_printed(tmp_path, monkeypatch):
         assert kind is KINDS["toy"]
     finally:
         KINDS.pop("toy", None)
+
+
+def test_stc3_stays_the_default_and_per_item_is_per_dialogue_there(tmp_path):
+    from fixtures.synthetic import generate_gold as generate_stc3_gold
+    from fixtures.synthetic import generate_run as generate_stc3_run
+
+    gold_data = generate_stc3_gold(6, seed=3)
+    gold = write(tmp_path / "gold.json", gold_data)
+    run = write(tmp_path / "run.json", generate_stc3_run(gold_data, "noisy", noise=0.3, seed=1))
+    default = run_cli(run, gold, "--per-dialogue")
+    assert default[0] == 0 and "per_dialogue" in json.loads(default[1])
+    assert run_cli(run, gold, "--per-item") == default
+    assert run_cli(run, gold, "--kind", "stc3", "--per-dialogue") == default
+    assert get_kind("stc3").check_resources(get_kind("stc3").preset("stc3")) == []
+    status, out, err = run_cli(run, gold, "--preset", "nope")
+    assert (status, out, err) == (2, "", "usage: argument --preset: invalid choice: 'nope' (choose from 'stc3') "
+                                         "(see --help)\n")
