@@ -561,3 +561,16 @@ def test_demo_runs_are_graded(demo):
         assert headlines["strong"][key] > headlines["medium"][key] > headlines["weak"][key], key
     assert generate_gold(24, seed=5) == gold_data and generate_runs(gold_data, seed=5) == runs
     assert generate_gold(24, seed=6) != gold_data
+
+
+def test_nugget_details_apart_from_the_scores_as_a_later_job_would(demo):
+    gold_data, runs, config, gold = demo
+    run = KIND.parse_run(runs["medium"], gold, config)
+    together = KIND.score(run, gold, config)
+    first = KIND.score(run, gold, dataclasses.replace(config, nugget_mode="never"))
+    assert first.details == {} and first.settings["nuggets"]["scored"] is False
+    assert all(first.per_item[key].tolist() == together.per_item[key].tolist() for key in together.per_item)
+    assert KIND.nugget_details(run, gold, config) == together.details
+    items = np.array([1, 2, 7])
+    assert KIND.nugget_details(run, gold, config, items) == KIND.score(run, gold, config, items=items).details
+    assert KIND.nugget_details(run, gold, dataclasses.replace(config, nugget_mode="never")) == {}

@@ -694,8 +694,10 @@ class ResponseKind(Kind):
                                                  f"{config.vectors_name or config.vectors}"))
         return specs
 
-    def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
-              items: np.ndarray | None = None) -> Scored:
+    @staticmethod
+    def _scored_items(run: ParsedResponseRun, gold: CompiledResponseGold, items: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The gold indices to score, their positions in the run, and how many of ``items`` it lacks."""
         answered = run.items
         n_missing = run.n_missing
         if items is None:
@@ -710,7 +712,11 @@ class ResponseKind(Kind):
             n_missing = int((~present).sum())
         if len(gold_items) == 0:
             raise ValueError("no context of the run is among the items to score")
-        positions = np.searchsorted(answered, gold_items)
+        return gold_items, np.searchsorted(answered, gold_items), n_missing
+
+    def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+              items: np.ndarray | None = None) -> Scored:
+        gold_items, positions, n_missing = self._scored_items(run, gold, items)
         responses = [run.run.responses[position] for position in positions]
         per_item: dict[str, np.ndarray] = {}
         headlines: dict[str, float] = {}
@@ -731,13 +737,9 @@ class ResponseKind(Kind):
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
             settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version()}
-        posscore_state = None
         if config.needs_posscore:
-            table = _vector_table(config)
-            encoder = _encoder(config, table)
-            prepared, tagging, tagging_warnings = gold.posscore_references(config, encoder, table)
+            encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
             warnings += tagging_warnings
-            posscore_state = (encoder, prepared)
             if "posscore" in config.measures:
                 per_item["posscore"] = score_rows(encoder.encode(responses), prepared, gold_items)
                 headlines["posscore"] = float(per_item["posscore"].mean())
@@ -751,7 +753,7 @@ class ResponseKind(Kind):
                                **{name: value for name, value in config.nuggets.settings().items() if name != "acts"},
                                "tags": "per nugget"}
         if nuggets_on:
-            details = self._nugget_details(run, gold, config, positions, posscore_state)
+            details = self.nugget_details(run, gold, config, items)
         return Scored(item_ids=[gold.item_ids[item] for item in gold_items], per_item=ordered,
                       headlines={key: headlines[key] for key in config.measures}, settings=settings,
                       statistics=statistics, warnings=warnings, n_missing=n_missing, details=details)
@@ -765,14 +767,28 @@ class ResponseKind(Kind):
         return any(run.run.nuggets[position] is not None for position in positions) or any(
             gold.gold.alternatives[item] for item in gold_items)
 
-    def _nugget_details(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
-                        positions: np.ndarray, posscore_state: tuple[PosEncoder, PreparedReferences] | None
-                        ) -> dict[str, Any]:
+    @staticmethod
+    def _posscore(gold: CompiledResponseGold, config: ResponseConfig
+                  ) -> tuple[PosEncoder, PreparedReferences, dict[str, Any], list[str]]:
+        table = _vector_table(config)
+        encoder = _encoder(config, table)
+        prepared, tagging, warnings = gold.posscore_references(config, encoder, table)
+        return encoder, prepared, tagging, warnings
+
+    def nugget_details(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+                       items: np.ndarray | None = None) -> dict[str, Any]:
+        """``Scored.details`` of the run (or of ``items``): ``{"nuggets": {id: [...]}, "acts": {act: mean
+        NS}}``, or ``{}`` when the configuration's ``nuggets.score`` leaves them out. ``score`` calls
+        it; a server that shows scores first can score with ``nugget_mode="never"`` and call this in a
+        later job (it is the expensive part: every variant of every turn)."""
+        gold_items, positions, _ = self._scored_items(run, gold, items)
+        if not self._nuggets_on(run, gold, config, positions, gold_items):
+            return {}
         turns = run.run.turns(gold.gold)
         chosen = [turns[position] for position in positions]
         measure: TurnMeasure
         if config.nugget_measure == "posscore":
-            encoder, prepared = posscore_state  # type: ignore[misc]
+            encoder, prepared, _, _ = self._posscore(gold, config)
             measure = PosscoreTurns(encoder, prepared)
         else:
             measure = BleuTurns(gold.bleu_references(config.bleu_options(config.nugget_measure)))
