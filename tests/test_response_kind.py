@@ -574,3 +574,15 @@ def test_nugget_details_apart_from_the_scores_as_a_later_job_would(demo):
     items = np.array([1, 2, 7])
     assert KIND.nugget_details(run, gold, config, items) == KIND.score(run, gold, config, items=items).details
     assert KIND.nugget_details(run, gold, dataclasses.replace(config, nugget_mode="never")) == {}
+
+
+def test_large_batches_are_scored_in_chunks_with_the_same_scores(demo, monkeypatch):
+    from scoring.response import posscore as posscore_module
+
+    gold_data, runs, config, gold = demo
+    run = KIND.parse_run(runs["strong"], gold, config)
+    whole = KIND.score(run, gold, config)
+    monkeypatch.setattr(posscore_module, "SCORE_CHUNK", 5)
+    chunked = KIND.score(run, gold, config)
+    assert chunked.per_item["posscore"].tolist() == whole.per_item["posscore"].tolist()
+    assert chunked.details == whole.details

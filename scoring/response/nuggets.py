@@ -163,7 +163,13 @@ class PosscoreTurns:
         columns = np.fromiter((piece for turn in turns for piece in turn), dtype=np.int64, count=int(lengths.sum()))
         rows = np.repeat(np.arange(len(turns)), lengths)
         composition = sparse.csr_matrix((np.ones(len(columns)), (rows, columns)), shape=(len(turns), len(encoded)))
-        return posscore_module.score_rows(np.asarray(composition @ encoded), self.prepared, items)
+        # The variant turns' rows are put together a chunk at a time (65,000 turns x 604 columns
+        # would be 315 MB at once).
+        chunk = posscore_module.SCORE_CHUNK
+        return np.concatenate([
+            posscore_module.score_rows(np.asarray(composition[start : start + chunk] @ encoded), self.prepared,
+                                       items[start : start + chunk])
+            for start in range(0, len(turns), chunk)]) if turns else np.zeros(0)
 
 
 @dataclass

@@ -47,6 +47,7 @@ UNIVERSAL_TAGS: tuple[str, ...] = (
     "SCONJ", "SYM", "VERB", "X", "SPACE",
 )
 _DROPPED_TAGS = ("PUNCT", "SPACE")
+SCORE_CHUNK = 8192  # candidates scored at once by score_rows
 
 
 def _check_tags(tags: Sequence[str]) -> tuple[str, ...]:
@@ -421,6 +422,12 @@ def score_rows(rows: np.ndarray, prepared: PreparedReferences, items: Sequence[i
         raise ValueError(f"{len(rows)} candidates but {len(items)} item indices")
     if len(rows) == 0:
         return np.zeros(0)
+    if len(rows) > SCORE_CHUNK:
+        # Each (candidate, reference) pair gathers two vectors: bound the memory of a large batch
+        # (the nugget variants of a run) by scoring it in chunks; every row's score is the same.
+        return np.concatenate([score_rows(rows[start : start + SCORE_CHUNK], prepared,
+                                          items[start : start + SCORE_CHUNK])
+                               for start in range(0, len(rows), SCORE_CHUNK)])
     starts = prepared.offsets[items]
     counts = prepared.offsets[items + 1] - starts
     candidate = np.repeat(np.arange(len(rows)), counts)
