@@ -5,7 +5,16 @@ Error messages about unknown kinds are built from the registry, so they cannot d
 
 from __future__ import annotations
 
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, ValidationFailed, measure_key
+from scoring.kinds.base import (
+    Baseline,
+    Kind,
+    MeasureGroup,
+    MeasureSpec,
+    Scored,
+    ValidationFailed,
+    grouped,
+    measure_key,
+)
 from scoring.kinds.stc3 import Stc3Kind
 
 KINDS: dict[str, Kind] = {}
@@ -28,5 +37,5 @@ def get_kind(name: str) -> Kind:
 
 register(Stc3Kind())
 
-__all__ = ["KINDS", "Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
-           "measure_key", "register"]
+__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
+           "grouped", "measure_key", "register"]

@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.formats import ValidationFailed
+from scoring.formats import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
 
-__all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "measure_key"]
+__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "grouped", "measure_key"]
 
 # How a run's headline figure is made from its items: the mean of the per-item scores; a
 # ``corpus`` formula over summed per-item sufficient statistics (BLEU); or ``run``: the kind
@@ -66,6 +66,10 @@ class MeasureSpec:
     official: bool = False
     group: str = ""
     group_title: str = ""
+    # Within a group, measures may come per subgroup (DQ: one RSNOD and one NMD per dimension);
+    # boards and run pages then show the group as subgroups x measure names.
+    subgroup: str = ""
+    subgroup_title: str = ""
     headline: Headline = "mean"
     corpus: Callable[[np.ndarray], float] | None = field(default=None, compare=False, repr=False)
     description: str = ""
@@ -80,6 +84,17 @@ class MeasureSpec:
     def direction(self) -> str:
         return "higher is better" if self.higher_is_better else "lower is better"
 
+    @property
+    def column_title(self) -> str:
+        """The column heading on a board: the short title, prefixed by the subgroup if any."""
+        return f"{self.subgroup} {self.short_title}" if self.subgroup else self.short_title
+
+    def public(self) -> dict[str, Any]:
+        """What the API and exports say about the measure beside its numbers."""
+        return {"key": self.key, "title": self.title, "short_title": self.column_title, "group": self.group,
+                "higher_is_better": self.higher_is_better, "official": self.official,
+                "value_range": list(self.value_range), "headline": self.headline, "citation": self.citation}
+
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b`` on this measure."""
         return a > b if self.higher_is_better else a < b
@@ -93,6 +108,35 @@ class MeasureSpec:
                 raise ValueError(f"{self.key}: corpus-level figures need the items' sufficient statistics")
             return float(self.corpus(np.asarray(statistics, dtype=np.float64).sum(axis=0)))
         return float(np.asarray(per_item, dtype=np.float64).mean())
+
+
+@dataclass
+class MeasureGroup:
+    """Measures shown together (a board tab, a table on a run page), in the kind's order."""
+
+    name: str
+    title: str
+    measures: list[MeasureSpec]
+
+    @property
+    def subgroups(self) -> list[tuple[str, str]]:
+        """(subgroup, its title) in order of first appearance; empty when the group has none."""
+        seen = dict.fromkeys((spec.subgroup, spec.subgroup_title) for spec in self.measures if spec.subgroup)
+        return list(seen)
+
+    @property
+    def names(self) -> list[MeasureSpec]:
+        """One measure per distinct name (the columns of a subgroups x names table)."""
+        return list({spec.name: spec for spec in reversed(self.measures)}.values())[::-1]
+
+
+def grouped(specs: list[MeasureSpec]) -> list[MeasureGroup]:
+    """The measures by group, groups in order of their first measure."""
+    groups: dict[str, MeasureGroup] = {}
+    for spec in specs:
+        group = groups.setdefault(spec.group, MeasureGroup(spec.group, spec.group_title or spec.group, []))
+        group.measures.append(spec)
+    return list(groups.values())
 
 
 @dataclass
@@ -183,6 +227,17 @@ class Kind(ABC):
     def parse_run(self, data: object, gold: Any, config: Any, *, allow_missing: bool = False) -> Any:
         """Validate a parsed run against a compiled gold (``ValidationFailed``, every problem with
         its JSON path) and return what ``score`` needs (with ``warnings`` and ``n_missing``)."""
+
+    # Containers and commas a run may hold per gold item before it is refused unparsed.
+    run_values_per_item: ClassVar[int] = 64
+
+    def check_run_file(self, content: bytes, gold: Any) -> None:
+        """Refuse, before parsing, a run file no run of ``gold`` can be (``ValidationFailed``, one
+        line): parsing 30 MB of empty objects would take gigabytes. By default at most one entry
+        per item (plus a margin) and ``run_values_per_item`` containers and commas per item."""
+        n = len(gold.item_ids)
+        check_shape(content, n + EXTRA_ENTRIES, VALUE_ALLOWANCE * self.run_values_per_item * n + 10_000,
+                    gold_dialogues=n)
 
     @abstractmethod
     def measures(self, config: Any, gold: Any | None = None) -> list[MeasureSpec]:
