@@ -67,7 +67,7 @@ def forwards(apps, schema_editor):
         version.save(update_fields=["measure_keys"])
     for quality in (False, True):
         for nugget in (False, True):
-            parts = [name for name, present in (("quality", quality), ("nugget", nugget)) if present]
+            parts = sorted(name for name, present in (("quality", quality), ("nugget", nugget)) if present)
             Run.objects.filter(has_quality=quality, has_nugget=nugget).update(parts=parts)
     for score in Score.objects.only("pk", "summary").iterator():
         score.summary = new_summary(score.summary)
