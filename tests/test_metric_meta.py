@@ -367,7 +367,7 @@ def test_bootstrap_same_seed_same_output():
     c = meta.evaluate_metrics(gold, runs, n_resamples=300, seed=43)
     assert a == b
     assert a["settings"] == {"n_resamples": 300, "seed": 42, "level": 0.95, "pooled_rank_resamples": 0,
-                             "resampling": "contexts"}
+                             "resampling": "contexts", "tie_tolerance": 0.0}
     assert a["metrics"]["m0"]["intervals"]["predictive_power"] != c["metrics"]["m0"]["intervals"]["predictive_power"]
     assert a["metrics"]["m0"]["intervals"]["kendall_tau_b"] is None  # pooled ranks: off by default
 
@@ -377,6 +377,8 @@ def test_bootstrap_same_seed_same_output():
     ({"seed": -1}, "seed must be an integer"),
     ({"level": 1.0}, "level must be strictly between"),
     ({"pooled_rank_resamples": 11, "n_resamples": 10}, "pooled_rank_resamples must be"),
+    ({"tie_tolerance": -1e-9}, "tie_tolerance must be a finite number >= 0"),
+    ({"tie_tolerance": float("nan")}, "tie_tolerance must be a finite number >= 0"),
 ])
 def test_evaluate_metrics_bad_settings(kwargs, message):
     gold = example_gold()

@@ -199,13 +199,24 @@ class ContextCounts:
         return self.correct + 0.5 * self.ties if ties_half else self.correct.astype(np.float64)
 
 
-def context_counts(gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray) -> ContextCounts:
+def _check_tolerance(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"tie_tolerance must be a finite number >= 0; got {value!r}")
+    return float(value)
+
+
+def context_counts(
+    gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray, *, tie_tolerance: float = 0.0
+) -> ContextCounts:
     """Correct, tied and total pairs per context for each metric (seed 003 Algorithm 3, per context).
 
     A pair (r1, r2) of responses to one context counts when its human judgements differ
     (pairs with equal judgements are dropped, as both seeds do); it is correct when
-    ``(X(r1) - X(r2)) * (X*(r1) - X*(r2)) > 0`` and tied when ``X(r1) = X(r2)``.
+    ``(X(r1) - X(r2)) * (X*(r1) - X*(r2)) > 0`` and tied when ``X(r1) = X(r2)``. With a
+    ``tie_tolerance`` t > 0, metric scores closer than t (``|X(r1) - X(r2)| <= t``) are a tie
+    and a pair is correct when ``(X(r1) - X(r2)) * sign(X*(r1) - X*(r2)) > t``.
     """
+    tolerance = _check_tolerance(tie_tolerance)
     names, x = score_matrix(gold, runs)
     first, second, context = gold.pairs
     human_sign = np.sign(gold.human[first] - gold.human[second])
@@ -219,8 +230,8 @@ def context_counts(gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray
     for m in range(n_metrics):
         column = columns[:, m]
         agreement = (column[first] - column[second]) * human_sign
-        correct[:, m] = np.bincount(context, weights=agreement > 0, minlength=n_contexts)
-        ties[:, m] = np.bincount(context, weights=agreement == 0, minlength=n_contexts)
+        correct[:, m] = np.bincount(context, weights=agreement > tolerance, minlength=n_contexts)
+        ties[:, m] = np.bincount(context, weights=np.abs(agreement) <= tolerance, minlength=n_contexts)
     pairs = np.bincount(context, minlength=n_contexts).astype(np.int64)
     return ContextCounts(names=tuple(names), correct=correct, ties=ties, pairs=pairs)
 
@@ -482,6 +493,7 @@ def evaluate_metrics(
     seed: int = 0,
     level: float = 0.95,
     pooled_rank_resamples: int = 0,
+    tie_tolerance: float = 0.0,
 ) -> dict[str, Any]:
     """Every per-metric figure with a percentile bootstrap interval over contexts.
 
@@ -500,6 +512,7 @@ def evaluate_metrics(
     Pooled Kendall and Spearman depend on ranks across contexts, which are not sums: an exact
     resample costs O(N log N) per metric, so their intervals are computed only for the first
     ``pooled_rank_resamples`` resamples (0, the default, leaves them None) and say how many.
+    ``tie_tolerance`` is that of :func:`context_counts` (predictive power only).
     Same inputs and seed, same output. Returns JSON-ready data (None for undefined values)::
 
         {"n_items": N, "n_contexts": C, "n_pairs": P, "settings": {...},
@@ -517,7 +530,7 @@ def evaluate_metrics(
     n_contexts = gold.n_contexts
     y = gold.human
 
-    counts = context_counts(gold, dict(zip(names, x.T, strict=True)))
+    counts = context_counts(gold, dict(zip(names, x.T, strict=True)), tie_tolerance=tie_tolerance)
     within = _within_correlations(gold, x)
 
     # Per-context sums, one block of columns per statistic; every resample is w @ sums.
@@ -627,7 +640,8 @@ def evaluate_metrics(
         "n_pairs": int(counts.pairs.sum()),
         "n_systems": n_systems,
         "settings": {"n_resamples": n_resamples, "seed": int(seed), "level": level,
-                     "pooled_rank_resamples": int(pooled_rank_resamples), "resampling": "contexts"},
+                     "pooled_rank_resamples": int(pooled_rank_resamples), "resampling": "contexts",
+                     "tie_tolerance": float(tie_tolerance)},
         "metrics": metrics,
     }
 
