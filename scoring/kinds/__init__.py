@@ -6,6 +6,7 @@ Error messages about unknown kinds are built from the registry, so they cannot d
 from __future__ import annotations
 
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, ValidationFailed, measure_key
+from scoring.kinds.metric import MetricKind
 from scoring.kinds.stc3 import Stc3Kind
 
 KINDS: dict[str, Kind] = {}
@@ -27,6 +28,7 @@ def get_kind(name: str) -> Kind:
 
 
 register(Stc3Kind())
+register(MetricKind())
 
 __all__ = ["KINDS", "Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
            "measure_key", "register"]

@@ -94,6 +94,11 @@ class MetricGold:
         self.index = {response_id: position for position, response_id in enumerate(self.response_ids)}
 
     @property
+    def item_ids(self) -> list[str]:
+        """The items of the task-kind interface are the contexts."""
+        return self.context_ids
+
+    @property
     def n_responses(self) -> int:
         return len(self.response_ids)
 

@@ -42,6 +42,7 @@ __all__ = [
     "metric_report",
     "paired_bootstrap",
     "paired_t_tests",
+    "per_context_values",
     "predictive_power",
     "score_matrix",
 ]
@@ -350,6 +351,17 @@ def _within_correlations(gold: MetricGold, x: np.ndarray) -> dict[str, np.ndarra
             kendall[:, j] = s / np.sqrt(tx * ty)
     kendall[constant] = np.nan
     return {"kendall_tau_b_within": kendall, "spearman_within": spearman, "pearson_within": pearson}
+
+
+def per_context_values(
+    gold: MetricGold, runs: Mapping[str, np.ndarray] | np.ndarray, *, tie_tolerance: float = 0.0
+) -> tuple[ContextCounts, dict[str, np.ndarray]]:
+    """What is stored per context for each metric: its predictive-power counts and its
+    within-context Kendall tau-b, Spearman and Pearson (``(n_contexts, m)``, NaN where undefined),
+    the values :func:`evaluate_metrics` averages."""
+    names, x = score_matrix(gold, runs)
+    counts = context_counts(gold, dict(zip(names, x.T, strict=True)), tie_tolerance=tie_tolerance)
+    return counts, _within_correlations(gold, x)
 
 
 def _rank_rows(values: np.ndarray) -> np.ndarray:
