@@ -512,7 +512,10 @@ def load_metric_run(data: object, gold: MetricGold, *, allow_missing: bool = Fal
             elif row is not None:
                 scores[row] = float(score)
     if len(seen_at) < gold.n_responses and not allow_missing:
-        missing = np.flatnonzero(np.isnan(scores))
+        # Responses no entry names: one whose entry has a bad score is reported at that entry.
+        named = np.zeros(gold.n_responses, dtype=bool)
+        named[list(seen_at)] = True
+        missing = np.flatnonzero(~named)
         for row in missing[:20].tolist():
             problems.add("$", f"response {_label(gold.response_ids[row])} has no score")
         if missing.size > 20:
