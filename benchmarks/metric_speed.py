@@ -22,11 +22,17 @@ time; the Tukey HSD's Numba threads add up in CPU time):
 
 Then the other end of the spec's scale, 20,000 responses in 200 contexts of 100 (no systems:
 990,000 within-context pairs), for the steps whose cost grows with the pairs.
+
+Last, the same round through the task kind (``scoring.kinds.metric``), as the server runs it:
+``Kind.score`` of each run (all its figures with intervals at B = 1,000, what one scoring job
+does), and ``Kind.compare`` of all 40 runs at B = 10,000 (paired bootstrap, t-tests,
+concordance and discriminative power with 10,000 permutations of the shared Tukey HSD).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -37,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scoring.kinds import get_kind  # noqa: E402
 from scoring.metric import meta  # noqa: E402
 from scoring.metric.formats import load_metric_gold, load_metric_run  # noqa: E402
 
@@ -148,9 +155,45 @@ def main() -> None:
         print("|---|---:|---:|---:|---|")
         for (step, best, median, note), cpu in zip(wide_rows, CPU_TIMES, strict=True):
             print(f"| {step} | {best:.3f} | {median:.3f} | {cpu:.3f} | {note} |")
+    kind_table(gold_data, run_data, args.repeats)
     sample = figures["metrics"]["metric00"]["measures"]
     print("\nmetric00:", {k: (round(v, 4) if v is not None else None) for k, v in sample.items()})
     print("smallest paired-bootstrap p:", float(boot.pvalues.min()))
+
+
+def kind_table(gold_data, run_data, repeats: int) -> None:
+    """The round through the task-kind interface, as a scoring job and a statistics job run it."""
+    kind = get_kind("metric")
+    config = kind.config({"n_resamples": 1_000, "seed": 1})
+    rows = []
+    CPU_TIMES.clear()
+    gold, best, median = timed(repeats, kind.compile_gold, gold_data, config)
+    rows.append(("Kind.compile_gold", best, median, ""))
+    runs = {name: kind.parse_run(data, gold, config) for name, data in run_data.items()}
+    first = next(iter(runs.values()))
+    _, best, median = timed(repeats, kind.score, first, gold, config)
+    rows.append(("Kind.score, one run (all its figures, B = 1,000)", best, median, "target <= 2 s"))
+
+    def score_all():
+        return [kind.score(run, gold, config) for run in runs.values()]
+
+    _, best, median = timed(1, score_all)
+    rows.append((f"Kind.score, all {len(runs)} runs one after the other", best, median, ""))
+    _, best, median = timed(1, kind.score, first, gold, config, np.arange(0, gold.n_contexts, 2))
+    rows.append(("Kind.score, half the contexts (a live subset)", best, median, ""))
+    pairs = len(runs) * (len(runs) - 1) // 2
+    counts = meta.context_counts(gold, {name: run.scores for name, run in runs.items()})
+    _, best, median = timed(repeats, meta.paired_bootstrap, counts, 10_000, 1)
+    rows.append((f"paired bootstrap inside compare, {pairs} pairs, B = 10,000", best, median, "target <= 20 s"))
+    result, best, median = timed(1, kind.compare, runs, gold, config, seed=1, resamples=10_000)
+    rows.append((f"Kind.compare, {len(runs)} runs, B = 10,000 (all parts)", best, median,
+                 f"{len(json.dumps(result)) / 1e6:.1f} MB of JSON"))
+    print(f"\nThrough the task kind, {gold.n_responses:,} responses in {gold.n_contexts:,} contexts, "
+          f"{len(runs)} metrics\n")
+    print("| step | best (s) | median (s) | CPU (s) | note |")
+    print("|---|---:|---:|---:|---|")
+    for (step, best, median, note), cpu in zip(rows, CPU_TIMES, strict=True):
+        print(f"| {step} | {best:.3f} | {median:.3f} | {cpu:.3f} | {note} |")
 
 
 if __name__ == "__main__":

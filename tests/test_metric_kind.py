@@ -142,15 +142,12 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
                                              "spearman", "pearson"]
     assert all(isinstance(value, float) for value in summary["measures"].values())
     assert summary["n_items"] == 30
-    assert summary["settings"] == {"n_resamples": 1000, "seed": 0, "level": 0.95, "pooled_rank_resamples": 0,
+    assert summary["settings"] == {"n_resamples": 1000, "seed": 0, "level": 0.95, "pooled_rank_resamples": 1000,
                                    "resampling": "contexts", "tie_tolerance": 0.0}
     assert set(summary["intervals"]) == set(MEASURE_KEYS)
     for key, interval in summary["intervals"].items():
-        if key in ("kendall_tau_b", "spearman"):
-            assert interval is None  # pooled rank intervals are off in this preset
-        else:
-            low, high = interval
-            assert low <= high
+        low, high = interval
+        assert low <= summary["measures"][key] <= high, key
     # The board's headline figures are the summary's, finite only.
     assert result.headlines == summary["measures"]
 
@@ -233,13 +230,25 @@ def test_pooled_and_system_correlations_match_scipy() -> None:
                                  else "run")
 
 
-def test_ranked_intervals_preset_gives_pooled_rank_intervals() -> None:
-    gold_data, runs = demo(n_contexts=10, seed=2)
-    config = KIND.config({**KIND.presets["metric-ranked-intervals"], "n_resamples": 50, "pooled_rank_resamples": 50})
-    result, _, _ = scored(gold_data, runs["noisy"], config)
-    for key in ("kendall_tau_b", "spearman"):
-        low, high = result.summary()["intervals"][key]
-        assert -1 <= low <= result.headlines[key] <= high <= 1
+def test_pooled_rank_intervals_are_those_of_rebuilt_resamples() -> None:
+    """The kernel's exact weighted ranks against SciPy on each resample rebuilt response by response."""
+    gold_data, runs = demo(n_contexts=12, seed=2)
+    config = KIND.config({"n_resamples": 60, "seed": 3})
+    result, gold, run = scored(gold_data, runs["coarse"], config)
+    replicates = []
+    for _, counts in stats.resample_counts(gold.n_contexts, 60, 3):
+        for weights in counts:
+            rows = np.repeat(np.arange(gold.n_responses), weights[gold.context])
+            replicates.append((sps.kendalltau(run.scores[rows], gold.human[rows]).statistic,
+                               sps.spearmanr(run.scores[rows], gold.human[rows]).statistic))
+    replicates = np.array(replicates)
+    for column, key in enumerate(("kendall_tau_b", "spearman")):
+        expected = np.quantile(replicates[:, column], [0.025, 0.975])
+        np.testing.assert_allclose(result.summary()["intervals"][key], expected, atol=1e-12)
+    quick = KIND.preset("metric-quick")
+    fast, _, _ = scored(gold_data, runs["coarse"], quick)
+    assert fast.summary()["intervals"]["kendall_tau_b"] is None and fast.settings["pooled_rank_resamples"] == 0
+    assert fast.settings["n_resamples"] == 200
 
 
 def test_same_seed_same_scores_other_seed_other_intervals() -> None:
@@ -361,17 +370,15 @@ def test_gold_validation_of_texts_and_references_with_paths() -> None:
 def test_config_validation_lists_every_problem() -> None:
     with pytest.raises(ValueError) as caught:
         KIND.config({"n_resamples": 0, "seed": -1, "level": 1.5, "tie_tolerance": float("nan"),
-                     "pooled_rank_resamples": True, "publish_references": "yes", "baselines": ["random", "rouge"],
+                     "rank_intervals": 1, "publish_references": "yes", "baselines": ["random", "rouge"],
                      "colour": "red"})
     message = str(caught.value)
     for fragment in ("unknown keys colour", "n_resamples: must be an integer from 1 to 100,000, got 0",
                      "seed: must be an integer from 0", "level: must be a number strictly between 0 and 1, got 1.5",
                      "tie_tolerance: must be a finite number >= 0, got nan",
-                     "pooled_rank_resamples: must be an integer",
+                     "rank_intervals: must be true or false, got 1",
                      "publish_references: must be true or false, got 'yes'", "baselines: unknown 'rouge'"):
         assert fragment in message, fragment
-    with pytest.raises(ValueError, match="pooled_rank_resamples: must be an integer from 0 to 10, got 20"):
-        KIND.config({"n_resamples": 10, "pooled_rank_resamples": 20})
     assert KIND.config({}) == MetricConfig()
     assert KIND.config(KIND.presets["metric"]) == MetricConfig()
     for name in KIND.presets:
