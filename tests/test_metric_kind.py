@@ -614,3 +614,15 @@ def test_measures_and_item_description() -> None:
     gold = KIND.compile_gold(SPEC_GOLD, CONFIG)
     assert KIND.describe_item(gold, 0) == "context c1 (3 responses, 3 pairs with different human judgements)"
     assert KIND.describe_item(gold, 1) == "context c2 (3 responses, 2 pairs with different human judgements)"
+
+
+def test_text_rules_are_the_response_kind_s() -> None:
+    from scoring.metric import formats
+    from scoring.response.formats import MAX_RESPONSE_CHARS
+
+    assert formats.MAX_RESPONSE_CHARS == MAX_RESPONSE_CHARS
+    gold_data, _ = demo(n_contexts=2)
+    gold_data[0]["responses"][0]["text"] = "x" * (MAX_RESPONSE_CHARS + 1)
+    assert errors_of(KIND.compile_gold, gold_data, CONFIG) == [
+        f"[0].responses[0].text: is {MAX_RESPONSE_CHARS + 1} characters long; at most {MAX_RESPONSE_CHARS} "
+        "are allowed"]

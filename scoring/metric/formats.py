@@ -39,9 +39,11 @@ from functools import cached_property
 import numpy as np
 
 from scoring.formats import ValidationFailed, _label, _Problems, canonical_id, gc_paused
-from scoring.response.formats import MAX_RESPONSE_CHARS, _text
 
 __all__ = ["MAX_CONTEXT_PAIRS", "MetricGold", "ValidationFailed", "load_metric_gold", "load_metric_run"]
+
+# A response's text, as a response run's (scoring.response.formats.MAX_RESPONSE_CHARS, checked in the tests).
+MAX_RESPONSE_CHARS = 10_000
 
 # Within-context pairs are materialised as index arrays (24 bytes each, plus about as much again in the
 # chunked figures computed from them); a gold needing more is refused rather than exhausting memory.
@@ -241,6 +243,14 @@ def _text_id(value: object) -> str | None:
 
 
 _OPTIONAL = ("system", "property", "grades", "text")
+
+
+def _text(value: object, path: str, problems: _Problems, limit: int | None = None) -> str | None:
+    """The response kind's text rule (non-empty, no NUL, bounded length). Imported when a gold has
+    texts only: the response package brings sacrebleu, which every importer of the kinds would pay."""
+    from scoring.response import formats as response_formats
+
+    return response_formats._text(value, path, problems, limit or response_formats.MAX_TEXT_CHARS)
 
 
 def _references(value: object, path: str, problems: _Problems) -> list[tuple[str, float]]:
