@@ -562,6 +562,7 @@ def test_baselines_follow_what_the_gold_holds() -> None:
     assert [b.name for b in KIND.baselines(gold, CONFIG)] == ["random"]
     assert KIND.sample_run(gold, CONFIG) == KIND.baselines(gold, CONFIG)[0].content
     assert KIND.baselines(gold, KIND.config({"baselines": []})) == []
+    assert KIND.sample_run(gold, KIND.config({"baselines": []})) == KIND.baselines(gold, CONFIG)[0].content
 
 
 def test_gold_bytes_round_trip_keeps_texts_and_references() -> None:

@@ -336,7 +336,8 @@ class MetricKind(Kind):
         """Statistics between the metrics of one board (runs scoring every gold response).
 
         ``seed`` and ``resamples`` (B) are the board's; the level and the tie tolerance the
-        task's. Returns JSON-ready data, metrics named as the keys of ``runs``, in their order::
+        task's. Returns JSON-ready data, metrics named as the keys of ``runs`` (as strings), in
+        their order::
 
             {"metrics": [name, ...],
              "n_contexts": C, "n_pairs": P,           # pairs with different human judgements
@@ -437,6 +438,12 @@ class MetricKind(Kind):
                            for response_id, score in zip(gold.response_ids, scores.tolist(), strict=True)]
                 baselines.append(Baseline(name, description, content))
         return baselines
+
+    def sample_run(self, gold: MetricGold, config: MetricConfig) -> list[dict[str, Any]]:
+        """The random metric (seeded by the task's seed), whichever baselines the task builds."""
+        scores = session.random_scores(gold.n_responses, config.seed)
+        return [{"id": response_id, "score": float(score)}
+                for response_id, score in zip(gold.response_ids, scores.tolist(), strict=True)]
 
     def describe_item(self, gold: MetricGold, index: int) -> str:
         size = int(gold.context_sizes[index])
