@@ -627,3 +627,17 @@ def test_text_rules_are_the_response_kind_s() -> None:
     assert errors_of(KIND.compile_gold, gold_data, CONFIG) == [
         f"[0].responses[0].text: is {MAX_RESPONSE_CHARS + 1} characters long; at most {MAX_RESPONSE_CHARS} "
         "are allowed"]
+
+
+def test_gold_subset_is_the_gold_of_the_restricted_file() -> None:
+    gold_data, _ = demo(n_contexts=7, n_systems=3, seed=12, grades=True)
+    gold = KIND.compile_gold(gold_data, CONFIG)
+    chosen = [1, 4, 5]
+    subset = gold.subset(np.array(chosen))
+    alone = KIND.compile_gold([gold_data[c] for c in chosen], CONFIG)
+    for name in ("context_ids", "response_ids", "system_names", "texts", "references", "warnings"):
+        assert getattr(subset, name) == getattr(alone, name), name
+    for name in ("context", "human", "system", "property_metric", "grades", "grade_counts"):
+        assert getattr(subset, name).tolist() == getattr(alone, name).tolist(), name
+    with pytest.raises(ValueError, match="ascending distinct indices"):
+        gold.subset(np.array([4, 1]))

@@ -207,10 +207,9 @@ class MetricGold:
             system, system_names = recode[system], [self.system_names[s] for s in present.tolist()]
         grades = grade_counts = None
         if self.grades is not None:
-            starts = np.concatenate(([0], np.cumsum(self.grade_counts)[:-1]))
+            owner = np.repeat(np.arange(self.n_responses), self.grade_counts)
             grade_counts = self.grade_counts[rows]
-            grades = self.grades[np.concatenate([np.arange(starts[r], starts[r] + self.grade_counts[r])
-                                                 for r in rows.tolist()])]
+            grades = self.grades[position[self.context[owner]] >= 0]
         return MetricGold(
             context_ids=[self.context_ids[c] for c in chosen.tolist()],
             response_ids=[self.response_ids[r] for r in rows.tolist()],
