@@ -15,6 +15,7 @@ from scoring.kinds.base import (
     grouped,
     measure_key,
 )
+from scoring.kinds.metric import MetricKind
 from scoring.kinds.stc3 import Stc3Kind
 
 KINDS: dict[str, Kind] = {}
@@ -36,6 +37,7 @@ def get_kind(name: str) -> Kind:
 
 
 register(Stc3Kind())
+register(MetricKind())
 
 __all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
            "grouped", "measure_key", "register"]

@@ -271,6 +271,19 @@ class Kind(ABC):
         API: ``{"summary": str, "fields": [{"path", "type", "meaning"}], "example": <one run entry>,
         "notes": [str]}``, generated from the configuration (labels, measures), never hand-written."""
 
+    # Between runs ----------------------------------------------------------------------------
+    def compare(self, runs: Mapping[str, Any], gold: Any, config: Any, *, seed: int, resamples: int) -> dict[str, Any]:
+        """Statistics between the runs of one board that only this kind knows how to compute.
+
+        ``runs`` maps a name the server chooses (a run id or label) to a parsed run (what
+        ``parse_run`` returned) on ``gold``; ``seed`` and ``resamples`` are the board's recorded
+        statistics seed and B. Returns JSON-ready data (no NaN: None where undefined) that the
+        server stores as it is and the kind's pages render; the structure is the kind's own,
+        documented in its docstring. The default, for kinds whose boards need nothing beyond
+        the per-item statistics, is ``{}``.
+        """
+        return {}
+
     def sample_run(self, gold: Any, config: Any) -> object:
         """A valid run file participants can look at and upload (by default the first baseline)."""
         baselines = self.baselines(gold, config)
