@@ -524,8 +524,9 @@ class Rater:
     model: object
     report: dict[str, object] = field(default_factory=dict)
 
-    def _features(self, u_tokens: Sequence[list[str]], u_units: np.ndarray, r_tokens: Sequence[list[str]],
-                  r_units: np.ndarray) -> np.ndarray:
+    def _raw_features(self, u_tokens: Sequence[list[str]], u_units: np.ndarray, r_tokens: Sequence[list[str]],
+                      r_units: np.ndarray) -> np.ndarray:
+        """The FEATURES of each (utterance, response) pair, float32, before standardisation."""
         u = (u_units - self.projection_mean) @ self.projection.T
         r = (r_units - self.projection_mean) @ self.projection.T
         scalars = np.empty((len(u), 4), dtype=np.float32)
@@ -533,8 +534,12 @@ class Rater:
         scalars[:, 1] = [_overlap(a, b) for a, b in zip(u_tokens, r_tokens)]
         scalars[:, 2] = np.log1p([len(a) for a in u_tokens])
         scalars[:, 3] = np.log1p([len(b) for b in r_tokens])
-        features = np.hstack([u, r, u * r, np.abs(u - r), scalars]).astype(np.float32)
-        return (features - self.feature_mean) / self.feature_scale
+        return np.hstack([u, r, u * r, np.abs(u - r), scalars]).astype(np.float32)
+
+    def _standardise(self, features: np.ndarray) -> np.ndarray:
+        features -= self.feature_mean
+        features /= self.feature_scale
+        return features
 
     def probabilities(self, utterances: Sequence[str], responses: Sequence[str]) -> np.ndarray:
         """P(the response is an appropriate reply to the utterance), float64, one per pair."""
@@ -544,10 +549,10 @@ class Rater:
             raise ValueError(f"{len(utterances)} utterances but {len(responses)} responses")
         if not len(utterances):
             return np.zeros(0)
-        u_tokens, u_units = self.embedder(utterances)
-        r_tokens, r_units = self.embedder(responses)
-        features = self._features(u_tokens, u_units, r_tokens, r_units)
         with threadpool_limits(1):  # one BLAS thread: the same bits on any machine
+            u_tokens, u_units = self.embedder(utterances)
+            r_tokens, r_units = self.embedder(responses)
+            features = self._standardise(self._raw_features(u_tokens, u_units, r_tokens, r_units))
             return self.model.predict_proba(features)[:, 1].astype(np.float64)
 
     def weights(self, utterances: Sequence[str], responses: Sequence[str]) -> np.ndarray:
@@ -605,43 +610,47 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
     order = rng.permutation(len(pool))
     splits = {"held_out": order[:held_out], "validation": order[held_out : held_out + validation],
               "train": order[held_out + validation : held_out + validation + training]}
-    embedder = _Embedder(vectors, lowercase)
-    dimensions = min(settings.dimensions, vectors.shape[1])
-    data: dict[str, tuple] = {}
-    for name, rows in splits.items():
-        u_tokens, u_units = embedder([pool.utterances[row] for row in rows])
-        r_tokens, r_units = embedder([pool.responses[row] for row in rows])
-        data[name] = (u_tokens, u_units, r_tokens, r_units)
+    # One BLAS thread for everything numeric: the same bits on any machine (and, on 2 busy cores,
+    # faster than two threads fighting).
     with threadpool_limits(1):
+        embedder = _Embedder(vectors, lowercase)
+        dimensions = min(settings.dimensions, vectors.shape[1])
+        data: dict[str, tuple] = {}
+        for name, rows in splits.items():
+            u_tokens, u_units = embedder([pool.utterances[row] for row in rows])
+            r_tokens, r_units = embedder([pool.responses[row] for row in rows])
+            data[name] = (u_tokens, u_units, r_tokens, r_units)
         pca = PCA(n_components=dimensions, svd_solver="full")
         pca.fit(np.vstack([data["train"][1], data["train"][3]]))
-    rater = Rater(settings, embedder, pca.mean_.astype(np.float32), pca.components_.astype(np.float32),
-                  np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32), None)
+        rater = Rater(settings, embedder, pca.mean_.astype(np.float32), pca.components_.astype(np.float32),
+                      np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32), None)
 
-    def examples(name: str) -> tuple[np.ndarray, np.ndarray]:
-        u_tokens, u_units, r_tokens, r_units = data[name]
-        shifted = np.roll(np.arange(len(u_tokens)), -1)  # the next pair's response: never the pair's own
-        features = np.vstack([
-            rater._features(u_tokens, u_units, r_tokens, r_units),
-            rater._features(u_tokens, u_units, [r_tokens[k] for k in shifted], r_units[shifted]),
-        ])
-        return features, np.repeat(np.array([1, 0]), len(u_tokens))
+        def examples(name: str) -> tuple[np.ndarray, np.ndarray]:
+            """Raw features of a split's true pairs, then of the same utterances with the next pair's response."""
+            u_tokens, u_units, r_tokens, r_units = data[name]
+            shifted = np.roll(np.arange(len(u_tokens)), -1)  # never the pair's own response
+            features = np.vstack([
+                rater._raw_features(u_tokens, u_units, r_tokens, r_units),
+                rater._raw_features(u_tokens, u_units, [r_tokens[k] for k in shifted], r_units[shifted]),
+            ])
+            return features, np.repeat(np.array([1, 0]), len(u_tokens))
 
-    x_train, y_train = examples("train")
-    rater.feature_mean = x_train.mean(axis=0)
-    scale = x_train.std(axis=0)
-    rater.feature_scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    x_train = (x_train - rater.feature_mean) / rater.feature_scale
-    x_validation, y_validation = examples("validation")
-    x_held_out, y_held_out = examples("held_out")
+        x_train, y_train = examples("train")
+        rater.feature_mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)
+        scale = x_train.std(axis=0, dtype=np.float64)
+        rater.feature_scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+        x_train = rater._standardise(x_train)
+        x_validation, y_validation = examples("validation")
+        x_validation = rater._standardise(x_validation)
+        x_held_out, y_held_out = examples("held_out")
+        x_held_out = rater._standardise(x_held_out)
 
-    model = MLPClassifier(hidden_layer_sizes=(settings.hidden,), batch_size=settings.batch_size,
-                          learning_rate_init=settings.learning_rate, random_state=settings.seed, shuffle=True)
-    best_loss, best_epoch, stalled = math.inf, 0, 0
-    best_state: tuple = ()
-    report = _Reporter(progress, "rater", settings.max_epochs)
-    epochs = 0
-    with threadpool_limits(1):
+        model = MLPClassifier(hidden_layer_sizes=(settings.hidden,), batch_size=settings.batch_size,
+                              learning_rate_init=settings.learning_rate, random_state=settings.seed, shuffle=True)
+        best_loss, best_epoch, stalled = math.inf, 0, 0
+        best_state: tuple = ()
+        report = _Reporter(progress, "rater", settings.max_epochs)
+        epochs = 0
         for epoch in range(1, settings.max_epochs + 1):
             model.partial_fit(x_train, y_train, classes=np.array([0, 1]))
             epochs = epoch
