@@ -338,10 +338,14 @@ def test_rater_is_reproducible_from_its_seed(planted, vectors):
     assert not np.array_equal(first.probabilities(utterances, responses), other.probabilities(utterances, responses))
 
 
-def test_weight_is_two_p_minus_one():
-    assert vb.weights_from_probabilities(np.array([0.0, 0.25, 0.5, 0.9, 1.0, 0.1234567])).tolist() == \
-        [-1.0, -0.5, 0.0, 0.8, 1.0, -0.753087]
+def test_weight_is_two_p_minus_one_or_the_seeds_mapping():
+    p = np.array([0.0, 0.25, 0.5, 0.9, 1.0, 0.1234567])
+    assert vb.weights_from_probabilities(p).tolist() == [-1.0, -0.5, 0.0, 0.8, 1.0, -0.753087]
     assert math.copysign(1, vb.weights_from_probabilities(np.array([0.4999999999]))[0]) == 1  # no -0.0
+    # Seed 001 section 4.2: the larger class probability, times -1 when classified negative.
+    assert vb.weights_from_probabilities(p, "seed001").tolist() == [-1.0, -0.75, 0.5, 0.9, 1.0, -0.876543]
+    with pytest.raises(ValueError, match="mapping must be one of linear, seed001"):
+        vb.RaterSettings(mapping="sigmoid")
 
 
 def test_rater_needs_a_pool_to_learn_from(vectors):
@@ -391,9 +395,12 @@ def test_provenance_records_pool_settings_accuracy_and_seed(planted, extension):
 
 def test_whole_pipeline_reproduces_from_recorded_settings(planted, vectors, extension):
     settings = vb.RetrievalSettings(k=5, k1=1.2, b=0.6, method="atire")
-    rater = vb.RaterSettings(train_pairs=1500, held_out_pairs=300, seed=11, hidden=32, dimensions=8)
+    rater = vb.RaterSettings(train_pairs=1500, held_out_pairs=300, seed=11, hidden=32, dimensions=8, mapping="seed001")
     first = vb.extend_gold(planted["gold"], planted["pool"], retrieval=settings, rater=rater, vectors=vectors)
     recorded = json.loads(first.provenance_json())  # as stored beside the gold version
+    added = [reference for entry in first.gold for reference in entry["references"][2:]]
+    assert len(added) == 6 * PLANTED_ITEMS and all(abs(reference["weight"]) >= 0.5 for reference in added)
+    assert recorded["rater"]["weight"].startswith("max(P, 1 - P)")
     assert vb.settings_from_provenance(recorded) == (settings, rater)
     pool_again = vb.read_pool(io.BytesIO(planted["bytes"]))
     again = vb.reproduce(json.dumps(planted["gold"]).encode(), pool_again, recorded, vectors=vectors)

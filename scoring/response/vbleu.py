@@ -19,7 +19,8 @@ command and the admin page call ``read_pool``, ``build_index``, ``extend_gold`` 
    rater of seed 001 section 4.2 at this machine's scale (``train_rater``): positives are true
    (utterance, response) pairs of the pool, negatives the same utterances with responses of other
    pairs; a scikit-learn feed-forward network over features from the task's word vectors gives
-   P(appropriate), and the weight is ``2P - 1``. Its held-out accuracy and seed are reported.
+   P(appropriate), and the weight is ``2P - 1`` (RESPONSE-SPEC.md; the seed's own mapping,
+   ``mapping="seed001"``, is offered too). Its held-out accuracy and seed are reported.
 4. **Extension** (``extend_gold``): the JSON of a new gold, every item's original references
    followed by the retrieved ones with their weights (and where they came from), plus a
    provenance dict (pool checksum, retrieval and rater settings, accuracy, seed). Same inputs and
@@ -78,6 +79,7 @@ MAX_LINE_BYTES = 256 * 1024
 POOL_KEYS = ("utterance", "response")
 BM25_METHODS = ("robertson", "lucene", "atire")  # bm25s's variants that need no extra parameter
 MIN_RATER_PAIRS = 100
+MAPPINGS = ("linear", "seed001")  # how the rater's P becomes a weight (RaterSettings.mapping)
 ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
 
 Progress = Callable[[str, int, int], None]
@@ -422,7 +424,9 @@ class RaterSettings:
     (at most 10,000) picks the epoch with the least loss, as the seed does (section 5.4).
     ``dimensions``: the word-vector means are projected on their first principal components;
     ``hidden``: units of the network's hidden layer; training stops after ``patience`` epochs
-    without a better validation loss, or after ``max_epochs``.
+    without a better validation loss, or after ``max_epochs``. ``mapping``: how P becomes a
+    weight, ``"linear"`` (2P - 1, RESPONSE-SPEC.md) or ``"seed001"`` (seed 001 section 4.2: the
+    larger of P and 1 - P, negated when P < 0.5, so no weight lies strictly between -0.5 and 0.5).
     """
 
     seed: int = 0
@@ -434,9 +438,12 @@ class RaterSettings:
     patience: int = 3
     batch_size: int = 512
     learning_rate: float = 0.001
+    mapping: str = "linear"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        _check(problems, self.mapping in MAPPINGS, f"mapping must be one of {', '.join(MAPPINGS)}, "
+                                                   f"not {self.mapping!r}")
         _check(problems, _is_int(self.seed) and 0 <= self.seed < 2**32,
                f"seed must be an integer from 0 to 2**32 - 1, not {self.seed!r}")
         for name, low, high in (("train_pairs", 50, 10_000_000), ("held_out_pairs", 10, 1_000_000),
@@ -513,7 +520,7 @@ def _overlap(first: list[str], second: list[str]) -> float:
 
 @dataclass(eq=False)
 class Rater:
-    """A trained automatic rater: ``probabilities`` P(appropriate) and ``weights`` 2P - 1."""
+    """A trained automatic rater: ``probabilities`` P(appropriate) and ``weights`` (2P - 1 by default)."""
 
     settings: RaterSettings
     embedder: _Embedder
@@ -556,14 +563,16 @@ class Rater:
             return self.model.predict_proba(features)[:, 1].astype(np.float64)
 
     def weights(self, utterances: Sequence[str], responses: Sequence[str]) -> np.ndarray:
-        """deltaBLEU weights 2P - 1 in [-1, 1], rounded to 6 decimals."""
-        return weights_from_probabilities(self.probabilities(utterances, responses))
+        """deltaBLEU weights in [-1, 1] by the settings' mapping, rounded to 6 decimals."""
+        return weights_from_probabilities(self.probabilities(utterances, responses), self.settings.mapping)
 
     def provenance(self) -> dict[str, object]:
         return {
             "kind": "automatic",
             "method": "seed 001 section 4.2 at this machine's scale: positives are true pairs of the pool, "
-                      "negatives the same utterances with responses of other pairs; weight = 2P - 1",
+                      "negatives the same utterances with responses of other pairs",
+            "weight": "2P - 1" if self.settings.mapping == "linear" else "max(P, 1 - P), negated when P < 0.5 "
+                                                                         "(seed 001 section 4.2)",
             "classifier": f"scikit-learn MLPClassifier, one hidden layer of {self.settings.hidden} ReLU units, "
                           "Adam, features standardised",
             "features": list(FEATURES),
@@ -574,9 +583,20 @@ class Rater:
         }
 
 
-def weights_from_probabilities(probabilities: np.ndarray) -> np.ndarray:
-    """2P - 1, clipped to [-1, 1], rounded to 6 decimals (+ 0.0 turns -0.0 into 0.0)."""
-    return np.round(np.clip(2.0 * np.asarray(probabilities, dtype=np.float64) - 1.0, -1.0, 1.0), 6) + 0.0
+def weights_from_probabilities(probabilities: np.ndarray, mapping: str = "linear") -> np.ndarray:
+    """deltaBLEU weights from P(appropriate), rounded to 6 decimals (+ 0.0 turns -0.0 into 0.0).
+
+    ``linear``: 2P - 1 (RESPONSE-SPEC.md). ``seed001``: P when P >= 0.5, else -(1 - P): the
+    larger of the two class probabilities, negated when the pair is classified inappropriate.
+    """
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
+    if mapping == "linear":
+        weights = 2.0 * p - 1.0
+    elif mapping == "seed001":
+        weights = np.where(p >= 0.5, p, p - 1.0)
+    else:
+        raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, not {mapping!r}")
+    return np.round(weights, 6) + 0.0
 
 
 def _split(n: int, settings: RaterSettings) -> tuple[int, int, int]:
@@ -895,7 +915,7 @@ def extend_gold(
         flat_p = trained.probabilities(flat_u, flat_r)
         _Reporter(progress, "rate", len(flat_r)).end(len(flat_r))
         timings["rate"] = time.perf_counter() - clock
-        flat_w = weights_from_probabilities(flat_p)
+        flat_w = weights_from_probabilities(flat_p, trained.settings.mapping)
         weights, probabilities, at = [], [], 0
         for candidates in found:
             weights.append(flat_w[at : at + len(candidates)].tolist())
