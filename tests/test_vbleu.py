@@ -414,6 +414,8 @@ def test_whole_pipeline_reproduces_from_recorded_settings(planted, vectors, exte
         vb.reproduce(planted["gold"], planted["pool"], recorded, vectors=parse_word2vec(vector_table_text(seed=1)))
     with pytest.raises(ValueError, match="the gold is not the one extended"):
         vb.reproduce(planted["gold"][:-1], planted["pool"], recorded, vectors=vectors)
+    with pytest.raises(ValueError, match="not a vBLEU provenance"):
+        vb.reproduce(planted["gold"], planted["pool"], {"retrieval": {}}, vectors=vectors)
 
 
 def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
@@ -522,6 +524,12 @@ def test_gold_needs_contexts_and_must_not_be_extended_twice(planted, extension, 
     assert failure.value.errors[0] == ("[0].references[2]: was added by vBLEU (origin 'pool'); extend the original "
                                        "gold")
     assert len(failure.value.errors) == 16 * PLANTED_ITEMS
+    odd = json.loads(json.dumps(planted["gold"]))
+    odd[3]["note"] = float("nan")
+    with pytest.raises(ValidationFailed) as failure:
+        vb.list_candidates(odd, planted["pool"], index=index)
+    assert failure.value.errors == ["the gold holds NaN or Infinity in a field that is not validated; the new gold "
+                                    "could not be written as JSON"]
     bad = json.loads(json.dumps(planted["gold"]))
     bad[0]["references"][0]["weight"] = 2
     with pytest.raises(ValidationFailed, match=r"\[0\]\.references\[0\]\.weight: 2 is outside"):

@@ -115,7 +115,7 @@ class _Reporter:
 
 def canonical_sha256(data: object) -> str:
     """sha256 of a JSON value written canonically (sorted keys, no spaces, UTF-8)."""
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -730,6 +730,12 @@ def _gold_entries(gold_data: object) -> tuple[list[dict], list[str], list[str], 
         gold_data = parse_json(gold_data, "the gold file")
     gold = load_response_gold(gold_data)
     problems = _Problems()
+    try:
+        json.dumps(gold_data, allow_nan=False)
+    except ValueError:
+        # parse_json lets NaN and Infinity through; validation reads only some keys, the new gold writes them all.
+        problems.add("", "the gold holds NaN or Infinity in a field that is not validated; the new gold could not "
+                         "be written as JSON")
     queries: list[str] = []
     for position, entry in enumerate(gold_data):
         context = gold.contexts[position]
@@ -957,9 +963,13 @@ def extend_gold(
 
 def settings_from_provenance(provenance: dict) -> tuple[RetrievalSettings, RaterSettings | None]:
     """The retrieval and rater settings an extension recorded (rater None: human ratings)."""
-    retrieval = RetrievalSettings.from_dict(provenance["retrieval"]["settings"])
-    rater = provenance["rater"]
-    return retrieval, (RaterSettings.from_dict(rater["settings"]) if rater.get("kind") == "automatic" else None)
+    try:
+        retrieval = RetrievalSettings.from_dict(provenance["retrieval"]["settings"])
+        rater = provenance["rater"]
+        automatic = rater["kind"] == "automatic"
+        return retrieval, (RaterSettings.from_dict(rater["settings"]) if automatic else None)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a vBLEU provenance: {error!r} is missing or malformed") from None
 
 
 def reproduce(gold_data: object, pool: Pool, provenance: dict, *, vectors: VectorTable | None = None,
@@ -976,15 +986,18 @@ def reproduce(gold_data: object, pool: Pool, provenance: dict, *, vectors: Vecto
     mismatches = []
     if isinstance(gold_data, bytes | str):
         gold_data = parse_json(gold_data, "the gold file")
-    if canonical_sha256(gold_data) != provenance["source_gold_sha256"]:
-        mismatches.append("the gold is not the one extended")
-    if pool.sha256 != provenance["pool"]["sha256"]:
-        mismatches.append("the pool is not the one used (sha256 differs)")
-    if rater is None:
-        if ratings is None or canonical_sha256(ratings) != provenance["rater"]["ratings_sha256"]:
-            mismatches.append("the human ratings are not the ones used")
-    elif vectors.checksum != provenance["rater"]["vectors"]["sha256"]:
-        mismatches.append("the word vectors are not the ones used (sha256 differs)")
+    try:
+        if canonical_sha256(gold_data) != provenance["source_gold_sha256"]:
+            mismatches.append("the gold is not the one extended")
+        if pool.sha256 != provenance["pool"]["sha256"]:
+            mismatches.append("the pool is not the one used (sha256 differs)")
+        if rater is None:
+            if ratings is None or canonical_sha256(ratings) != provenance["rater"]["ratings_sha256"]:
+                mismatches.append("the human ratings are not the ones used")
+        elif vectors.checksum != provenance["rater"]["vectors"]["sha256"]:
+            mismatches.append("the word vectors are not the ones used (sha256 differs)")
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a vBLEU provenance: {error!r} is missing or malformed") from None
     if mismatches:
         raise ValueError("cannot reproduce this extension: " + "; ".join(mismatches))
     return extend_gold(gold_data, pool, retrieval=retrieval, rater=rater, ratings=ratings, vectors=vectors,
