@@ -54,6 +54,7 @@ from scoring.response.formats import MAX_TEXT_CHARS, load_response_gold
 from scoring.response.nlp import VectorTable
 
 __all__ = [
+    "MAPPINGS",
     "MAX_POOL_PAIRS",
     "Candidate",
     "Extension",
@@ -64,12 +65,14 @@ __all__ = [
     "RaterSettings",
     "RetrievalSettings",
     "build_index",
+    "canonical_sha256",
     "extend_gold",
     "list_candidates",
     "read_pool",
     "reproduce",
     "settings_from_provenance",
     "train_rater",
+    "weights_from_probabilities",
 ]
 
 MAX_POOL_PAIRS = 1_000_000
