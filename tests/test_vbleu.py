@@ -301,6 +301,8 @@ def test_retrieval_settings_are_checked():
         vb.RetrievalSettings.from_dict({"k": 3, "top": 5})
     with pytest.raises(ValueError, match="seed must be an integer"):
         vb.RaterSettings(seed=-1)
+    with pytest.raises(ValueError, match="parrot_weight must be null or a number in"):
+        vb.RaterSettings(parrot_weight=1.5)
 
 
 # -------------------------------------------------------------------------------------------- rater
@@ -346,6 +348,19 @@ def test_weight_is_two_p_minus_one_or_the_seeds_mapping():
     assert vb.weights_from_probabilities(p, "seed001").tolist() == [-1.0, -0.75, 0.5, 0.9, 1.0, -0.876543]
     with pytest.raises(ValueError, match="mapping must be one of linear, seed001"):
         vb.RaterSettings(mapping="sigmoid")
+
+
+def test_principal_axes_match_an_svd_of_the_centred_rows():
+    rng = np.random.default_rng(8)
+    first = (rng.normal(size=(700, 12)) @ rng.normal(size=(12, 12))).astype(np.float32)
+    second = (rng.normal(size=(300, 12)) + 2).astype(np.float32)
+    mean, axes = vb._principal_axes([first, second], 4)
+    rows = np.vstack([first, second]).astype(np.float64)
+    _, _, right = np.linalg.svd(rows - rows.mean(axis=0), full_matrices=False)
+    assert np.allclose(mean, rows.mean(axis=0), atol=1e-5)
+    # Same axes up to sign; the sign makes each axis's largest entry positive.
+    assert np.allclose(np.abs(np.sum(axes * right[:4], axis=1)), 1, atol=1e-4)
+    assert np.all(axes[np.arange(4), np.argmax(np.abs(axes), axis=1)] > 0)
 
 
 def test_rater_needs_a_pool_to_learn_from(vectors):
@@ -395,11 +410,15 @@ def test_provenance_records_pool_settings_accuracy_and_seed(planted, extension):
 
 def test_whole_pipeline_reproduces_from_recorded_settings(planted, vectors, extension):
     settings = vb.RetrievalSettings(k=5, k1=1.2, b=0.6, method="atire")
-    rater = vb.RaterSettings(train_pairs=1500, held_out_pairs=300, seed=11, hidden=32, dimensions=8, mapping="seed001")
+    rater = vb.RaterSettings(train_pairs=1500, held_out_pairs=300, seed=11, hidden=32, dimensions=8, mapping="seed001",
+                             parrot_weight=-1.0)
     first = vb.extend_gold(planted["gold"], planted["pool"], retrieval=settings, rater=rater, vectors=vectors)
     recorded = json.loads(first.provenance_json())  # as stored beside the gold version
     added = [reference for entry in first.gold for reference in entry["references"][2:]]
     assert len(added) == 6 * PLANTED_ITEMS and all(abs(reference["weight"]) >= 0.5 for reference in added)
+    parrots = [reference for reference in added if reference["origin"] == "parrot"]
+    assert len(parrots) == PLANTED_ITEMS and all(r["weight"] == -1.0 and "p" not in r for r in parrots)
+    assert all("p" in reference for reference in added if reference["origin"] == "pool")
     assert recorded["rater"]["weight"].startswith("max(P, 1 - P)")
     assert vb.settings_from_provenance(recorded) == (settings, rater)
     pool_again = vb.read_pool(io.BytesIO(planted["bytes"]))

@@ -430,6 +430,10 @@ class RaterSettings:
     without a better validation loss, or after ``max_epochs``. ``mapping``: how P becomes a
     weight, ``"linear"`` (2P - 1, RESPONSE-SPEC.md) or ``"seed001"`` (seed 001 section 4.2: the
     larger of P and 1 - P, negated when P < 0.5, so no weight lies strictly between -0.5 and 0.5).
+    ``parrot_weight``: None, the rater rates the parrot like any other reference (seed 001); or a
+    number in [-1, 1] every parrot gets instead. The rater never sees an echo in training (no true
+    or random pair repeats its utterance), so its verdict on parrots is an extrapolation: -1 on the
+    tests' pool, +0.99 on the benchmark's (docs/vbleu.md).
     """
 
     seed: int = 0
@@ -442,6 +446,7 @@ class RaterSettings:
     batch_size: int = 512
     learning_rate: float = 0.001
     mapping: str = "linear"
+    parrot_weight: float | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -457,6 +462,9 @@ class RaterSettings:
                    f"{name} must be an integer from {low} to {high}, not {value!r}")
         _check(problems, _is_number(self.learning_rate) and 0 < self.learning_rate <= 1,
                f"learning_rate must be a number in (0, 1], not {self.learning_rate!r}")
+        _check(problems, self.parrot_weight is None or (_is_number(self.parrot_weight) and
+                                                        -1 <= self.parrot_weight <= 1),
+               f"parrot_weight must be null or a number in [-1, 1], not {self.parrot_weight!r}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -602,6 +610,28 @@ def weights_from_probabilities(probabilities: np.ndarray, mapping: str = "linear
     return np.round(weights, 6) + 0.0
 
 
+def _principal_axes(blocks: Sequence[np.ndarray], dimensions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and first principal axes (rows) of the stacked blocks, from their covariance matrix.
+
+    Accumulated in float64 by chunks: memory stays at d x d whatever the number of rows (an SVD
+    of 400,000 x 300 needed 1.5 GB more). Each axis is signed so that its largest entry is positive.
+    """
+    width = blocks[0].shape[1]
+    count = sum(len(block) for block in blocks)
+    total = np.zeros(width)
+    scatter = np.zeros((width, width))
+    for block in blocks:
+        for start in range(0, len(block), 50_000):
+            chunk = np.asarray(block[start : start + 50_000], dtype=np.float64)
+            total += chunk.sum(axis=0)
+            scatter += chunk.T @ chunk
+    mean = total / count
+    values, vectors = np.linalg.eigh(scatter / count - np.outer(mean, mean))
+    axes = vectors[:, np.argsort(-values, kind="stable")[:dimensions]].T
+    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
+    return mean.astype(np.float32), (axes * signs[:, None]).astype(np.float32)
+
+
 def _split(n: int, settings: RaterSettings) -> tuple[int, int, int]:
     """(held-out, validation, training) true pairs taken from a pool of n."""
     held_out = min(settings.held_out_pairs, n // 5)
@@ -619,7 +649,6 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
     and once with the response of the next pair in the shuffled split (label 0, never its own
     pair). The network is trained with one BLAS thread so that a run is bit for bit reproducible.
     """
-    from sklearn.decomposition import PCA
     from sklearn.metrics import log_loss
     from sklearn.neural_network import MLPClassifier
     from threadpoolctl import threadpool_limits
@@ -643,20 +672,18 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
             u_tokens, u_units = embedder([pool.utterances[row] for row in rows])
             r_tokens, r_units = embedder([pool.responses[row] for row in rows])
             data[name] = (u_tokens, u_units, r_tokens, r_units)
-        pca = PCA(n_components=dimensions, svd_solver="full")
-        pca.fit(np.vstack([data["train"][1], data["train"][3]]))
-        rater = Rater(settings, embedder, pca.mean_.astype(np.float32), pca.components_.astype(np.float32),
-                      np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32), None)
+        mean, axes = _principal_axes([data["train"][1], data["train"][3]], dimensions)
+        rater = Rater(settings, embedder, mean, axes, np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32), None)
 
         def examples(name: str) -> tuple[np.ndarray, np.ndarray]:
             """Raw features of a split's true pairs, then of the same utterances with the next pair's response."""
             u_tokens, u_units, r_tokens, r_units = data[name]
-            shifted = np.roll(np.arange(len(u_tokens)), -1)  # never the pair's own response
-            features = np.vstack([
-                rater._raw_features(u_tokens, u_units, r_tokens, r_units),
-                rater._raw_features(u_tokens, u_units, [r_tokens[k] for k in shifted], r_units[shifted]),
-            ])
-            return features, np.repeat(np.array([1, 0]), len(u_tokens))
+            m = len(u_tokens)
+            shifted = np.roll(np.arange(m), -1)  # never the pair's own response
+            features = np.empty((2 * m, 4 * len(axes) + 4), dtype=np.float32)
+            features[:m] = rater._raw_features(u_tokens, u_units, r_tokens, r_units)
+            features[m:] = rater._raw_features(u_tokens, u_units, [r_tokens[k] for k in shifted], r_units[shifted])
+            return features, np.repeat(np.array([1, 0]), m)
 
         x_train, y_train = examples("train")
         rater.feature_mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)
@@ -886,7 +913,8 @@ def extend_gold(
 
     Each item keeps its entry as it was (context, nuggets, original references first) and gains
     references ``{"text", "weight", "origin": "pool" | "parrot", "pool_line", "bm25", "p"}``
-    (``p``: the rater's probability; only for the automatic rater). Raises ``ValidationFailed``
+    (``p``: the rater's probability; only with the automatic rater, and not on a parrot whose
+    weight ``parrot_weight`` fixes). Raises ``ValidationFailed``
     (bad gold or ratings) or ``ValueError`` (bad settings, a pool too small to train on).
     """
     retrieval = retrieval or RetrievalSettings()
@@ -924,11 +952,17 @@ def extend_gold(
         flat_p = trained.probabilities(flat_u, flat_r)
         _Reporter(progress, "rate", len(flat_r)).end(len(flat_r))
         timings["rate"] = time.perf_counter() - clock
-        flat_w = weights_from_probabilities(flat_p, trained.settings.mapping)
+        flat_w = weights_from_probabilities(flat_p, trained.settings.mapping).tolist()
+        flat_rounded: list[float | None] = [round(float(p), 6) for p in flat_p]
+        fixed = trained.settings.parrot_weight
+        if fixed is not None:
+            parrots = [c.origin == "parrot" for candidates in found for c in candidates]
+            flat_w = [float(fixed) if parrot else w for parrot, w in zip(parrots, flat_w)]
+            flat_rounded = [None if parrot else p for parrot, p in zip(parrots, flat_rounded)]
         weights, probabilities, at = [], [], 0
         for candidates in found:
-            weights.append(flat_w[at : at + len(candidates)].tolist())
-            probabilities.append([round(float(p), 6) for p in flat_p[at : at + len(candidates)]])
+            weights.append(flat_w[at : at + len(candidates)])
+            probabilities.append(flat_rounded[at : at + len(candidates)])
             at += len(candidates)
         rater_provenance = trained.provenance()
     new_gold = []
