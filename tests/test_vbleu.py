@@ -202,12 +202,17 @@ def test_pool_size_limits():
 
 def test_pool_progress_reports_bytes():
     calls = []
-    data = b'{"utterance": "a", "response": "b"}\n' * 300
+    line = b'{"utterance": "a", "response": "b"}\n'
+    data = line * 300
     vb.read_pool(data, progress=lambda stage, done, total: calls.append((stage, done, total)))
     assert calls[-1] == ("pool", len(data), len(data))
     assert all(stage == "pool" and total == len(data) for stage, _, total in calls)
     assert [done for _, done, _ in calls] == sorted(done for _, done, _ in calls)
     assert 2 <= len(calls) <= 102
+    calls.clear()  # a bare stream has no size: a call every MiB, then the end
+    vb.read_pool(io.BytesIO(data * 100), progress=lambda stage, done, total: calls.append((stage, done, total)))
+    first_line_past_a_mib = -(-(1 << 20) // len(line)) * len(line)
+    assert calls == [("pool", first_line_past_a_mib, 0), ("pool", 100 * len(data), 100 * len(data))]
 
 
 # ----------------------------------------------------------------------------------------- retrieval

@@ -86,7 +86,8 @@ MAPPINGS = ("linear", "seed001")  # how the rater's P becomes a weight (RaterSet
 ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
 
 Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``: stages ``pool`` (bytes read; total 0 when the size is unknown),
+"""``progress(stage, done, total)``: stages ``pool`` (bytes read; total 0 when the size is unknown,
+then a call every MiB),
 ``index`` (utterances tokenised), ``retrieve`` (items), ``rater`` (epochs; total = the most epochs),
 ``rate`` (references rated). Called at most about 100 times a stage, and once when a stage ends,
 with ``done == total``."""
@@ -98,11 +99,12 @@ def _versions() -> dict[str, str]:
 
 
 class _Reporter:
-    """Calls ``progress`` about every 1% of a stage, and at its end."""
+    """Calls ``progress`` about every 1% of a stage (every ``unknown_step`` while the total is unknown),
+    and at its end."""
 
-    def __init__(self, progress: Progress | None, stage: str, total: int) -> None:
+    def __init__(self, progress: Progress | None, stage: str, total: int, unknown_step: int = 1 << 20) -> None:
         self.progress, self.stage, self.total = progress, stage, total
-        self.step = max(1, total // 100) if total else 10_000
+        self.step = max(1, total // 100) if total else unknown_step
         self.next = self.step
 
     def __call__(self, done: int) -> None:
