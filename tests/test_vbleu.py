@@ -13,8 +13,12 @@ import hashlib
 import io
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -440,6 +444,27 @@ def test_whole_pipeline_reproduces_from_recorded_settings(planted, vectors, exte
         vb.reproduce(planted["gold"][:-1], planted["pool"], recorded, vectors=vectors)
     with pytest.raises(ValueError, match="not a vBLEU provenance"):
         vb.reproduce(planted["gold"], planted["pool"], {"retrieval": {}}, vectors=vectors)
+
+
+def test_another_process_with_other_hash_seeds_writes_the_same_bytes(extension):
+    # Set orders change with PYTHONHASHSEED, threads with the BLAS settings: neither may reach the output.
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import hashlib, sys; sys.path.insert(0, 'tests'); import test_vbleu as t\n"
+        "from scoring.response import vbleu as vb\n"
+        "from scoring.response.nlp import parse_word2vec\n"
+        "lines, planted, utterances = t.make_pool()\n"
+        "pool = vb.read_pool(t.jsonl(lines))\n"
+        "extension = vb.extend_gold(t.make_gold(utterances), pool, rater=t.FAST_RATER,\n"
+        "                           vectors=parse_word2vec(t.vector_table_text(), name='planted topics'))\n"
+        "for data in (extension.gold_json(), extension.provenance_json()):\n"
+        "    print(hashlib.sha256(data).hexdigest())\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "OPENBLAS_NUM_THREADS": "2", "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.split() == [hashlib.sha256(extension.gold_json()).hexdigest(),
+                                   hashlib.sha256(extension.provenance_json()).hexdigest()]
 
 
 def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
