@@ -80,6 +80,12 @@ class MeasureSpec:
         if self.headline == "corpus" and self.corpus is None:
             raise ValueError(f"{self.key}: a corpus-level headline needs its corpus function")
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Boards are cached (pickled) with their measures; a corpus function is often a closure,
+        # which pickle refuses. A spec read back from a cache describes the measure but cannot
+        # aggregate: pages never aggregate, the kind's own spec does.
+        return {**self.__dict__, "corpus": None}
+
     @property
     def direction(self) -> str:
         return "higher is better" if self.higher_is_better else "lower is better"
