@@ -23,8 +23,10 @@ from leaderboard import scheduling
 from leaderboard.board import Board, build_board
 from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
 from leaderboard.scheduling import Claim
-from scoring import stats
-from tasks.models import Phase, ScoreVector, Task
+from scoring import parse_json, stats
+from scoring.kinds import Kind
+from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
+from tasks.runfiles import read_run_file
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +129,9 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
+    kind_meta = kind_comparisons(task, board, labels, seed, permutations)
+    if kind_meta:
+        meta["kind"] = kind_meta
     with transaction.atomic():
         # The generation check and the write in one transaction, under the state row's lock: a
         # computation that finishes after a newer one never overwrites it.
@@ -146,6 +151,32 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
         scheduling.mark_stored(claim)
     compared = ", ".join(f"{len(gathered[group].run_ids)} runs on {group}" for group in gathered)
     return f"stored over {len(board.rows)} runs ({compared or f'too few runs or {board.item_noun}s to compare'})"
+
+
+def kind_comparisons(task: Task, board: Board, labels: dict[str, str], seed: int,
+                     resamples: int) -> dict[str, Any]:
+    """What the task's kind compares between the board's runs beyond the per-item statistics
+    (``Kind.compare``: the metrics track's paired tests, concordance, discriminative power), with
+    runs named by their labels; ``{}`` for kinds that compare nothing more.
+
+    Only on boards that show whole-set scores: the kind compares runs on the whole gold, which a
+    live board (a test phase's subset) must not reveal. A problem the kind reports (a run it
+    cannot compare) is stored as the reason, not raised: the per-item statistics still stand.
+    """
+    kind = task.kind_impl
+    if type(kind).compare is Kind.compare or len(board.rows) < 2:
+        return {}
+    if board.scope != "full":
+        return {"unavailable": "computed on whole-set scores only; this board shows the live subset"}
+    gold = GoldVersion.objects.get(pk=board.gold_version_id).load()
+    config = task.kind_config
+    runs = Run.objects.in_bulk([row["id"] for row in board.rows])
+    try:
+        parsed = {labels[str(row["id"])]: kind.parse_run(parse_json(read_run_file(runs[row["id"]]), "file"), gold,
+                                                          config) for row in board.rows}
+        return _json_ready(kind.compare(parsed, gold, config, seed=seed, resamples=resamples))
+    except ValueError as error:  # ValidationFailed included: the gold changed under a run
+        return {"unavailable": str(error)}
 
 
 def _gold_version_id(task: Task, phase: Phase | None) -> int:

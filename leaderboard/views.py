@@ -301,11 +301,37 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
                      for tau in record.meta.get(group, {}).get("kendall_tau", [])]
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "levels": levels,
+        "levels": levels, "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:
+    """The kind's own comparisons (``Kind.compare``) as tables with formatted cells; None while
+    the board's runs differ from those compared (a run hidden or withdrawn since is named in
+    them, so they wait for the recomputation that its change queued)."""
+    data = record.meta.get("kind") if record is not None else None
+    if not data:
+        return []
+    if {row["id"] for row in board.rows} != set(record.run_ids):
+        return None
+    tables = task.kind_impl.compare_tables(data)
+    for table in tables:
+        table["rows"] = [[_cell(value, table.get("shade", False)) for value in row] for row in table["rows"]]
+    return tables
+
+
+def _cell(value: Any, shade: bool) -> dict[str, Any]:
+    if value is None:
+        return {"text": "–", "number": True}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return {"text": str(value), "number": False}
+    text = f"{value:,}" if isinstance(value, int) else f"{value:.4f}"
+    # Shading in five steps of a single blue (readable without telling hues apart).
+    level = min(4, max(0, int(float(value) * 5))) if shade and 0.0 <= value <= 1.0 else None
+    return {"text": text, "number": True, "level": level}
 
 
 def _other_scope(view: access.BoardAccess, board: Board, record: Any) -> str:

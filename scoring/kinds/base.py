@@ -290,6 +290,13 @@ class Kind(ABC):
         """
         return {}
 
+    def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``compare()``'s data as tables for the statistics page, so that the server renders any
+        kind's comparisons with one template: ``[{"title": str, "note": str, "headers": [str],
+        "rows": [[cell]], "shade": bool}]``, a cell a string or a number (None: undefined);
+        ``shade`` asks for the numbers of the table to be shaded like a heat map."""
+        return []
+
     def sample_run(self, gold: Any, config: Any) -> object:
         """A valid run file participants can look at and upload (by default the first baseline)."""
         baselines = self.baselines(gold, config)

@@ -336,6 +336,67 @@ class MetricKind(Kind):
         )
 
     # Between runs ----------------------------------------------------------------------------
+    def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The statistics page's tables of ``compare()``: predictive power, the paired tests,
+        concordance and discriminative power, each saying how it was computed."""
+        if not data or "metrics" not in data:
+            return []
+        names = list(data["metrics"])
+        settings = data.get("settings", {})
+        tables: list[dict[str, Any]] = [{
+            "title": "Predictive power", "shade": False,
+            "note": f"{data.get('n_pairs', 0):,} response pairs with different human judgements in "
+                    f"{data.get('n_contexts', 0):,} contexts; the tie-aware variant counts a metric tie as half.",
+            "headers": ["metric", "predictive power", "tie-aware (ties count half)"],
+            "rows": [[name, data["predictive_power"].get(name), data["predictive_power_ties_half"].get(name)]
+                     for name in names]}]
+        bootstrap = data.get("paired_bootstrap")
+        if bootstrap:
+            tables.append({
+                "title": "Paired bootstrap test of predictive power", "shade": False,
+                "note": f"{bootstrap['test']}; B = {bootstrap['n_resamples']:,}, seed {bootstrap['seed']}, "
+                        f"{bootstrap['level']:.0%} interval of the difference.",
+                "headers": ["metric A", "metric B", "A - B", "p", "interval low", "interval high"],
+                "rows": [[pair["a"], pair["b"], pair["difference"], pair["p"], pair["low"], pair["high"]]
+                         for pair in bootstrap["pairs"]]})
+        tests = data.get("t_tests")
+        if tests:
+            tables.append({
+                "title": "Paired t-tests with Bonferroni correction", "shade": False,
+                "note": f"{tests['test']} (factor {tests['bonferroni_factor']}, {tests['n_contexts']} contexts).",
+                "headers": ["metric A", "metric B", "A - B", "t", "df", "p", "p (Bonferroni)"],
+                "rows": [[t["a"], t["b"], t["difference"], t["t"], t["df"], t["p"], t["p_bonferroni"]]
+                         for t in tests["tests"]]})
+        concordance = data.get("concordance")
+        if concordance:
+            tables.append({
+                "title": "Concordance with the gold property metric", "shade": True,
+                "note": "Row metric A, column metric B: the share of the pairs on which A and B disagree where A "
+                        "agrees with the gold-standard property metric (seed 003, Algorithm 4); empty where they "
+                        "never disagree.",
+                "headers": ["metric A \\ B", *concordance["names"]],
+                "rows": [[name, *row] for name, row in zip(concordance["names"], concordance["concordance"],
+                                                              strict=True)]})
+        power = data.get("discriminative_power")
+        if power:
+            tables.append({
+                "title": "Discriminative power over the gold's systems", "shade": False,
+                "note": f"Randomised Tukey HSD over {len(power['systems'])} systems on the "
+                        f"{power['n_contexts_used']} contexts all of them answered; B = {power['n_permutations']:,}, "
+                        f"seed {power['seed']}. Share of system pairs with p < alpha, and the smallest "
+                        "significant difference (delta required).",
+                "headers": ["metric", "system pairs", "power (0.05)", "delta required (0.05)", "power (0.01)",
+                            "delta required (0.01)"],
+                "rows": [[name, entry["n_system_pairs"], entry["discriminative_power_05"],
+                          entry["delta_required_05"], entry["discriminative_power_01"], entry["delta_required_01"]]
+                         for name, entry in power["metrics"].items()]})
+        for part, reason in (data.get("unavailable") or {}).items():
+            tables.append({"title": part.replace("_", " ").capitalize(), "note": f"Not computed: {reason}",
+                           "headers": [], "rows": [], "shade": False})
+        if settings:
+            tables[0]["note"] += f" Seed {settings.get('seed')}, B = {settings.get('resamples')}."
+        return tables
+
     def compare(self, runs: Mapping[str, MetricRun], gold: MetricGold, config: MetricConfig, *,
                 seed: int, resamples: int) -> dict[str, Any]:
         """Statistics between the metrics of one board (runs scoring every gold response).
