@@ -317,6 +317,9 @@ def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] 
         return []
     if {row["id"] for row in board.rows} != set(record.run_ids):
         return None
+    if isinstance(data.get("unavailable"), str):  # the server's own reason (a live board), not the kind's
+        return [{"title": "Comparisons between the runs", "note": f"Not computed: {data['unavailable']}.",
+                 "headers": [], "rows": []}]
     tables = task.kind_impl.compare_tables(data)
     for table in tables:
         table["rows"] = [[_cell(value, table.get("shade", False)) for value in row] for row in table["rows"]]
