@@ -10,10 +10,10 @@ from django.core.cache import cache
 from django.db.models import Q
 
 from scoring.kinds import MeasureGroup, MeasureSpec, grouped
-from tasks import access
+from tasks import access, cachekeys
 from tasks.models import GoldVersion, Phase, Run, Score, Task
 
-CACHE_SECONDS = 600
+CACHE_SECONDS = cachekeys.BOARD_SECONDS
 
 
 @dataclass
@@ -40,11 +40,7 @@ class Board:
         return next((column for column in self.columns if column.key == key), None)
 
 
-def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:
-    """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
-    boards never need deleting: stale keys simply stop being asked for and expire."""
-    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+board_cache_key = cachekeys.board
 
 
 def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:

@@ -33,7 +33,7 @@ from leaderboard.scheduling import board_status
 from leaderboard.tables import SHADE_BOUNDS, board_table, pvalue_table, sort_link
 from scoring import exports
 from scoring.stats import TukeyHSDResult, alpha_suffix
-from tasks import access
+from tasks import access, cachekeys
 from tasks.lookup import cached_task
 from tasks.models import Task
 from tasks.runfiles import download_name
@@ -96,7 +96,7 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     # stored statistics match the board (_shown_statistics) changes only with the board's key or a
     # new computation, both in this key.
     status = board_status(task.pk, phase.pk if phase else None)
-    key = f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:{show}:{status.cache_token()}"
+    key = cachekeys.board_section(board_cache_key(task, phase, organiser), tab, sort, show, status.cache_token())
     section = cache.get(key)
     if section is None:
         section = _board_section(view, tab, sort, show, status)
@@ -182,7 +182,7 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
-    key = "json:" + board_cache_key(task, phase, organiser)
+    key = cachekeys.board_json(board_cache_key(task, phase, organiser))
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
         return _board_caching_headers(HttpResponseNotModified(), etag, organiser)
