@@ -16,17 +16,24 @@ time; the Tukey HSD's Numba threads add up in CPU time):
   (the issue's "all per-metric figures": target <= 2 s);
 * ``paired_bootstrap`` over all 780 metric pairs at B = 10,000 (target <= 20 s), plus the
   Bonferroni t-tests and the concordance matrix;
-* pooled Kendall / Spearman intervals, which need an O(N log N) recomputation per resample
-  and metric (off by default), timed at a few resamples and scaled linearly;
+* the same with the pooled Kendall / Spearman intervals, which need an exact O(N log N)
+  re-ranking per resample and metric (``pooled_rank_replicates``; off by default in
+  ``evaluate_metrics``, on in the kind);
 * discriminative power of all metrics (randomised Tukey HSD, B = 1,000).
 
 Then the other end of the spec's scale, 20,000 responses in 200 contexts of 100 (no systems:
 990,000 within-context pairs), for the steps whose cost grows with the pairs.
+
+Last, the same round through the task kind (``scoring.kinds.metric``), as the server runs it:
+``Kind.score`` of each run (all its figures with intervals at B = 1,000, what one scoring job
+does), and ``Kind.compare`` of all 40 runs at B = 10,000 (paired bootstrap, t-tests,
+concordance and discriminative power with 10,000 permutations of the shared Tukey HSD).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -37,6 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scoring.kinds import get_kind  # noqa: E402
 from scoring.metric import meta  # noqa: E402
 from scoring.metric.formats import load_metric_gold, load_metric_run  # noqa: E402
 
@@ -110,15 +118,11 @@ def main() -> None:
     rows.append(("paired_t_tests, all pairs", best, median, ""))
     _, best, median = timed(args.repeats, meta.concordance_matrix, gold, runs)
     rows.append(("concordance_matrix, all pairs", best, median, ""))
-    few = 5
-    _, best, median = timed(1, meta.evaluate_metrics, gold, runs, n_resamples=few, seed=1,
-                            pooled_rank_resamples=few)
-    _, base, _ = timed(1, meta.evaluate_metrics, gold, runs, n_resamples=few, seed=1)
-    per_resample = (best - base) / few
-    with_ranks_cpu, base_cpu = CPU_TIMES.pop(-2), CPU_TIMES.pop()
-    CPU_TIMES.append((with_ranks_cpu - base_cpu) / few)
-    rows.append(("pooled Kendall + Spearman intervals, per resample", per_resample, per_resample,
-                 f"B = 1,000 would take ~{per_resample * 1000:,.0f} s"))
+    meta.pooled_rank_replicates(gold, runs["metric00"], np.ones((1, gold.n_contexts), dtype=np.int64))  # compile
+    _, best, median = timed(1, meta.evaluate_metrics, gold, runs, n_resamples=1_000, seed=1,
+                            pooled_rank_resamples=1_000)
+    rows.append(("evaluate_metrics, B = 1,000, with pooled Kendall + Spearman intervals", best, median,
+                 f"{best / n_metrics:.2f} s per metric"))
     _, best, median = timed(1, meta.discriminative_power_figures, gold, runs, 1_000, 1)
     rows.append((f"discriminative_power_figures, {n_systems} systems, B = 1,000", best, median, ""))
 
@@ -148,9 +152,46 @@ def main() -> None:
         print("|---|---:|---:|---:|---|")
         for (step, best, median, note), cpu in zip(wide_rows, CPU_TIMES, strict=True):
             print(f"| {step} | {best:.3f} | {median:.3f} | {cpu:.3f} | {note} |")
+    kind_table(gold_data, run_data, args.repeats)
     sample = figures["metrics"]["metric00"]["measures"]
     print("\nmetric00:", {k: (round(v, 4) if v is not None else None) for k, v in sample.items()})
     print("smallest paired-bootstrap p:", float(boot.pvalues.min()))
+
+
+def kind_table(gold_data, run_data, repeats: int) -> None:
+    """The round through the task-kind interface, as a scoring job and a statistics job run it."""
+    kind = get_kind("metric")
+    config = kind.config({"n_resamples": 1_000, "seed": 1})  # every figure with its interval
+    rows = []
+    CPU_TIMES.clear()
+    gold, best, median = timed(repeats, kind.compile_gold, gold_data, config)
+    rows.append(("Kind.compile_gold", best, median, ""))
+    runs = {name: kind.parse_run(data, gold, config) for name, data in run_data.items()}
+    first = next(iter(runs.values()))
+    _, best, median = timed(repeats, kind.score, first, gold, config)
+    rows.append(("Kind.score, one run (all its figures and intervals, B = 1,000)", best, median,
+                 "target <= 2 s"))
+
+    def score_all():
+        return [kind.score(run, gold, config) for run in runs.values()]
+
+    _, best, median = timed(1, score_all)
+    rows.append((f"Kind.score, all {len(runs)} runs one after the other", best, median, ""))
+    _, best, median = timed(1, kind.score, first, gold, config, np.arange(0, gold.n_contexts, 2))
+    rows.append(("Kind.score, half the contexts (a live subset)", best, median, ""))
+    pairs = len(runs) * (len(runs) - 1) // 2
+    counts = meta.context_counts(gold, {name: run.scores for name, run in runs.items()})
+    _, best, median = timed(repeats, meta.paired_bootstrap, counts, 10_000, 1)
+    rows.append((f"paired bootstrap inside compare, {pairs} pairs, B = 10,000", best, median, "target <= 20 s"))
+    result, best, median = timed(1, kind.compare, runs, gold, config, seed=1, resamples=10_000)
+    rows.append((f"Kind.compare, {len(runs)} runs, B = 10,000 (all parts)", best, median,
+                 f"{len(json.dumps(result)) / 1e6:.1f} MB of JSON"))
+    print(f"\nThrough the task kind, {gold.n_responses:,} responses in {gold.n_contexts:,} contexts, "
+          f"{len(runs)} metrics\n")
+    print("| step | best (s) | median (s) | CPU (s) | note |")
+    print("|---|---:|---:|---:|---|")
+    for (step, best, median, note), cpu in zip(rows, CPU_TIMES, strict=True):
+        print(f"| {step} | {best:.3f} | {median:.3f} | {cpu:.3f} | {note} |")
 
 
 if __name__ == "__main__":

@@ -45,8 +45,6 @@ FINISHED = ("done", "failed")
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID, EXIT_NETWORK, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-# The measures the STC-3/DialEval organisers report; tables show these unless --all is given.
-OFFICIAL_MEASURES = {"quality": ("rsnod", "nmd"), "nugget": ("jsd", "rnss")}
 SCOPES = {"full": "the whole gold set",
           "live": "the live subset of the gold; scores on the whole set come when the results are published"}
 
@@ -154,65 +152,55 @@ def timestamp(value: Any) -> str:
 
 # Scores ------------------------------------------------------------------------------------
 
-def score_keys(score_summaries: list[Any], all_measures: bool) -> list[str]:
-    """Sort keys (``quality.A.rsnod``, ``nugget.jsd``) present in any of the summaries, in the
-    server's order; without ``all_measures`` only the official ones, unless a subtask has none."""
-    found: dict[str, list[str]] = {"quality": [], "nugget": []}
+def measure_info(data: Any) -> dict[str, dict[str, Any]]:
+    """What the server says each measure key means (``measures`` of a run, a list of runs or a
+    board: title, direction, whether official), by key, in the server's order."""
+    measures = data.get("measures") if isinstance(data, dict) else None
+    return {entry["key"]: entry for entry in measures or () if isinstance(entry, dict) and "key" in entry}
+
+
+def score_keys(score_summaries: list[Any], all_measures: bool, info: dict[str, dict[str, Any]]) -> list[str]:
+    """Measure keys present in any of the summaries, in the server's order; without
+    ``all_measures`` only the official ones of each group, unless a group has none."""
+    present: list[str] = []
     for scores in score_summaries:
-        if not isinstance(scores, dict):
-            continue
-        quality = scores.get("quality")
-        for dimension, measures in (quality.items() if isinstance(quality, dict) else ()):
-            for measure in (measures if isinstance(measures, dict) else ()):
-                key = f"quality.{dimension}.{measure}"
-                if key not in found["quality"]:
-                    found["quality"].append(key)
-        nugget = scores.get("nugget")
-        for measure in (nugget if isinstance(nugget, dict) else ()):
-            key = f"nugget.{measure}"
-            if key not in found["nugget"]:
-                found["nugget"].append(key)
+        measures = scores.get("measures") if isinstance(scores, dict) else None
+        present += [key for key in (measures if isinstance(measures, dict) else ()) if key not in present]
+    order = {key: position for position, key in enumerate(info)}
+    present.sort(key=lambda key: order.get(key, len(order)))
+    if all_measures:
+        return present
+    groups: dict[str, list[str]] = {}
+    for key in present:
+        groups.setdefault(str(info.get(key, {}).get("group", "")), []).append(key)
     keys = []
-    for subtask, subtask_keys in found.items():
-        official = [key for key in subtask_keys if key.rsplit(".", 1)[1] in OFFICIAL_MEASURES[subtask]]
-        keys += subtask_keys if all_measures or not official else official
+    for group_keys in groups.values():
+        official = [key for key in group_keys if info.get(key, {}).get("official")]
+        keys += official or group_keys
     return keys
 
 
 def score_value(scores: Any, key: str) -> Any:
-    parts = key.split(".")
-    if not isinstance(scores, dict) or len(parts) < 2:
-        return None
-    if parts[0] == "quality" and len(parts) >= 3:
-        dimension = scores.get("quality", {}).get(".".join(parts[1:-1]), {})
-        return dimension.get(parts[-1]) if isinstance(dimension, dict) else None
-    if parts[0] == "nugget" and len(parts) == 2:
-        nugget = scores.get("nugget", {})
-        return nugget.get(parts[1]) if isinstance(nugget, dict) else None
-    return None
+    measures = scores.get("measures") if isinstance(scores, dict) else None
+    return measures.get(key) if isinstance(measures, dict) else None
 
 
-def short_key(key: str) -> str:
-    """Column header: ``A.rsnod`` for ``quality.A.rsnod``; ``nugget.jsd`` stays as it is."""
-    return key[len("quality."):] if key.startswith("quality.") else key
+def short_key(key: str, info: dict[str, dict[str, Any]]) -> str:
+    """Column header: the server's short title with dots for spaces (``A.RSNOD``; a header
+    stays one word for ``awk``), else the key."""
+    return str(info.get(key, {}).get("short_title") or key).replace(" ", ".")
 
 
-def scores_tables(scores: dict[str, Any], digits: int) -> str:
-    blocks = []
-    quality = scores.get("quality")
-    if isinstance(quality, dict) and quality:
-        measures: list[str] = []
-        for values in quality.values():
-            measures += [m for m in (values if isinstance(values, dict) else ()) if m not in measures]
-        rows = [[dimension] + [number(values.get(m) if isinstance(values, dict) else None, digits) for m in measures]
-                for dimension, values in quality.items()]
-        blocks.append(render_table(["quality"] + measures, rows, set(range(1, len(measures) + 1))))
-    nugget = scores.get("nugget")
-    if isinstance(nugget, dict) and nugget:
-        measures = list(nugget)
-        blocks.append(render_table(["nugget"] + measures, [[""] + [number(nugget[m], digits) for m in measures]],
-                                   set(range(1, len(measures) + 1))))
-    return "\n\n".join(blocks)
+def direction(key: str, info: dict[str, dict[str, Any]]) -> str:
+    higher = info.get(key, {}).get("higher_is_better")
+    return "" if higher is None else ("higher is better" if higher else "lower is better")
+
+
+def scores_table(scores: dict[str, Any], info: dict[str, dict[str, Any]], digits: int) -> str:
+    keys = score_keys([scores], True, info)
+    rows = [[key, str(info.get(key, {}).get("title", "")), number(score_value(scores, key), digits),
+             direction(key, info)] for key in keys]
+    return render_table(["measure", "", "value", ""], rows, {2})
 
 
 def run_report(run: dict[str, Any], base_url: str, digits: int) -> str:
@@ -242,9 +230,9 @@ def run_report(run: dict[str, Any], base_url: str, digits: int) -> str:
     scores = run.get("scores")
     if isinstance(scores, dict):
         scope = run.get("scores_scope")
-        lines += ["", f"scores over {scores.get('n_dialogues', '?')} dialogues"
-                  + (f" ({SCOPES.get(scope, scope)})" if scope else "") + "; lower is better", "",
-                  scores_tables(scores, digits)]
+        lines += ["", f"scores over {scores.get('n_items', '?')} items"
+                  + (f" ({SCOPES.get(scope, scope)})" if scope else ""), "",
+                  scores_table(scores, measure_info(run), digits)]
     elif run.get("status") == "done":
         lines += ["", "scores: not visible yet (hidden until the organisers publish the results)"]
     return "\n".join(lines)
@@ -692,8 +680,9 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
     if not runs:
         print(f"your team has no runs of {args.task} yet")
     else:
-        keys = score_keys([run.get("scores") for run in runs], args.all)
-        headers = ["id", "name", "status", "pri", "public", "submitted (UTC)"] + [short_key(key) for key in keys]
+        info = measure_info(data)
+        keys = score_keys([run.get("scores") for run in runs], args.all, info)
+        headers = ["id", "name", "status", "pri", "public", "submitted (UTC)"] + [short_key(key, info) for key in keys]
         rows = [[str(run.get("id")), clip(run.get("name"), 30), str(run.get("status")),
                  str(run["priority"]) if run.get("priority") is not None else "-",
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
@@ -703,13 +692,15 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-def resolve_sort_key(requested: str | None, keys: list[str]) -> str | None:
+def resolve_sort_key(requested: str | None, keys: list[str], info: dict[str, dict[str, Any]]) -> str | None:
+    """The measure key ``--sort`` names: the key itself, its end (``A.rsnod`` for
+    ``quality.A.rsnod``) or its column header (``A.RSNOD``), case aside."""
     if not requested:
         return keys[0] if keys else None
-    for candidate in (requested, f"quality.{requested}", f"nugget.{requested}"):
-        for key in keys:
-            if key.lower() == candidate.lower():
-                return key
+    wanted = requested.lower().replace(" ", ".")
+    for key in keys:
+        if wanted in (key.lower(), short_key(key, info).lower()) or key.lower().endswith("." + wanted):
+            return key
     raise CliError(f"--sort {requested}: no such measure on this board; choose one of: "
                    + (", ".join(keys) or "(none: the board is empty)"))
 
@@ -721,9 +712,10 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
         print_json(data)
         return EXIT_OK
     runs = [run for run in data.get("runs") or [] if isinstance(run, dict)]
-    all_keys = score_keys([run.get("scores") for run in runs], True)
-    sort_key = resolve_sort_key(args.sort, all_keys)
-    keys = score_keys([run.get("scores") for run in runs], args.all)
+    info = measure_info(data)
+    all_keys = score_keys([run.get("scores") for run in runs], True, info)
+    sort_key = resolve_sort_key(args.sort, all_keys, info)
+    keys = score_keys([run.get("scores") for run in runs], args.all, info)
     if sort_key and sort_key not in keys:
         keys.insert(0, sort_key)
     print(f"{data.get('task')}: {data.get('title')}  (phase {data.get('phase') or '-'}, gold version "
@@ -734,11 +726,13 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
     if not runs:
         print("no scored runs on the board yet")
         return EXIT_OK
-    print(f"sorted by {sort_key}; lower is better for every measure")
+    told = direction(sort_key, info) if sort_key else ""
+    print(f"sorted by {sort_key}" + (f"; {told}" if told else ""))
+    sign = -1.0 if sort_key and info.get(sort_key, {}).get("higher_is_better") else 1.0
 
     def order(run: dict[str, Any]) -> tuple:
         value = score_value(run.get("scores"), sort_key) if sort_key else None
-        return (not isinstance(value, (int, float)), value if isinstance(value, (int, float)) else 0.0,
+        return (not isinstance(value, (int, float)), sign * value if isinstance(value, (int, float)) else 0.0,
                 run.get("id") or 0)
 
     rows = []
@@ -748,7 +742,7 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
         rows.append([str(rank) if rank is not None else "-", str(run.get("id")), clip(team, 20),
                      clip(run.get("name"), 30), str(run["priority"]) if run.get("priority") is not None else "-"]
                     + [number(score_value(run.get("scores"), key), args.digits) for key in keys])
-    headers = ["rank", "id", "team", "run", "pri"] + [short_key(key) for key in keys]
+    headers = ["rank", "id", "team", "run", "pri"] + [short_key(key, info) for key in keys]
     print(render_table(headers, rows, {0, 1} | set(range(5, len(headers)))))
     return EXIT_OK
 
@@ -879,21 +873,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = command("runs", "list your team's runs of a task and the quota", about(
         "List your team's runs of a task, newest first, with the official measures (all of them with --all) "
-        "and the submission quota left. Column 'A.rsnod' is the measure quality.A.rsnod.", "runs stc3-zh"))
+        "and the submission quota left. Columns carry the server's short titles ('A.RSNOD' is the measure "
+        "quality.A.rsnod).", "runs stc3-zh"))
     runs.add_argument("task", metavar="TASK", help="the task's short name")
     runs.add_argument("--all", action="store_true", help="show every measure, not only the official ones")
     runs.add_argument("--json", action="store_true", help="print the server's JSON instead of a table")
     runs.set_defaults(handler=command_runs)
 
     board = command("leaderboard", "show a task's public leaderboard", about(
-        "Show a task's public leaderboard, best first by the chosen measure (lower is better for every "
-        "measure), with the server's rank by that measure (ties share a rank). No token needed. Column "
-        "'A.rsnod' is the measure quality.A.rsnod.",
+        "Show a task's public leaderboard, best first by the chosen measure (in its direction, which the "
+        "server states: lower is better for a distance, higher for BLEU), with the server's rank by that "
+        "measure (ties share a rank). No token needed. Columns carry the server's short titles.",
         "leaderboard stc3-zh", "leaderboard stc3-zh --sort nugget.jsd --all"))
     board.add_argument("task", metavar="TASK", help="the task's short name")
     board.add_argument("--sort", metavar="MEASURE",
-                       help="quality.<dimension>.<measure> or nugget.<measure>, e.g. quality.A.rsnod, "
-                            "quality.S.nmd, nugget.jsd (default: the board's first column)")
+                       help="a measure key, its last parts or its short title, e.g. quality.A.rsnod, "
+                            "A.rsnod, A.RSNOD, nugget.jsd, bleu (default: the board's first column)")
     board.add_argument("--phase", metavar="NAME", help="a phase's board (default: the open or latest phase)")
     board.add_argument("--all", action="store_true", help="show every measure, not only the official ones")
     board.add_argument("--json", action="store_true", help="print the server's JSON (unsorted) instead of a table")

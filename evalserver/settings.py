@@ -180,7 +180,8 @@ TEMPLATES = [
 ]
 WSGI_APPLICATION = "evalserver.wsgi.application"
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+# An empty DATABASE_URL (``DATABASE_URL= python manage.py ...``) means the default, not an error.
+DATABASES = {"default": env.db_url_config(env.str("DATABASE_URL", default="") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Uploads and the in-process worker write at the same time; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})

@@ -9,35 +9,11 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Q
 
-from scoring.kinds import measure_key
-from scoring.measures import MEASURES
-from tasks import access
+from scoring.kinds import MeasureGroup, MeasureSpec, grouped
+from tasks import access, cachekeys
 from tasks.models import GoldVersion, Phase, Run, Score, Task
 
-CACHE_SECONDS = 600
-
-
-@dataclass
-class Column:
-    """One sortable number on the board: ``quality.A.rsnod`` or ``nugget.jsd``."""
-
-    key: str
-    subtask: str
-    dimension: str | None
-    measure: str
-
-    @property
-    def title(self) -> str:
-        return self.measure.upper()
-
-    @property
-    def long_title(self) -> str:
-        return MEASURES[self.measure].title
-
-    @property
-    def lower_is_better(self) -> bool:
-        """The measure's direction, from the measure registry: what "best" means for statistics."""
-        return MEASURES[self.measure].lower_is_better
+CACHE_SECONDS = cachekeys.BOARD_SECONDS
 
 
 @dataclass
@@ -48,25 +24,23 @@ class Board:
     scope: str
     gold_version_id: int | None = None
     hidden_reason: str = ""
-    columns: list[Column] = field(default_factory=list)
+    # The measures of the gold version the board shows, in the kind's order (``MeasureSpec``:
+    # key, titles, direction, group); every rank, sort and mark follows each one's direction.
+    columns: list[MeasureSpec] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    item_noun: str = "item"
 
-    def columns_for(self, subtask: str) -> list[Column]:
-        return [column for column in self.columns if column.subtask == subtask]
+    def groups(self) -> list[MeasureGroup]:
+        return grouped(self.columns)
 
-    def dimensions(self) -> list[str]:
-        seen: list[str] = []
-        for column in self.columns:
-            if column.dimension and column.dimension not in seen:
-                seen.append(column.dimension)
-        return seen
+    def columns_for(self, group: str) -> list[MeasureSpec]:
+        return [column for column in self.columns if column.group == group]
+
+    def column(self, key: str) -> MeasureSpec | None:
+        return next((column for column in self.columns if column.key == key), None)
 
 
-def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:
-    """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
-    boards never need deleting: stale keys simply stop being asked for and expire."""
-    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+board_cache_key = cachekeys.board
 
 
 def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:
@@ -82,13 +56,13 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
     """The board of ``phase`` (None: the phase-less board of a task without phases) as the public
     (``organiser`` False) or the task's organisers see it; ``tasks.access.board_rule`` decides
     its scope and whether it shows any run."""
-    config = task.scoring_config
     phases = list(task.phases.all())
     scope, hidden_reason = access.board_rule(phases, phase, organiser)
     version: GoldVersion | None = phase.gold_version if phase else (None if phases else task.latest_gold())
     board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
                   gold_version=version.number if version else None, scope=scope,
-                  gold_version_id=version.pk if version else None, hidden_reason=hidden_reason)
+                  gold_version_id=version.pk if version else None, hidden_reason=hidden_reason,
+                  item_noun=task.item_noun)
     if hidden_reason:
         return board
     if version is None:
@@ -107,26 +81,19 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
     runs = runs.select_related("team").order_by("pk")
     scores = {score.run_id: score.summary for score in Score.objects.filter(
         run__in=runs, gold_version=version, scope=board.scope).only("run_id", "summary")}
-    for dim in config.quality_dimensions if version.has_quality else ():
-        board.columns += [Column(measure_key("quality", dim, name), "quality", dim, name)
-                          for name in config.quality_measures]
-    if version.has_nugget:
-        board.columns += [Column(measure_key("nugget", name), "nugget", None, name) for name in config.nugget_measures]
+    board.columns = task.measure_specs(version.measure_keys)
     for run in runs:
         summary = scores.get(run.pk)
         if summary is None:
             continue
-        values = {}
-        for column in board.columns:
-            if column.subtask == "quality":
-                values[column.key] = summary.get("quality", {}).get(column.dimension, {}).get(column.measure)
-            else:
-                values[column.key] = summary.get("nugget", {}).get(column.measure)
+        measures = summary.get("measures", {})
+        values = {column.key: measures.get(column.key) for column in board.columns}
         board.rows.append({
             "id": run.pk, "team": run.team.name if run.team_id else "baseline", "name": run.name,
             "description": run.description, "is_baseline": run.is_baseline, "is_public": run.is_public,
             "priority": run.priority, "submitted_at": run.created_at.isoformat(),
-            "has_quality": "quality" in summary, "has_nugget": "nugget" in summary,
+            # The groups the run has scores in (a DQ-only run is not on the ND tab).
+            "groups": sorted({column.group for column in board.columns if values[column.key] is not None}),
             "scores": summary, "values": values,
         })
     _rank(board)
@@ -134,9 +101,21 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
 
 
 def _rank(board: Board) -> None:
-    """Rank per measure: 1 + the number of runs strictly better (lower), so ties share a rank."""
+    """Rank per measure: 1 + the number of runs strictly better in the measure's direction, so
+    ties share a rank."""
     for column in board.columns:
-        values = sorted(row["values"][column.key] for row in board.rows if row["values"][column.key] is not None)
+        sign = -1.0 if column.higher_is_better else 1.0
+        values = sorted(sign * row["values"][column.key] for row in board.rows if row["values"][column.key] is not None)
         for row in board.rows:
             value = row["values"][column.key]
-            row.setdefault("ranks", {})[column.key] = None if value is None else bisect.bisect_left(values, value) + 1
+            row.setdefault("ranks", {})[column.key] = (None if value is None
+                                                       else bisect.bisect_left(values, sign * value) + 1)
+
+
+def sort_rows(rows: list[dict[str, Any]], column: MeasureSpec | None) -> list[dict[str, Any]]:
+    """Rows best first on ``column`` (in its direction), runs without a value last, ties by id."""
+    if column is None:
+        return sorted(rows, key=lambda row: row["id"])
+    sign = -1.0 if column.higher_is_better else 1.0
+    return sorted(rows, key=lambda row: (row["values"].get(column.key) is None,
+                                         sign * (row["values"].get(column.key) or 0.0), row["id"]))

@@ -20,6 +20,7 @@ from django.dispatch import receiver
 
 from evalserver.celery import app
 from leaderboard import scheduling, statistics
+from tasks import cachekeys
 from tasks.changes import boards_changed, publication_changed
 from tasks.models import Phase
 
@@ -69,21 +70,17 @@ def wake_statistics(task_id: int, delay: float) -> None:
         _wake_in_celery(task_id, delay)
 
 
-def _pending_key(task_id: int) -> str:
-    return f"statistics-pending:{task_id}"
-
-
 def _wake_in_celery(task_id: int, delay: float) -> None:
     # The cache only spares the broker duplicate messages; the claim in the database decides.
     run_at = time.time() + delay
-    planned = cache.get(_pending_key(task_id))
+    planned = cache.get(cachekeys.statistics_pending(task_id))
     if planned is not None and planned <= run_at + 0.5:
         return
-    cache.set(_pending_key(task_id), run_at, timeout=int(delay) + 300)
+    cache.set(cachekeys.statistics_pending(task_id), run_at, timeout=int(delay) + 300)
     try:
         compute_statistics_task.apply_async((task_id,), countdown=delay)
     except Exception:
-        cache.delete(_pending_key(task_id))
+        cache.delete(cachekeys.statistics_pending(task_id))
         log.exception("could not queue statistics for task %s; the statistics sweep sends them later", task_id)
 
 
@@ -128,7 +125,7 @@ def _look_in_thread(task_id: int) -> None:
 @app.task(acks_late=True, soft_time_limit=600, time_limit=720)
 def compute_statistics_task(task_id: int) -> str:
     """Compute the task's boards that are due; plan the next look if one is needed."""
-    cache.delete(_pending_key(task_id))
+    cache.delete(cachekeys.statistics_pending(task_id))
     again = statistics.run_due(task_id)
     if again is not None:
         _wake_in_celery(task_id, again)

@@ -30,7 +30,7 @@ class TaskStatistics(models.Model):
     meta = models.JSONField(default=dict)
     permutations = models.PositiveIntegerField()
     seed = models.PositiveIntegerField()
-    n_dialogues = models.PositiveIntegerField(default=0)
+    n_items = models.PositiveIntegerField(default=0)
     seconds = models.FloatField(default=0.0)
     scores_as_of = models.DateTimeField(help_text="the task's scores_changed_at when computed")
     computed_at = models.DateTimeField(auto_now=True)
@@ -65,7 +65,7 @@ class TaskStatistics(models.Model):
 
 
 class MeasureStatistics(models.Model):
-    """The statistics of one measure (``quality.A.rsnod``, ``nugget.jsd``) on one board.
+    """The statistics of one measure (a measure key of the task's kind) on one board.
 
     ``summary`` is what leaderboard pages need: ``run_ids`` (matrix order), ``means``,
     ``ci_low``/``ci_high`` (95% bootstrap interval), ``top_group`` (run ids not significantly
@@ -107,7 +107,7 @@ class MeasureStatistics(models.Model):
             residual_variance=self.summary["residual_variance"],
             effect_sizes_defined=self.summary.get("effect_sizes_defined", True),
             n_permutations=n_permutations or record.permutations, seed=record.seed or 0,
-            n_dialogues=record.n_dialogues or 0, measure=self.key)
+            n_dialogues=record.n_items or 0, measure=self.key)
 
     def matrices(self, n_permutations: int | None = None) -> dict[str, np.ndarray]:
         """``pvalues``, ``differences``, ``effect_sizes`` (NaN where undefined) and ``mc_se``,

@@ -23,13 +23,12 @@ from leaderboard import scheduling
 from leaderboard.board import Board, build_board
 from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
 from leaderboard.scheduling import Claim
-from scoring import stats
-from tasks.models import Phase, ScoreVector, Task
+from scoring import parse_json, stats
+from scoring.kinds import Kind
+from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
+from tasks.runfiles import read_run_file
 
 log = logging.getLogger(__name__)
-
-SUBTASKS = ("quality", "nugget")
-
 
 @dataclass
 class Matrices:
@@ -39,10 +38,10 @@ class Matrices:
     by_key: dict[str, np.ndarray]
 
 
-def gather_matrices(board: Board, subtask: str) -> Matrices:
-    """Every per-dialogue vector of the board's runs for one subtask, in one query."""
-    run_ids = [row["id"] for row in board.rows if row[f"has_{subtask}"]]
-    keys = [column.key for column in board.columns_for(subtask)]
+def gather_matrices(board: Board, group: str) -> Matrices:
+    """Every per-item vector of the board's runs for one measure group, in one query."""
+    run_ids = [row["id"] for row in board.rows if group in row["groups"]]
+    keys = [column.key for column in board.columns_for(group)]
     if len(run_ids) < 2 or not keys:
         return Matrices(run_ids, {})
     column = {run_id: position for position, run_id in enumerate(run_ids)}
@@ -70,11 +69,11 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
     result exists (``claim`` is this computation's claim on the board, ``leaderboard.scheduling``);
     returns what happened, for the board's state and its pages.
 
-    Every number is drawn with the task's B and seed, the ones the record keeps: both subtasks
-    use the same seed, so each measure's p-values and intervals can be reproduced from the
-    recorded B, the recorded seed and the exported matrix. Subtasks over the same runs and
-    the same number of dialogues are tested in one call, so that the permutations are drawn
-    once for all their measures (with the same seed they would be the same permutations anyway).
+    Every number is drawn with the task's B and seed, the ones the record keeps: every measure
+    group uses the same seed, so each measure's p-values and intervals can be reproduced from the
+    recorded B, the recorded seed and the exported matrix. Groups over the same runs and the same
+    number of items are tested in one call, so that the permutations are drawn once for all
+    their measures (with the same seed they would be the same permutations anyway).
     """
     started = time.perf_counter()
     board = build_board(task, phase, organiser=False)
@@ -84,30 +83,30 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
         return "nothing stored: the board has no gold version"
     seed, permutations = task.statistics_seed, task.permutations
     alpha = stats.SIGNIFICANCE_LEVEL
-    # "Best" (and so the top group) depends on the measure's direction, which the measure registry knows.
-    lower_is_better = {column.key: column.lower_is_better for column in board.columns}
+    # "Best" (and so the top group) depends on the measure's direction, which its kind declares.
+    lower_is_better = {column.key: not column.higher_is_better for column in board.columns}
     resamples = min(permutations, 10_000)
     gathered: dict[str, Matrices] = {}
-    for subtask in SUBTASKS:
-        matrices = gather_matrices(board, subtask)
-        # Each subtask on its own: one with a single dialogue is skipped, not the whole board.
+    for measure_group in board.groups():
+        matrices = gather_matrices(board, measure_group.name)
+        # Each group on its own: one with a single item is skipped, not the whole board.
         if matrices.by_key and next(iter(matrices.by_key.values())).shape[0] >= 2:
-            gathered[subtask] = matrices
-    groups: dict[tuple[tuple[int, ...], int], list[str]] = {}
-    for subtask, matrices in gathered.items():
+            gathered[measure_group.name] = matrices
+    together_groups: dict[tuple[tuple[int, ...], int], list[str]] = {}
+    for group, matrices in gathered.items():
         shape_key = (tuple(matrices.run_ids), next(iter(matrices.by_key.values())).shape[0])
-        groups.setdefault(shape_key, []).append(subtask)
+        together_groups.setdefault(shape_key, []).append(group)
     tukey: dict[str, stats.TukeyHSDResult] = {}
-    for subtasks in groups.values():
-        together = {key: matrix for subtask in subtasks for key, matrix in gathered[subtask].by_key.items()}
+    for names in together_groups.values():
+        together = {key: matrix for group in names for key, matrix in gathered[group].by_key.items()}
         tukey.update(stats.randomised_tukey_hsd(together, n_permutations=permutations, seed=seed))
 
     summaries: dict[str, dict[str, Any]] = {}
     pairwise: dict[str, bytes] = {}
     meta: dict[str, Any] = {}
-    n_dialogues = 0
-    for subtask, matrices in gathered.items():
-        n_dialogues = max(n_dialogues, next(iter(matrices.by_key.values())).shape[0])
+    n_items = 0
+    for group, matrices in gathered.items():
+        n_items = max(n_items, next(iter(matrices.by_key.values())).shape[0])
         for key, matrix in matrices.by_key.items():
             result = tukey[key]
             intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=resamples, seed=seed,
@@ -125,11 +124,14 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
             }
             pairwise[key] = MeasureStatistics.pack(result)
         results = {key: tukey[key] for key in matrices.by_key}
-        meta[subtask] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
+        meta[group] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
                                                         seed=seed, lower_is_better=lower_is_better))
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
+    kind_meta = kind_comparisons(task, board, labels, seed, permutations)
+    if kind_meta:
+        meta["kind"] = kind_meta
     with transaction.atomic():
         # The generation check and the write in one transaction, under the state row's lock: a
         # computation that finishes after a newer one never overwrites it.
@@ -140,15 +142,41 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
             defaults={"gold_version_id": _gold_version_id(task, phase), "scope": board.scope,
                       "run_ids": [row["id"] for row in board.rows], "run_labels": labels,
                       "meta": meta, "permutations": permutations, "seed": seed, "alpha": alpha,
-                      "n_dialogues": n_dialogues, "seconds": time.perf_counter() - started,
+                      "n_items": n_items, "seconds": time.perf_counter() - started,
                       "scores_as_of": task.scores_changed_at, "generation": claim.generation})
         record.measures.all().delete()
         MeasureStatistics.objects.bulk_create([
             MeasureStatistics(statistics=record, key=key, summary=summary, pairwise=pairwise[key])
             for key, summary in summaries.items()])
         scheduling.mark_stored(claim)
-    compared = ", ".join(f"{len(gathered[subtask].run_ids)} runs on {subtask}" for subtask in gathered)
-    return f"stored over {len(board.rows)} runs ({compared or 'too few runs or dialogues to compare'})"
+    compared = ", ".join(f"{len(gathered[group].run_ids)} runs on {group}" for group in gathered)
+    return f"stored over {len(board.rows)} runs ({compared or f'too few runs or {board.item_noun}s to compare'})"
+
+
+def kind_comparisons(task: Task, board: Board, labels: dict[str, str], seed: int,
+                     resamples: int) -> dict[str, Any]:
+    """What the task's kind compares between the board's runs beyond the per-item statistics
+    (``Kind.compare``: the metrics track's paired tests, concordance, discriminative power), with
+    runs named by their labels; ``{}`` for kinds that compare nothing more.
+
+    Only on boards that show whole-set scores: the kind compares runs on the whole gold, which a
+    live board (a test phase's subset) must not reveal. A problem the kind reports (a run it
+    cannot compare) is stored as the reason, not raised: the per-item statistics still stand.
+    """
+    kind = task.kind_impl
+    if type(kind).compare is Kind.compare or len(board.rows) < 2:
+        return {}
+    if board.scope != "full":
+        return {"unavailable": "computed on whole-set scores only; this board shows the live subset"}
+    gold = GoldVersion.objects.get(pk=board.gold_version_id).load()
+    config = task.kind_config
+    runs = Run.objects.in_bulk([row["id"] for row in board.rows])
+    try:
+        parsed = {labels[str(row["id"])]: kind.parse_run(parse_json(read_run_file(runs[row["id"]]), "file"), gold,
+                                                          config) for row in board.rows}
+        return _json_ready(kind.compare(parsed, gold, config, seed=seed, resamples=resamples))
+    except ValueError as error:  # ValidationFailed included: the gold changed under a run
+        return {"unavailable": str(error)}
 
 
 def _gold_version_id(task: Task, phase: Phase | None) -> int:

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from leaderboard.board import Column
+from scoring.kinds import MeasureSpec
 
 # p-value cells get darker below each of these bounds (the last one only shades "close to").
 SHADE_BOUNDS: tuple[float, ...] = (0.01, 0.05, 0.1)
@@ -27,32 +27,47 @@ def top_mark_title(alpha: float) -> str:
     return f"not significantly different from the best run (randomised Tukey HSD, p ≥ {alpha:g})"
 
 
-def sort_link(phase_name: str | None, subtask: str, key: str) -> str:
-    params = {"phase": phase_name, "tab": subtask, "sort": key}
+def sort_link(phase_name: str | None, group: str, key: str, show: str = "") -> str:
+    params = {"phase": phase_name, "tab": group, "sort": key, "show": show}
     return "?" + urlencode({name: value for name, value in params.items() if value})
 
 
-def board_table(rows: list[dict[str, Any]], columns: list[Column], dimensions: list[str], sort_key: str,
-                subtask: str, phase_name: str | None, top_group: Iterable[int],
-                alpha: float | None = None) -> SafeString:
+def column_heading(column: MeasureSpec) -> str:
+    """The tooltip of a column: what the measure is, which way is better, where it comes from."""
+    official = "official measure; " if column.official else ""
+    return f"{column.title}: {official}{column.direction}. {column.citation}"
+
+
+def board_table(rows: list[dict[str, Any]], columns: list[MeasureSpec], sort_key: str, group: str,
+                phase_name: str | None, top_group: Iterable[int], alpha: float | None = None,
+                show: str = "") -> SafeString:
     """``<table>`` of the rows in their given order: rank on the sorted measure, team, run, and per
-    column the value with its rank per measure (ties share a rank); the runs of ``top_group`` are
-    marked as not significantly different from the best at ``alpha``, the level their statistics
-    stored (needed whenever ``top_group`` is not empty)."""
+    column the value with its rank per measure (ties share a rank; ranks follow each measure's
+    direction); the runs of ``top_group`` are marked as not significantly different from the
+    best at ``alpha``, the level their statistics stored (needed whenever ``top_group`` is not
+    empty). Measures with subgroups (DQ's dimensions) get a heading row of subgroups."""
     top = set(top_group)
     if top and alpha is None:
         raise ValueError("a top group needs the significance level it was drawn at")
     parts = ['<table class="board" id="board"><thead>']
-    if dimensions:
-        groups = "".join(f'<th colspan="{sum(1 for c in columns if c.dimension == dim)}" class="group">'
-                         f"{escape(dim)}</th>" for dim in dimensions)
-        parts.append(f'<tr><th colspan="3"></th>{groups}</tr>')
-    parts.append("<tr><th>Rank</th><th>Team</th><th>Run</th>")
+    if any(column.subgroup for column in columns):
+        spans: list[list[Any]] = []
+        for column in columns:
+            if spans and spans[-1][0] == column.subgroup:
+                spans[-1][2] += 1
+            else:
+                spans.append([column.subgroup, column.subgroup_title, 1])
+        heads = "".join(f'<th colspan="{span}" class="group" title="{escape(title)}">{escape(name)}'
+                        f'{f" <small>{escape(title)}</small>" if title and title != name else ""}</th>'
+                        for name, title, span in spans)
+        parts.append(f'<tr><th colspan="3"></th>{heads}</tr>')
+    parts.append('<tr><th>Rank</th><th>Team</th><th>Run</th>')
     for column in columns:
         sorted_class = " sorted" if column.key == sort_key else ""
-        arrow = " ▲" if column.key == sort_key else ""
-        parts.append(f'<th class="num{sorted_class}" title="{escape(column.long_title)}">'
-                     f'<a href="{escape(sort_link(phase_name, subtask, column.key))}">{escape(column.title)}{arrow}'
+        arrow = (" ▼" if column.higher_is_better else " ▲") if column.key == sort_key else ""
+        title = column.short_title if column.subgroup else column.column_title
+        parts.append(f'<th class="num{sorted_class}" title="{escape(column_heading(column))}">'
+                     f'<a href="{escape(sort_link(phase_name, group, column.key, show))}">{escape(title)}{arrow}'
                      f"</a></th>")
     parts.append("</tr></thead><tbody>")
     mark = f' <span class="top" title="{escape(top_mark_title(alpha))}">●</span>' if top else ""
@@ -89,12 +104,12 @@ def _shade(p: float) -> tuple[str, str]:
     return "#fff", "inherit"
 
 
-def pvalue_table(labels: list[str], entry: dict[str, Any], lower_is_better: bool = True) -> SafeString:
+def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: bool = False) -> SafeString:
     """Runs x runs, best mean first (in the measure's direction): p in each cell (never 0: below
     0.001 it says so), coloured by p, with the difference, the effect size ES_E and the Monte Carlo
     standard error of p in the cell's tooltip."""
     means = entry["means"]
-    sign = 1.0 if lower_is_better else -1.0
+    sign = -1.0 if higher_is_better else 1.0
     order = sorted(range(len(labels)), key=lambda i: sign * means[i])
     pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
     effects, errors = entry["effect_sizes"].tolist(), entry["mc_se"].tolist()

@@ -26,15 +26,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from leaderboard import scheduling
-from leaderboard.board import CACHE_SECONDS, Board, Column, board_cache_key, get_board
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, get_board, sort_rows
 from leaderboard.charts import interval_chart
 from leaderboard.jobs import wake_statistics
 from leaderboard.scheduling import board_status
 from leaderboard.tables import SHADE_BOUNDS, board_table, pvalue_table, sort_link
 from scoring import exports
-from scoring.kinds import measure_key
 from scoring.stats import TukeyHSDResult, alpha_suffix
-from tasks import access
+from tasks import access, cachekeys
 from tasks.lookup import cached_task
 from tasks.models import Task
 from tasks.runfiles import download_name
@@ -87,20 +86,20 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     task, phase, organiser = view.task, view.phase, view.organiser
     # Only values that can name a tab or a column reach the cache key, so requests cannot fill
     # the cache with variants; anything else means "the default".
-    config = task.scoring_config
-    known = {measure_key("quality", dim, name) for dim in config.quality_dimensions for name in config.quality_measures}
-    known |= {measure_key("nugget", name) for name in config.nugget_measures}
-    tab = request.GET.get("tab", "") if request.GET.get("tab") in ("quality", "nugget") else ""
-    sort = request.GET.get("sort", "") if request.GET.get("sort") in known else ""
+    specs = task.measure_specs()
+    tab = request.GET.get("tab", "") if request.GET.get("tab") in {spec.group for spec in specs} else ""
+    sort = request.GET.get("sort", "") if request.GET.get("sort") in {spec.key for spec in specs} else ""
+    # "all" shows every measure; otherwise a kind with official measures shows only those.
+    show = "all" if request.GET.get("show") == "all" else ""
     # One small query: the board's statistics state changes whenever the stored statistics do or
     # a newer computation is queued, started or finished, which the section reports; whether the
     # stored statistics match the board (_shown_statistics) changes only with the board's key or a
     # new computation, both in this key.
     status = board_status(task.pk, phase.pk if phase else None)
-    key = f"page:{board_cache_key(task, phase, organiser)}:{tab}:{sort}:{status.cache_token()}"
+    key = cachekeys.board_section(board_cache_key(task, phase, organiser), tab, sort, show, status.cache_token())
     section = cache.get(key)
     if section is None:
-        section = _board_section(view, tab, sort, status)
+        section = _board_section(view, tab, sort, show, status)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     return render(request, "leaderboard/task.html", {
@@ -108,39 +107,43 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         "quota": quota_status(task, request.user) if team else None})
 
 
-def _column(board: Board, key: str) -> Column | None:
-    return next((column for column in board.columns if column.key == key), None)
-
-
-def _board_section(view: access.BoardAccess, tab: str, sort_key: str, status: Any) -> str:
+def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str, status: Any) -> str:
     """The board part of a task page (everything but the visitor's own upload box), rendered once
     per board, tab, sort and statistics and then served from the cache."""
     from leaderboard.statistics import measure_summary
 
     task, phase, organiser = view.task, view.phase, view.organiser
     board = get_board(task, phase, organiser)
-    subtask = tab or ("quality" if board.columns_for("quality") else "nugget")
-    columns = board.columns_for(subtask)
-    if sort_key not in {column.key for column in columns}:
-        sort_key = columns[0].key if columns else ""
-    rows = [row for row in board.rows if row[f"has_{subtask}"]]
-    rows.sort(key=lambda row: (row["values"].get(sort_key) is None, row["values"].get(sort_key) or 0.0, row["id"]))
+    groups = board.groups()
+    group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
+    every = board.columns_for(group)
+    official = [column for column in every if column.official]
+    # The official measures by default (a toggle shows all): 18 DQ columns do not fit a screen.
+    columns = every if show == "all" or not official else official
+    sorted_column = board.column(sort_key)
+    if sorted_column is None or sorted_column.group != group:
+        sorted_column = columns[0] if columns else None
+    elif sorted_column not in columns:
+        columns = every  # a link sorted by a measure the default view leaves out shows them all
+        show = "all"
+    sort_key = sorted_column.key if sorted_column else ""
+    rows = sort_rows([row for row in board.rows if group in row["groups"]], sorted_column)
     shown = sort_key and _shown_statistics(view, board) is not None
     summary = measure_summary(task, phase.pk if phase else None, sort_key) if shown else None
     top_group = summary["top_group"] if summary else []
     # The level the stored top group was drawn at, read back with it.
     alpha = summary["alpha"] if summary else None
     phase_name = phase.name if phase else None
-    table = board_table(rows, columns, board.dimensions() if subtask == "quality" else [], sort_key, subtask,
-                        phase_name, top_group, alpha) if rows else ""
-    sorted_column = _column(board, sort_key)
-    chart = interval_chart(summary, rows, sort_key, sorted_column.lower_is_better) if sorted_column else None
+    table = board_table(rows, columns, sort_key, group, phase_name, top_group, alpha, show) if rows else ""
+    chart = interval_chart(summary, rows, sorted_column) if sorted_column else None
     return render_to_string("leaderboard/board_section.html", {
-        "task": task, "phase": phase, "board": board, "subtask": subtask, "organiser": organiser,
+        "task": task, "phase": phase, "board": board, "group": group, "organiser": organiser,
         "table": table, "top_group": top_group, "alpha": alpha, "chart": chart,
-        "status": status, "runs_on_board": len(board.rows),
-        "tabs": [(name, title, sort_link(phase_name, name, "")) for name, title in (
-            ("quality", "Dialogue quality (DQ)"), ("nugget", "Nugget detection (ND)")) if board.columns_for(name)],
+        "status": status, "runs_on_board": len(board.rows), "columns": columns, "show": show,
+        "has_unofficial": len(official) not in (0, len(every)),
+        "toggle": sort_link(phase_name, group, sort_key if show != "all" or sorted_column in official else "",
+                            "" if show == "all" else "all"),
+        "tabs": [(g.name, g.title, sort_link(phase_name, g.name, "", show)) for g in groups if len(groups) > 1],
     })
 
 
@@ -165,8 +168,9 @@ def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
 
 @extend_schema(
     summary="A task's public leaderboard",
-    description="Every visible run with team, name, description, baseline flag, submission time and its scores "
-                "in the structure of `score --format json`. Lower is better for every measure.",
+    description="Every visible run with team, name, description, baseline flag, submission time, its scores "
+                "in the structure of `score --format json` and its rank per measure; `measures` says what each "
+                "measure key means and whether higher or lower is better.",
     parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
                                                          "open phase, else the latest that started)")],
     responses={200: OpenApiTypes.OBJECT},
@@ -178,7 +182,7 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
-    key = "json:" + board_cache_key(task, phase, organiser)
+    key = cachekeys.board_json(board_cache_key(task, phase, organiser))
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
         return _board_caching_headers(HttpResponseNotModified(), etag, organiser)
@@ -202,8 +206,10 @@ def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str,
     board = get_board(task, phase, organiser)
     plain = orjson.dumps({
         "task": task.slug, "title": task.title, "phase": phase.name if phase else None,
-        "gold_version": board.gold_version, "scope": board.scope, "lower_is_better": True,
+        "gold_version": board.gold_version, "scope": board.scope, "kind": task.kind,
         "note": board.hidden_reason or None,
+        # What each key in the runs' scores means, and which way is better (ranks follow it).
+        "measures": [column.public() for column in board.columns],
         "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
                                                   "submitted_at", "scores", "ranks")} for row in board.rows],
     })
@@ -253,7 +259,7 @@ def _board_caching_headers(response: HttpResponse, etag: str, organiser: bool) -
 def tasks_api(request: Request) -> Response:
     tasks = [task for task in Task.objects.all() if task.is_public or task.is_organiser(request.user)]
     return Response({"tasks": [{"slug": task.slug, "title": task.title, "description": task.description,
-                                "config": task.config,
+                                "kind": task.kind, "config": task.config,
                                 "leaderboard": request.build_absolute_uri(f"/api/v1/tasks/{task.slug}/leaderboard/")}
                                for task in tasks]})
 
@@ -275,28 +281,60 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     if record is not None:
         summaries = record.summaries()
         # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
-        for subtask in ("quality", "nugget"):
-            levels = levels or record.meta.get(subtask, {}).get("alphas", [])
+        groups = [group.name for group in board.groups()]
+        for group in groups:
+            levels = levels or record.meta.get(group, {}).get("alphas", [])
         suffixes = [alpha_suffix(level) for level in levels]
         for column in board.columns:
             summary = summaries.get(column.key)
             if summary is None:
                 continue
-            meta = record.meta.get(column.subtask, {}).get("measures", {}).get(column.key, {})
-            measures.append({"key": column.key, "title": f"{column.dimension + ' ' if column.dimension else ''}"
-                                                         f"{column.title}", "runs": len(summary["run_ids"]),
+            meta = record.meta.get(column.group, {}).get("measures", {}).get(column.key, {})
+            measures.append({"key": column.key, "title": column.column_title, "long_title": column.title,
+                             "direction": column.direction, "runs": len(summary["run_ids"]),
                              "top_group": len(summary["top_group"]),
                              "powers": [meta.get(f"discriminative_power_{suffix}") for suffix in suffixes],
                              "deltas": [meta.get(f"delta_required_{suffix}") for suffix in suffixes]})
-        for subtask in ("quality", "nugget"):
-            taus += record.meta.get(subtask, {}).get("kendall_tau", [])
+        titles = {column.key: column.column_title for column in board.columns}
+        for group in groups:
+            taus += [{**tau, "a": titles.get(tau["a"], tau["a"]), "b": titles.get(tau["b"], tau["b"])}
+                     for tau in record.meta.get(group, {}).get("kendall_tau", [])]
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "levels": levels,
+        "levels": levels, "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:
+    """The kind's own comparisons (``Kind.compare``) as tables with formatted cells; None while
+    the board's runs differ from those compared (a run hidden or withdrawn since is named in
+    them, so they wait for the recomputation that its change queued)."""
+    data = record.meta.get("kind") if record is not None else None
+    if not data:
+        return []
+    if {row["id"] for row in board.rows} != set(record.run_ids):
+        return None
+    if isinstance(data.get("unavailable"), str):  # the server's own reason (a live board), not the kind's
+        return [{"title": "Comparisons between the runs", "note": f"Not computed: {data['unavailable']}.",
+                 "headers": [], "rows": []}]
+    tables = task.kind_impl.compare_tables(data)
+    for table in tables:
+        table["rows"] = [[_cell(value, table.get("shade", False)) for value in row] for row in table["rows"]]
+    return tables
+
+
+def _cell(value: Any, shade: bool) -> dict[str, Any]:
+    if value is None:
+        return {"text": "–", "number": True}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return {"text": str(value), "number": False}
+    text = f"{value:,}" if isinstance(value, int) else f"{value:.4f}"
+    # Shading in five steps of a single blue (readable without telling hues apart).
+    level = min(4, max(0, int(float(value) * 5))) if shade and 0.0 <= value <= 1.0 else None
+    return {"text": text, "number": True, "level": level}
 
 
 def _other_scope(view: access.BoardAccess, board: Board, record: Any) -> str:
@@ -353,17 +391,17 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
         raise Http404("no statistics for this measure yet")
     entry = _on_board(stored.entry(), board)
     labels = _run_labels(record, board, entry["run_ids"])
-    column = _column(board, key)
+    column = board.column(key)
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
         "shade_bounds": SHADE_BOUNDS,
-        "table": pvalue_table(labels, entry, column.lower_is_better if column else True)})
+        "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
 
 
 def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
-    """Per-dialogue matrices of test data reach only organisers until the results are published:
+    """Per-item matrices of test data reach only organisers until the results are published:
     test data is a gold version that a test or final phase uses, whichever board shows it (the
-    same rule as per-dialogue scores on run pages, ``tasks.access``)."""
+    same rule as per-item scores on run pages, ``tasks.access``)."""
     return access.matrices_allowed(view.phases, board.gold_version_id, view.organiser)
 
 
@@ -382,16 +420,16 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
     if needs_matrix:
         from leaderboard.statistics import gather_matrices
 
-        column = _column(board, key)
+        column = board.column(key)
         if column is None:
-            raise Http404("no per-dialogue scores for this measure")
-        matrices = gather_matrices(board, column.subtask)
+            raise Http404("no per-item scores for this measure")
+        matrices = gather_matrices(board, column.group)
         if key not in matrices.by_key:
-            raise Http404("no per-dialogue scores for this measure")
+            raise Http404("no per-item scores for this measure")
         names = _run_names(board)
         labels = [names.get(run_id, str(run_id)) for run_id in matrices.run_ids]
         gold = task.gold_versions.get(number=board.gold_version).load()
-        ids = gold.dialogue_ids
+        ids = list(gold.item_ids)
         if board.scope == "live" and phase is not None and phase.live_subset() is not None:
             ids = [ids[i] for i in phase.live_subset()]
         if kind == "matrix.csv":
@@ -439,7 +477,7 @@ def _run_names(board: Board) -> dict[int, str]:
 def _result_from(entry: dict, record: Any) -> Any:
     """A TukeyHSDResult rebuilt from stored numbers, for the export functions."""
     return TukeyHSDResult.from_stored(entry, permutations=record.permutations, seed=record.seed,
-                                      n_dialogues=record.n_dialogues)
+                                      n_dialogues=record.n_items)
 
 
 def _latex(board: Board, record: Any) -> str:
@@ -450,12 +488,12 @@ def _latex(board: Board, record: Any) -> str:
     run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
     note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; "
             f"top group at alpha = {record.alpha:g}; "
-            f"{record.n_dialogues} dialogues ({board.scope} scores, gold version {board.gold_version}); "
+            f"{record.n_items} {board.item_noun}s ({board.scope} scores, gold version {board.gold_version}); "
             f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC.")
     return exports.latex_means_table(
         [names[run_id] for run_id in run_ids], keys,
         {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
         {key: set(summaries[key]["top_group"]) for key in keys}, run_ids,
         # Bold marks the best run in each measure's direction, as its top group was drawn.
-        lower_is_better={column.key: column.lower_is_better for column in board.columns if column.key in keys},
+        lower_is_better={column.key: not column.higher_is_better for column in board.columns if column.key in keys},
         note=note)

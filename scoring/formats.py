@@ -385,6 +385,11 @@ class Gold:
         return len(self.dialogue_ids)
 
     @property
+    def item_ids(self) -> list[str]:
+        """The kind interface's name for the dialogue ids (``scoring.kinds``)."""
+        return self.dialogue_ids
+
+    @property
     def has_quality(self) -> bool:
         return self.quality_counts is not None
 

@@ -48,7 +48,7 @@ def get_task_for_user(user: Any, slug: str) -> Task:
 
 def task_phases(task_id: int) -> list[Phase]:
     """Every phase of a task (a handful); callers that look at many runs of one task pass the
-    list on to ``visible_score`` and ``may_see_per_dialogue`` so that it is read once."""
+    list on to ``visible_score`` and ``may_see_per_item`` so that it is read once."""
     return list(Phase.objects.filter(task_id=task_id))
 
 
@@ -108,16 +108,16 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
 
 
 def log_access(request: HttpRequest, task: Task, what: str) -> None:
-    """Record who read gold-derived data (exports, matrices, per-dialogue test scores before
+    """Record who read gold-derived data (exports, matrices, per-item test scores before
     publication) or changed what the public sees: the organisers' access log."""
     AccessLog.objects.create(user=request.user if request.user.is_authenticated else None, task=task,
                              what=what[:200], ip_address=client_ip(request))
 
 
-def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:
+def may_see_per_item(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:
     """Organisers always; otherwise only the run's own team, and on test data only once the
-    results are published (whatever a test phase's per-dialogue feedback box says); in a
-    development phase, if the phase gives per-dialogue feedback."""
+    results are published (whatever a test phase's per-item feedback box says); in a
+    development phase, if the phase gives per-item feedback."""
     if is_organiser(user, run.task):
         return True
     if not is_member(user, run):
@@ -125,7 +125,7 @@ def may_see_per_dialogue(run: Run, user: Any, phases: list[Phase] | None = None)
     if on_test_data(run, phases):
         return test_results_published(run, phases)
     phase = run.phase
-    return phase is None or phase.per_dialogue_feedback or phase.results_published
+    return phase is None or phase.per_item_feedback or phase.results_published
 
 
 # Boards --------------------------------------------------------------------------------------

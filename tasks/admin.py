@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from scoring import PRESETS, TaskConfig
+from scoring.kinds import KINDS
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
 from tasks.errors import Rejected
@@ -19,13 +19,18 @@ from tasks.models import AccessLog, GoldVersion, Phase, Run, Score, Task, Team
 from tasks.organising import load_gold_version, rescore_runs, validated_gold
 
 
+def _preset_choices() -> list[tuple[str, str]]:
+    return [("", "---------")] + [(name, f"{name} ({kind.name})") for kind in KINDS.values()
+                                  for name in sorted(kind.presets)]
+
+
 class TaskForm(forms.ModelForm):
-    preset = forms.ChoiceField(choices=[(name, name) for name in sorted(PRESETS)], required=False,
-                               help_text="new tasks: fill the labels and rules from a preset")
+    preset = forms.ChoiceField(choices=_preset_choices, required=False,
+                               help_text="new tasks: fill the configuration from one of the kind's presets")
 
     class Meta:
         model = Task
-        fields = ["slug", "title", "description", "is_public", "organisers", "requires_team_approval",
+        fields = ["slug", "title", "description", "kind", "is_public", "organisers", "requires_team_approval",
                   "permutations", "statistics_seed", "config"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -34,10 +39,21 @@ class TaskForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if not data.get("config"):
-            data["config"] = PRESETS[data.get("preset") or "stc3"].to_dict()
+        name = data.get("kind") or "stc3"
+        if name not in KINDS:
+            return data  # the field's validator has said so
+        kind = KINDS[name]
+        if self.instance.pk and self.instance.kind != name and self.instance.gold_versions.exists():
+            self.add_error("kind", "a task with gold versions keeps its kind (its gold and runs are of that kind)")
+        preset = data.get("preset") or ""
+        if preset and preset not in kind.presets:
+            self.add_error("preset", f"{preset!r} is not a preset of the kind {name!r} "
+                                     f"(its presets: {', '.join(sorted(kind.presets)) or 'none'})")
+            return data
+        if not data.get("config") or preset:
+            data["config"] = dict(kind.presets[preset or kind.default_preset])
         try:
-            TaskConfig.from_dict(data["config"])
+            kind.config(data["config"])
         except (ValueError, TypeError) as error:
             self.add_error("config", str(error))
         return data
@@ -88,9 +104,9 @@ class GoldUploadForm(forms.ModelForm):
 
 @admin.register(GoldVersion)
 class GoldVersionAdmin(admin.ModelAdmin):
-    list_display = ["task", "number", "label", "n_dialogues", "source_name", "created_at", "created_by"]
+    list_display = ["task", "number", "label", "n_items", "source_name", "created_at", "created_by"]
     list_filter = ["task"]
-    readonly_fields = ["number", "sha256", "n_dialogues", "has_quality", "has_nugget", "warnings", "source_name",
+    readonly_fields = ["number", "sha256", "n_items", "measure_keys", "warnings", "source_name",
                        "created_by", "created_at"]
     exclude = ["compiled"]
 
@@ -124,7 +140,7 @@ class PhaseAdmin(admin.ModelAdmin):
                     "live_subset_size", "results_published"]
     list_filter = ["task", "kind"]
     help_texts = {
-        "per_dialogue_feedback": "development phases: run owners see per-dialogue scores. Test and final phases "
+        "per_item_feedback": "development phases: run owners see per-item scores. Test and final phases "
                                  "never show per-dialogue scores to participants before the results are published.",
         "requires_method_description": "every run needs a description of the method (NTCIR asks for one in the "
                                        "test phase)",

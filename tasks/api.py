@@ -65,9 +65,11 @@ def _flatten(data: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}{data}"]
 
 
-def run_data(run: Run, user: Any, phases: list[Any] | None = None) -> dict[str, Any]:
+def run_data(run: Run, user: Any, phases: list[Any] | None = None, describe: bool = True) -> dict[str, Any]:
+    """A run as the API shows it to ``user``; ``describe`` adds what each measure key means (a
+    list of runs says it once instead)."""
     score = access.visible_score(run, user, phases)
-    return {
+    data = {
         "id": run.pk,
         "task": run.task.slug,
         "team": run.team.name if run.team_id else None,
@@ -88,6 +90,11 @@ def run_data(run: Run, user: Any, phases: list[Any] | None = None) -> dict[str, 
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "url": reverse("api-run", args=[run.pk]),
     }
+    if describe:
+        # What each key of "scores" means and which way is better, in the board's order.
+        data["measures"] = [spec.public() for spec in run.task.measure_specs()
+                            if score and spec.key in score.summary.get("measures", {})]
+    return data
 
 
 class UploadThrottle(UserRateThrottle):
@@ -159,7 +166,8 @@ def my_runs(request: Request, slug: str) -> Response:
     runs = Run.objects.filter(task=task, team__members=request.user).select_related(
         "task", "team", "phase", "gold_version")
     phases = access.task_phases(task.pk)
-    return Response({"runs": [run_data(run, request.user, phases) for run in runs[:500]],
+    return Response({"runs": [run_data(run, request.user, phases, describe=False) for run in runs[:500]],
+                     "measures": [spec.public() for spec in task.measure_specs()],
                      "quota": quota_status(task, request.user)})
 
 

@@ -20,10 +20,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from evalserver.celery import app
-from scoring import ValidationFailed, evaluate, load_run, parse_json
-from scoring.evaluate import Result
-from scoring.formats import restrict
-from scoring.kinds import measure_key
+from scoring import ValidationFailed, parse_json
+from scoring.kinds import Scored
 from tasks.changes import board_changed
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.models import Phase, Run, Score, ScoreVector
@@ -152,6 +150,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
     try:
         result, live = _compute(run)
         _check_finite(result, live)
+        parts = _parts(run, result)
     except ValidationFailed as error:
         # The file passed validation at upload: failing now means the gold it is scored against
         # changed, which is not the team's doing.
@@ -179,8 +178,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
                 _store(run, live, Score.LIVE)
             Run.objects.filter(pk=run.pk).update(
                 status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
-                failure_is_server_side=False, has_quality=result.quality is not None,
-                has_nugget=result.nugget is not None)
+                failure_is_server_side=False, parts=parts)
             board_changed(run.task)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
@@ -206,35 +204,40 @@ class NonFiniteScore(Exception):
     """Scoring produced NaN or an infinity: never stored, shown or served."""
 
 
-def _check_finite(*results: Result | None) -> None:
+def _check_finite(*results: Scored | None) -> None:
     for result in results:
         if result is None:
             continue
-        for key, values in result_vectors(result):
+        for key, values in result.per_item.items():
             if not np.isfinite(values).all():
                 bad = int(np.count_nonzero(~np.isfinite(values)))
                 raise NonFiniteScore(f"scoring produced {bad} score(s) that are not finite numbers (NaN or "
                                      f"infinity) for {key}; nothing was stored")
-        means = [value for dims in (result.quality_means or {}).values() for value in dims.values()]
-        means += list((result.nugget_means or {}).values())
-        if not all(np.isfinite(means)):
-            raise NonFiniteScore("scoring produced a mean that is not a finite number (NaN or infinity); "
+        if not all(np.isfinite(list(result.headlines.values()))):
+            raise NonFiniteScore("scoring produced a run figure that is not a finite number (NaN or infinity); "
                                  "nothing was stored")
 
 
-def _compute(run: Run) -> tuple[Result, Result | None]:
+def _compute(run: Run) -> tuple[Scored, Scored | None]:
+    """The run's scores on its gold version, and on the live subset of the phase that shows it."""
+    kind, config = run.task.kind_impl, run.task.kind_config
     gold = run.gold_version.load()
-    parsed = load_run(parse_json(read_run_file(run), "file"), gold)
-    config = run.task.scoring_config
-    result = evaluate(parsed, gold, config)
+    parsed = kind.parse_run(parse_json(read_run_file(run), "file"), gold, config)
+    result = kind.score(parsed, gold, config)
     live = None
     phase = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
     if run.is_baseline:  # baselines have no phase, but a test board with a live subset shows them too
         phase = live_phase(run.task_id, run.gold_version_id)
     subset = phase.live_subset() if phase is not None else None
     if subset is not None:
-        live = evaluate(*restrict(parsed, gold, subset), config)
+        live = kind.score(parsed, gold, config, items=subset)
     return result, live
+
+
+def _parts(run: Run, result: Scored) -> list[str]:
+    """The measure groups the run has scores in (a DQ-only run takes no part in the ND board)."""
+    groups = {spec.key: spec.group for spec in run.task.measure_specs()}
+    return sorted({groups.get(key, "") for key in result.per_item} - {""})
 
 
 def live_phase(task_id: int, gold_version_id: int | None) -> Phase | None:
@@ -243,22 +246,16 @@ def live_phase(task_id: int, gold_version_id: int | None) -> Phase | None:
             .select_related("gold_version").order_by("starts_at").first())
 
 
-def _store(run: Run, result: Result, scope: str) -> None:
-    score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary())
-    vectors = [ScoreVector(score=score, key=key, mean=float(values.mean()) if key.startswith("quality")
-                           else result.nugget_means[key.split(".")[1]],
-                           values=np.ascontiguousarray(values, dtype=np.float64).tobytes())
-               for key, values in result_vectors(result)]
-    ScoreVector.objects.bulk_create(vectors)
-
-
-def result_vectors(result: Result) -> list[tuple[str, np.ndarray]]:
-    """Every per-dialogue score array of a result with its key (``quality.A.rsnod``, ``nugget.jsd``)."""
-    pairs = []
-    for dim, measures in (result.quality or {}).items():
-        pairs += [(measure_key("quality", dim, name), values) for name, values in measures.items()]
-    pairs += [(measure_key("nugget", name), values) for name, values in (result.nugget or {}).items()]
-    return pairs
+def _store(run: Run, result: Scored, scope: str) -> None:
+    """The run's figures (``Scored.summary()``, the structure of ``score --format json``), its
+    per-item details, and one vector per measure whose ``mean`` is the measure's headline figure
+    (a mean of items, or a corpus-level figure), exactly as the kind computed it."""
+    score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary(),
+                                 details=result.details)
+    ScoreVector.objects.bulk_create([
+        ScoreVector(score=score, key=key, mean=result.headlines[key],
+                    values=np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        for key, values in result.per_item.items()])
 
 
 def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:

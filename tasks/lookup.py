@@ -22,14 +22,11 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
+from tasks import cachekeys
+from tasks.cachekeys import ROUTE_SECONDS, TOKEN_SECONDS
 from tasks.models import Phase, Task
 
-ROUTE_SECONDS = 60
-TOKEN_SECONDS = 24 * 3600
-
-
-def _token_key(slug: str) -> str:
-    return f"task-token:{slug}"
+_token_key = cachekeys.task_token
 
 
 def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
@@ -44,7 +41,7 @@ def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
     if token is None:
         cache.add(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
         token = cache.get(_token_key(slug))
-    key = f"task-route:{slug}:{token}"
+    key = cachekeys.task_route(slug, token)
     found = cache.get(key) if token else None
     if found is None:
         found = _load(slug)

@@ -8,7 +8,9 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import orjson
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import (
     MaxValueValidator,
     MinValueValidator,
@@ -18,21 +20,29 @@ from django.core.validators import (
 from django.db import models
 from django.utils import timezone
 
-from scoring import Gold, TaskConfig
+from scoring.kinds import KINDS, Kind, MeasureSpec, get_kind
 from tasks.names import validate_visible_name
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$",
                                 "use 3-50 lower-case letters, digits and hyphens, not starting or ending with -")
 
 
+def validate_kind(name: str) -> None:
+    if name not in KINDS:
+        raise ValidationError(f"unknown task kind {name!r}; known kinds: {', '.join(sorted(KINDS))}")
+
+
 class Task(models.Model):
-    """A shared task (e.g. NTCIR-14 STC-3 Chinese DQ and ND) with its labels and rules."""
+    """A shared task of one kind (``scoring.kinds``: DQ/ND ``stc3``, ``response``, ``metric``, ...)
+    with its configuration and rules. Everything about its files and numbers is the kind's."""
 
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     # PostgreSQL refuses NUL characters in text: say so in validation, not with a database error.
     title = models.CharField(max_length=200, validators=[ProhibitNullCharactersValidator()])
     description = models.TextField(blank=True, validators=[ProhibitNullCharactersValidator()])
-    config = models.JSONField(help_text="scoring.config.TaskConfig as a dict: labels, alpha, averaging, variant")
+    kind = models.CharField(max_length=30, default="stc3", validators=[validate_kind],
+                            help_text="the kind of task (scoring.kinds): what files look like and how they are scored")
+    config = models.JSONField(help_text="the kind's configuration as a dict (labels, measures, options)")
     is_public = models.BooleanField(default=True, help_text="listed and its leaderboard shown to everyone")
     organisers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="organised_tasks")
     requires_team_approval = models.BooleanField(
@@ -51,8 +61,38 @@ class Task(models.Model):
         return self.slug
 
     @property
-    def scoring_config(self) -> TaskConfig:
-        return TaskConfig.from_dict(self.config)
+    def kind_impl(self) -> Kind:
+        return get_kind(self.kind)
+
+    @property
+    def kind_config(self) -> Any:
+        """The validated configuration object of the task's kind (cached per configuration)."""
+        return _kind_config(self.kind, orjson.dumps(self.config, option=orjson.OPT_SORT_KEYS))
+
+    @property
+    def item_noun(self) -> str:
+        """What the kind scores one by one: "dialogue", "context"."""
+        return self.kind_impl.item_noun
+
+    def items(self, count: int) -> str:
+        """``300 dialogues``, ``1 context``: a count in the kind's words."""
+        return f"{count:,} {self.item_noun}{'' if count == 1 else 's'}"
+
+    def measure_specs(self, keys: list[str] | None = None) -> list[MeasureSpec]:
+        """The kind's measures for this task in display order, only ``keys`` when given (a gold
+        version's ``measure_keys``)."""
+        specs = self.kind_impl.measures(self.kind_config)
+        return specs if keys is None else [spec for spec in specs if spec.key in set(keys)]
+
+    def clean(self) -> None:
+        super().clean()
+        if self.kind in KINDS:
+            try:
+                self.kind_impl.config(self.config if isinstance(self.config, dict) else {})
+            except (TypeError, ValueError) as error:
+                raise ValidationError({"config": str(error)}) from None
+            if not isinstance(self.config, dict):
+                raise ValidationError({"config": "must be a JSON object"})
 
     def latest_gold(self) -> GoldVersion | None:
         return self.gold_versions.order_by("-number").first()
@@ -70,12 +110,12 @@ class GoldVersion(models.Model):
     number = models.PositiveIntegerField()
     label = models.CharField(max_length=100, blank=True, help_text="e.g. 'development' or 'test'",
                              validators=[ProhibitNullCharactersValidator()])
-    compiled = models.BinaryField(help_text="scoring.Gold.to_bytes(): label counts ready for scoring")
+    compiled = models.BinaryField(help_text="the kind's compiled gold (to_bytes()), ready for scoring")
     sha256 = models.CharField(max_length=64)
     source_name = models.CharField(max_length=255, blank=True)
-    n_dialogues = models.PositiveIntegerField()
-    has_quality = models.BooleanField(default=True)
-    has_nugget = models.BooleanField(default=True)
+    n_items = models.PositiveIntegerField()
+    measure_keys = models.JSONField(default=list, blank=True,
+                                    help_text="the keys of the measures runs are scored with against this version")
     warnings = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -87,15 +127,22 @@ class GoldVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.task.slug} gold v{self.number}"
 
-    def load(self) -> Gold:
-        return _compiled_gold(self.pk, bytes(self.compiled))
+    def load(self) -> Any:
+        return _compiled_gold(self.pk, self.task.kind, bytes(self.compiled))
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_gold(pk: int, data: bytes) -> Gold:
+def _compiled_gold(pk: int, kind: str, data: bytes) -> Any:
     # Versions never change once written, so the primary key is a sound cache key; the bytes
     # argument only makes a cache miss possible without another query.
-    return Gold.from_bytes(data)
+    return get_kind(kind).gold_from_bytes(data)
+
+
+@functools.lru_cache(maxsize=64)
+def _kind_config(kind: str, config: bytes) -> Any:
+    # A task page, a board and a scoring job each need the validated configuration; validating
+    # it once per distinct configuration is enough (the key is the configuration itself).
+    return get_kind(kind).config(orjson.loads(config))
 
 
 class Phase(models.Model):
@@ -113,12 +160,12 @@ class Phase(models.Model):
     daily_quota = models.PositiveIntegerField(default=20, help_text="runs per team per UTC day")
     total_quota = models.PositiveIntegerField(default=200, help_text="runs per team in the whole phase")
     live_subset_size = models.PositiveIntegerField(
-        null=True, blank=True, help_text="test phase: the live leaderboard scores this many dialogues only")
+        null=True, blank=True, help_text="test phase: the live leaderboard scores this many items only")
     live_subset_seed = models.PositiveIntegerField(default=0)
-    per_dialogue_feedback = models.BooleanField(default=True, help_text="run owners see per-dialogue scores")
+    per_item_feedback = models.BooleanField(default=True, help_text="run owners see per-item scores")
     requires_method_description = models.BooleanField(default=False)
     results_published = models.BooleanField(
-        default=False, help_text="final phase: full-test-set scores and per-dialogue scores are public")
+        default=False, help_text="final phase: full-test-set scores and per-item scores are public")
 
     class Meta:
         ordering = ["task", "starts_at"]
@@ -136,8 +183,8 @@ class Phase(models.Model):
         return self.starts_at <= at < self.ends_at
 
     def live_subset(self) -> np.ndarray | None:
-        """Indices of the gold dialogues the live leaderboard scores (fixed by the organiser's seed)."""
-        n = self.gold_version.n_dialogues
+        """Indices of the gold items the live leaderboard scores (fixed by the organiser's seed)."""
+        n = self.gold_version.n_items
         if not self.live_subset_size or self.live_subset_size >= n:
             return None
         rng = np.random.default_rng(self.live_subset_seed)
@@ -187,8 +234,8 @@ class Run(models.Model):
     file_sha256 = models.CharField(max_length=64)
     file_size = models.PositiveIntegerField()
     original_filename = models.CharField(max_length=255, blank=True)
-    has_quality = models.BooleanField(default=False)
-    has_nugget = models.BooleanField(default=False)
+    parts = models.JSONField(default=list, blank=True,
+                             help_text="the measure groups the run was scored in (a DQ-only run: ['quality'])")
     status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED, db_index=True)
     gold_version = models.ForeignKey(GoldVersion, null=True, on_delete=models.PROTECT, related_name="+",
                                      help_text="the gold version the status refers to")
@@ -222,13 +269,14 @@ class Run(models.Model):
     def is_withdrawn(self) -> bool:
         return self.withdrawn_at is not None
 
-    @property
-    def subtasks(self) -> list[str]:
-        return [name for name, present in (("quality", self.has_quality), ("nugget", self.has_nugget)) if present]
 
 
 class Score(models.Model):
-    """A run's scores against one gold version on one scope (all dialogues, or the live subset)."""
+    """A run's scores against one gold version on one scope (all items, or the live subset).
+
+    ``summary`` is ``Scored.summary()``: ``{"measures": {key: headline}, "n_items": N, "settings":
+    {...}}`` and whatever run-level figures the kind adds; ``details`` what a kind says per item
+    beyond its numbers (the response kind's nugget scores), read only by run pages and exports."""
 
     FULL, LIVE = "full", "live"
     SCOPES = [(FULL, "whole gold"), (LIVE, "live subset")]
@@ -237,6 +285,7 @@ class Score(models.Model):
     gold_version = models.ForeignKey(GoldVersion, on_delete=models.CASCADE, related_name="scores")
     scope = models.CharField(max_length=10, choices=SCOPES, default=FULL)
     summary = models.JSONField(help_text="the structure of `score --format json`")
+    details = models.JSONField(default=dict, blank=True, help_text="per-item details the kind reports")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -247,14 +296,15 @@ class Score(models.Model):
 
 
 class ScoreVector(models.Model):
-    """Per-dialogue scores of one measure as float64 bytes, in the gold version's dialogue order.
+    """Per-item scores of one measure as float64 bytes, in the gold version's item order.
 
     One row per run and measure: a dialogue-by-run matrix for the significance tests is one
-    query (``key`` and the runs) and a ``np.frombuffer`` per run.
+    query (``key`` and the runs) and a ``np.frombuffer`` per run. ``mean`` is the measure's headline
+    figure (the mean of the items, or a corpus-level figure where the measure says so).
     """
 
     score = models.ForeignKey(Score, on_delete=models.CASCADE, related_name="vectors")
-    key = models.CharField(max_length=64, help_text="'quality.<dimension>.<measure>' or 'nugget.<measure>'")
+    key = models.CharField(max_length=64, help_text="a measure key of the task's kind (scoring.kinds.measure_key)")
     mean = models.FloatField()
     values = models.BinaryField()
 
@@ -270,7 +320,7 @@ class ScoreVector(models.Model):
 
 
 class AccessLog(models.Model):
-    """Who downloaded gold-derived data (exports, per-dialogue scores, run files)."""
+    """Who downloaded gold-derived data (exports, per-item scores, run files)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     task = models.ForeignKey(Task, null=True, on_delete=models.CASCADE, related_name="access_log")

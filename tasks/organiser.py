@@ -19,7 +19,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from scoring import exports
-from scoring.kinds import measure_key
 from tasks import access
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 from tasks.organising import rescore_runs
@@ -179,8 +178,8 @@ def runs_zip(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _dicts_csv(rows: list[dict[str, Any]], empty_header: list[str]) -> str:
     """Rows of dicts as CSV through the project's one writer (formula guard on text cells), with
-    the union of their keys as columns in order of first appearance (DQ-only and ND-only runs
-    have different measures); a missing value is an empty cell."""
+    the union of their keys as columns in order of first appearance (runs of one
+    measure group only, a DQ-only run say, have fewer measures); a missing value is an empty cell."""
     columns = list(dict.fromkeys(key for row in rows for key in row)) or empty_header
     return exports.csv_text([columns, *([row.get(column) for column in columns] for row in rows)])
 
@@ -201,9 +200,7 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
                                "withdrawn": run.is_withdrawn, "phase": run.phase.name if run.phase else "",
                                "priority": run.priority, "gold_version": score.gold_version.number,
                                "scope": score.scope, "submitted_at": run.created_at.isoformat()}
-        for dim, measures in score.summary.get("quality", {}).items():
-            row.update({measure_key("quality", dim, name): value for name, value in measures.items()})
-        row.update({measure_key("nugget", name): value for name, value in score.summary.get("nugget", {}).items()})
+        row.update(score.summary.get("measures", {}))
         rows.append(row)
     return rows
 

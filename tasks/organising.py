@@ -13,8 +13,8 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from scoring import PRESETS, ValidationFailed, load_gold, parse_json
-from scoring.baselines import popularity_run, uniform_run
+from scoring import ValidationFailed, parse_json
+from scoring.kinds import KINDS
 from tasks.changes import touch_scores
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
@@ -22,10 +22,17 @@ from tasks.models import GoldVersion, Run, Task
 from tasks.runfiles import store_run_file
 
 
-def create_task(slug: str, preset: str = "stc3", title: str = "", description: str = "") -> Task:
-    if preset not in PRESETS:
-        raise Rejected([f"unknown preset {preset!r}; known presets: {', '.join(sorted(PRESETS))}"])
-    task = Task(slug=slug, title=title or slug, description=description, config=PRESETS[preset].to_dict())
+def create_task(slug: str, preset: str = "", title: str = "", description: str = "", kind: str = "stc3") -> Task:
+    """A new task of ``kind`` configured by one of the kind's presets (its default when empty)."""
+    if kind not in KINDS:
+        raise Rejected([f"unknown task kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}"])
+    implementation = KINDS[kind]
+    preset = preset or implementation.default_preset
+    if preset not in implementation.presets:
+        raise Rejected([f"unknown preset {preset!r} for the kind {kind!r}; its presets: "
+                        f"{', '.join(sorted(implementation.presets)) or 'none'}"])
+    task = Task(slug=slug, title=title or slug, description=description, kind=kind,
+                config=dict(implementation.presets[preset]))
     try:
         task.full_clean()
     except ValidationError as error:
@@ -54,8 +61,9 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
         version = GoldVersion.objects.create(
             task=task, number=number, label=label, compiled=gold.to_bytes(),
             sha256=hashlib.sha256(content).hexdigest(), source_name=source_name[:255],
-            n_dialogues=gold.n_dialogues, has_quality=gold.has_quality, has_nugget=gold.has_nugget,
-            warnings=gold.warnings, created_by=user if user is not None and user.is_authenticated else None,
+            n_items=len(gold.item_ids),
+            measure_keys=[spec.key for spec in task.kind_impl.measures(task.kind_config, gold)],
+            warnings=list(gold.warnings), created_by=user if user is not None and user.is_authenticated else None,
         )
         for phase in phases:
             phase.gold_version = version
@@ -68,32 +76,26 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
 
 def validated_gold(task: Task, content: bytes) -> Any:
     try:
-        return load_gold(parse_json(content, "gold file"), task.scoring_config)
+        return task.kind_impl.compile_gold(parse_json(content, "gold file"), task.kind_config)
     except ValidationFailed as error:
         raise Rejected(error.errors) from None
 
 
 def create_baselines(task: Task, version: GoldVersion) -> list[Run]:
-    """The uniform and popularity baselines of this gold version.
+    """The baselines the task's kind builds from this gold version (DQ/ND: uniform and popularity).
 
     Baselines belong to their version (the popularity baseline is made from its labels): they are
     never re-scored against another one, and every board shows those of the version it shows, so
     a development board keeps its baselines when the test gold arrives.
     """
-    gold = version.load()
     runs = []
-    for name, builder, description in (
-        ("uniform", uniform_run, "Baseline: the same probability for every label."),
-        ("popularity", popularity_run,
-         "Baseline: all probability on the most frequent gold label per quality dimension and per "
-         "sender (ties split equally); uses no per-dialogue knowledge."),
-    ):
-        content = orjson.dumps(builder(gold))
+    for baseline in task.kind_impl.baselines(version.load(), task.kind_config):
+        content = orjson.dumps(baseline.content)
         sha = store_run_file(content)
         runs.append(Run.objects.create(
-            task=task, name=f"baseline-{name}-v{version.number}", description=description, is_baseline=True,
-            file_sha256=sha, file_size=len(content), original_filename=f"baseline-{name}.json",
-            has_quality=gold.has_quality, has_nugget=gold.has_nugget, gold_version=version,
+            task=task, name=f"baseline-{baseline.name}-v{version.number}", description=baseline.description,
+            is_baseline=True, file_sha256=sha, file_size=len(content),
+            original_filename=f"baseline-{baseline.name}.json", gold_version=version,
         ))
     for run in runs:
         enqueue_scoring(run)

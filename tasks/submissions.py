@@ -19,8 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from scoring import ValidationFailed, load_run, parse_json
-from scoring.formats import check_run_shape
+from scoring import ValidationFailed, parse_json
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring
 from tasks.models import GoldVersion, Phase, Run, Task, Team
@@ -266,8 +265,8 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             gold = version.load()
             # The file's shape is checked against the gold before the parser builds anything:
             # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
-            check_run_shape(submission.content, gold)
-            parsed = load_run(parse_json(submission.content, "file"), gold)
+            task.kind_impl.check_run_file(submission.content, gold)
+            parsed = task.kind_impl.parse_run(parse_json(submission.content, "file"), gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
         parsed = None
@@ -288,8 +287,9 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             run = Run.objects.create(
                 task=task, team=team, phase=phase, submitted_by=user, name=default_name, description=description,
                 priority=submission.priority, is_public=submission.is_public, file_sha256=sha,
-                file_size=len(submission.content), original_filename=filename, has_quality=parsed.has_quality,
-                has_nugget=parsed.has_nugget, gold_version=version, warnings=parsed.warnings,
+                file_size=len(submission.content), original_filename=filename,
+                parts=task.kind_impl.run_parts(parsed), gold_version=version,
+                warnings=list(getattr(parsed, "warnings", [])),
             )
             enqueue_scoring(run)
     except BaseException:

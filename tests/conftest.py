@@ -131,3 +131,22 @@ def run_bytes(gold: list, noise: float = 0.3, seed: int = 1, kind: str = "noisy"
     from fixtures.synthetic import generate_run
 
     return orjson.dumps(generate_run(gold, kind, noise=noise, seed=seed, subtasks=subtasks))
+
+
+def stc3_measures(summary: dict[str, Any]) -> dict[str, float]:
+    """The DQ/ND figures of ``score --format json`` (nested by subtask and dimension) under the
+    server's measure keys, to compare the server's numbers with the offline scorer's."""
+    flat = {f"quality.{dim}.{name}": value for dim, values in (summary.get("quality") or {}).items()
+            for name, value in values.items()}
+    flat.update({f"nugget.{name}": value for name, value in (summary.get("nugget") or {}).items()})
+    return flat
+
+
+def stc3_server_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the server stores and serves for a DQ/ND run (``Score.summary``) given the offline
+    scorer's ``Result.summary()``: the same floats under measure keys."""
+    data = {"measures": stc3_measures(summary), "n_items": summary["n_dialogues"],
+            "settings": {name: summary[name] for name in ("variant", "alpha", "averaging")}}
+    if summary.get("n_missing"):
+        data["n_missing"] = summary["n_missing"]
+    return data

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from tasks.models import Run, Score, ScoreVector
-from tests.conftest import World, committing, run_bytes
+from tests.conftest import World, committing, run_bytes, stc3_measures
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,9 +52,10 @@ def test_it_accepts_a_valid_run_and_scores_it(world: World) -> None:
     # Without a broker the job ran in-process right after the upload committed.
     assert status["status"] == "done"
     assert status["errors"] == []
-    assert set(status["scores"]["quality"]) == {"A", "S", "E"}
-    assert set(status["scores"]["nugget"]) == {"jsd", "rnss", "nvd"}
-    assert status["scores"]["n_dialogues"] == 30
+    measures = status["scores"]["measures"]
+    assert {key.split(".")[1] for key in measures if key.startswith("quality.")} == {"A", "S", "E"}
+    assert {key for key in measures if key.startswith("nugget.")} == {"nugget.jsd", "nugget.rnss", "nugget.nvd"}
+    assert status["scores"]["n_items"] == 30
     run = Run.objects.get(pk=body["id"])
     assert (run.team.name, run.name, run.description) == ("Aurora", "aurora-1", "mixes gold and noise")
 
@@ -72,16 +73,14 @@ def test_leaderboard_numbers_equal_the_score_command(world: World, tmp_path: Pat
     board = client_for().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     entry = next(run for run in board["runs"] if run["id"] == run_id)
     assert entry["team"] == "Aurora" and entry["is_baseline"] is False
-    for dim, measures in expected["quality"].items():
-        for name, value in measures.items():
-            assert entry["scores"]["quality"][dim][name] == pytest.approx(value, abs=1e-12)
-    for name, value in expected["nugget"].items():
-        assert entry["scores"]["nugget"][name] == pytest.approx(value, abs=1e-12)
+    # Bit for bit: the server and the offline scorer run the same code on the same files.
+    assert entry["scores"]["measures"] == stc3_measures(expected)
+    assert len(expected["quality"]) == 3 and len(expected["nugget"]) == 3
     # The per-dialogue vectors behind it average to the same means.
     vectors = {v.key: v.array() for v in ScoreVector.objects.filter(score__run_id=run_id)}
     assert len(vectors) == 3 * 6 + 3
     assert vectors["quality.A.rsnod"].shape == (30,)
-    assert vectors["quality.A.rsnod"].mean() == pytest.approx(expected["quality"]["A"]["rsnod"], abs=1e-12)
+    assert vectors["quality.A.rsnod"].mean() == expected["quality"]["A"]["rsnod"]
     assert vectors["nugget.jsd"].mean() == pytest.approx(expected["nugget"]["jsd"], abs=1e-12)
 
 
@@ -92,8 +91,13 @@ def test_baselines_are_on_the_board_and_marked(world: World) -> None:
     assert sorted(run["name"] for run in baselines) == ["baseline-popularity-v1", "baseline-uniform-v1"]
     uniform = next(run for run in baselines if "uniform" in run["name"])
     # A uniform estimate has a known NVD against any gold: mean over dialogues of sum|1/L - p*|/2 > 0.
-    assert 0 < uniform["scores"]["quality"]["A"]["nvd"] < 1
-    assert board["lower_is_better"] is True
+    assert 0 < uniform["scores"]["measures"]["quality.A.nvd"] < 1
+    # Every DQ/ND measure is a distance, and the board says so per measure.
+    assert board["kind"] == "stc3" and len(board["measures"]) == 3 * 6 + 3
+    assert all(measure["higher_is_better"] is False for measure in board["measures"])
+    assert {m["key"] for m in board["measures"] if m["official"]} == {
+        "quality.A.rsnod", "quality.A.nmd", "quality.S.rsnod", "quality.S.nmd", "quality.E.rsnod", "quality.E.nmd",
+        "nugget.jsd", "nugget.rnss"}
 
 
 @pytest.mark.django_db
@@ -201,8 +205,9 @@ def test_one_subtask_runs_appear_on_their_tab_only(world: World) -> None:
     upload(world, run_bytes(world.gold, subtasks=("nugget",)), token=world.bob_token, name="nd-only")
     board = client_for().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     by_name = {run["name"]: run for run in board["runs"]}
-    assert "nugget" not in by_name["dq-only"]["scores"] and "quality" in by_name["dq-only"]["scores"]
-    assert "quality" not in by_name["nd-only"]["scores"] and "nugget" in by_name["nd-only"]["scores"]
+    dq, nd = by_name["dq-only"]["scores"]["measures"], by_name["nd-only"]["scores"]["measures"]
+    assert dq and all(key.startswith("quality.") for key in dq)
+    assert nd and all(key.startswith("nugget.") for key in nd)
 
 
 @pytest.mark.django_db
@@ -213,7 +218,7 @@ def test_ranks_share_ties_and_follow_lower_is_better(world: World) -> None:
     upload(world, run_bytes(world.gold, 0.9, seed=4), name="worse")
     board = client_for().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     ranks = {run["name"]: run["ranks"]["quality.A.rsnod"] for run in board["runs"]}
-    values = {run["name"]: run["scores"]["quality"]["A"]["rsnod"] for run in board["runs"]}
+    values = {run["name"]: run["scores"]["measures"]["quality.A.rsnod"] for run in board["runs"]}
     assert ranks["first"] == ranks["same-file"] == 1
     assert ranks["worse"] == 1 + sum(value < values["worse"] for value in values.values())
     assert np.isclose(values["first"], values["same-file"])

@@ -45,17 +45,21 @@ def board_rows(page: str) -> list[tuple[str, list[str]]]:
 def test_the_table_shows_every_score_to_four_places_with_its_rank(world: World) -> None:
     runs = [submit(world, world.alice, noise, seed, f"run-{seed}") for seed, noise in enumerate((0.1, 0.5, 0.9))]
     api = {run["name"]: run for run in Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()["runs"]}
-    page = Client().get(f"/tasks/{world.task.slug}/?tab=quality&sort=quality.S.nmd").content.decode()
+    page = Client().get(f"/tasks/{world.task.slug}/?tab=quality&sort=quality.S.nmd&show=all").content.decode()
     rows = board_rows(page)
-    assert [name for name, _ in rows] == sorted(api, key=lambda name: api[name]["scores"]["quality"]["S"]["nmd"])
+    assert [name for name, _ in rows] == sorted(api, key=lambda name: api[name]["scores"]["measures"]["quality.S.nmd"])
     assert len(rows) == len(runs) + 2  # and the two baselines
     columns = [f"quality.{dim}.{name}" for dim in "ASE" for name in ("rsnod", "nmd", "snod", "jsd", "rnss", "nvd")]
     for position, (name, cells) in enumerate(rows, start=1):
         assert cells[0].startswith(str(position))  # rank on the sorted measure
         for column, cell in zip(columns, cells[3:], strict=True):
-            _, dim, measure = column.split(".")
-            value = api[name]["scores"]["quality"][dim][measure]
+            value = api[name]["scores"]["measures"][column]
             assert cell == f"{value:.4f}<sub>{api[name]['ranks'][column]}</sub>"
+    # By default only the official measures (RSNOD and NMD per dimension), in the same order.
+    default = board_rows(Client().get(f"/tasks/{world.task.slug}/?tab=quality&sort=quality.S.nmd").content.decode())
+    official = [f"quality.{dim}.{name}" for dim in "ASE" for name in ("rsnod", "nmd")]
+    for (name, cells), (same, every) in zip(default, rows, strict=True):
+        assert name == same and cells[3:] == [every[3 + columns.index(key)] for key in official]
 
 
 @pytest.mark.django_db

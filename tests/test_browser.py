@@ -105,7 +105,8 @@ def test_a_participant_uploads_through_the_web_form_and_finds_the_run_on_the_boa
 
     entries = [entry for entry in leaderboard(live_server.url, slug)["runs"] if entry["id"] == run_id]
     assert len(entries) == 1
-    rsnod = {dim: measures["rsnod"] for dim, measures in entries[0]["scores"]["quality"].items()}
+    rsnod = {key.split(".")[1]: value for key, value in entries[0]["scores"]["measures"].items()
+             if key.startswith("quality.") and key.endswith(".rsnod")}
     assert set(rsnod) == {"A", "S", "E"}
 
     page.goto(f"{live_server.url}/tasks/{slug}/")
@@ -129,7 +130,7 @@ def queued_run(world: World, live_server: Any) -> Any:
     content = run_bytes(world.gold, noise=0.4, seed=5)
     return Run.objects.create(task=world.task, team=world.alice.teams.get(), submitted_by=world.alice,
                               name="waiting-run", file_sha256=runfiles.store_run_file(content),
-                              file_size=len(content), has_quality=True, has_nugget=True,
+                              file_size=len(content), parts=["nugget", "quality"],
                               gold_version=world.gold_version)
 
 

@@ -104,18 +104,15 @@ def test_submit_and_wait_prints_the_scores_the_api_reports(served: Served, tmp_p
     run = api(served, f"/api/v1/runs/{run_id}/", token)
     assert (run["name"], run["description"], run["priority"], run["is_public"]) == (
         "aurora-cli", "BERT + label smoothing", 1, False)
-    quality = run["scores"]["quality"]
-    header = table_row(result.stdout, "quality")
-    for dimension, values in quality.items():
-        row = table_row(result.stdout, dimension)
-        assert row[1:] == [f"{values[measure]:.6f}" for measure in header[1:]]
-    assert header[1:] == list(quality["A"])
-    nugget = run["scores"]["nugget"]
-    nugget_header = table_row(result.stdout, "nugget")
-    numbers = [line.split() for line in result.stdout.splitlines()]
-    nugget_row = numbers[numbers.index(nugget_header) + 2]  # under the header and its rule
-    assert nugget_row == [f"{nugget[measure]:.6f}" for measure in nugget_header[1:]]
-    assert "scores over 30 dialogues" in result.stdout
+    measures = run["scores"]["measures"]
+    assert len(measures) == 3 * 6 + 3
+    titles = {entry["key"]: entry["title"] for entry in run["measures"]}
+    for key, value in measures.items():
+        row = table_row(result.stdout, key)
+        # key, the measure's title, the value to 6 places, its direction (every one a distance)
+        assert row[-4:] == [f"{value:.6f}", "lower", "is", "better"]
+        assert " ".join(row[1:-4]) == titles[key]
+    assert "scores over 30 items" in result.stdout
     assert token not in result.stdout + result.stderr
 
 
@@ -222,7 +219,7 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     assert status.returncode == 0, status.stderr
     scores = api(served, f"/api/v1/runs/{first}/", world.alice_token)["scores"]
     assert f"run {first}  Aurora / aurora-close" in status.stdout
-    assert f"{scores['quality']['S']['nmd']:.4f}" in table_row(status.stdout, "S")
+    assert f"{scores['measures']['quality.S.nmd']:.4f}" in table_row(status.stdout, "quality.S.nmd")
     assert cli("status", str(rival), server=served.url, token=world.alice_token).returncode == 2  # not her team's
 
     runs = cli("runs", SLUG, server=served.url, token=world.alice_token)
@@ -231,15 +228,16 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     row = table_row(runs.stdout, str(first))
     assert row[1:3] == ["aurora-close", "done"]
     header = table_row(runs.stdout, "id")
-    assert row[header.index("nugget.jsd")] == f"{scores['nugget']['jsd']:.4f}"
+    assert row[header.index("JSD")] == f"{scores['measures']['nugget.jsd']:.4f}"
+    assert [name for name in header if "." in name] == ["A.RSNOD", "A.NMD", "S.RSNOD", "S.NMD", "E.RSNOD", "E.NMD"]
     assert table_row(runs.stdout, str(second))[1] == "aurora-noisy"
     assert runs.stdout.splitlines()[-1].startswith("quota: ")
 
     board = api(served, f"/api/v1/tasks/{SLUG}/leaderboard/")
-    by_jsd = sorted(board["runs"], key=lambda entry: (entry["scores"]["nugget"]["jsd"], entry["id"]))
+    by_jsd = sorted(board["runs"], key=lambda entry: (entry["scores"]["measures"]["nugget.jsd"], entry["id"]))
     shown = cli("leaderboard", SLUG, "--sort", "nugget.jsd", server=served.url)
     assert shown.returncode == 0, shown.stderr
-    assert "sorted by nugget.jsd" in shown.stdout
+    assert "sorted by nugget.jsd; lower is better" in shown.stdout
     ids = [int(line.split()[1]) for line in shown.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s", line)]
     assert ids == [entry["id"] for entry in by_jsd]
     assert {first, second, rival} <= set(ids)
@@ -248,11 +246,11 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     assert rival_row[2:4] == ["Borealis", "borealis-mid"]
     rival_scores = next(entry["scores"] for entry in board["runs"] if entry["id"] == rival)
     board_header = table_row(shown.stdout, "rank")
-    assert rival_row[board_header.index("A.rsnod")] == f"{rival_scores['quality']['A']['rsnod']:.4f}"
+    assert rival_row[board_header.index("A.RSNOD")] == f"{rival_scores['measures']['quality.A.rsnod']:.4f}"
 
     short = cli("leaderboard", SLUG, "--sort", "s.NMD", "--all", server=served.url)
     assert "sorted by quality.S.nmd" in short.stdout
-    assert "A.snod" in short.stdout
+    assert "A.SNOD" in short.stdout
     unknown = cli("leaderboard", SLUG, "--sort", "bleu", server=served.url)
     assert unknown.returncode == 2
     assert "quality.A.rsnod" in unknown.stderr  # the choices, from the board itself

@@ -95,24 +95,45 @@ def test_create_participant_prints_a_working_token_last() -> None:
 
 
 @pytest.mark.django_db
-def test_demo_builds_a_scored_task_once(settings, tmp_path: Path) -> None:
+def test_demo_builds_a_scored_task_of_every_kind_once(settings, tmp_path: Path) -> None:
+    from scoring.kinds import KINDS
+    from tasks.models import Phase
+
     settings.VAR_DIR = tmp_path
     out, _ = run_command("demo", "--dialogues", "40", "--password", "demo-pass-123")
-    task = Task.objects.get(slug="stc3-demo")
-    assert Run.objects.filter(task=task).count() == 6
-    assert set(Run.objects.filter(task=task).values_list("status", flat=True)) == {Run.DONE}
+    tasks = {task.kind: task for task in Task.objects.all()}
+    assert set(tasks) == set(KINDS)
+    for task in tasks.values():
+        # A development phase that is over and a test phase open now, each on its own gold version.
+        development, test = task.phases.order_by("starts_at")
+        assert (development.kind, test.kind) == (Phase.DEVELOPMENT, Phase.TEST)
+        assert not development.is_open() and test.is_open() and test.live_subset_size
+        assert development.gold_version.label == "development" and test.gold_version.label == "test"
+        runs = Run.objects.filter(task=task)
+        assert set(runs.values_list("status", flat=True)) == {Run.DONE}
+        assert runs.filter(phase=development).exists() and runs.filter(phase=test).exists()
+        assert runs.filter(is_baseline=True, gold_version=test.gold_version).exists()
+        assert (tmp_path / "demo" / task.slug / "sample-run.json").exists()
+    task = tasks["stc3"]
+    assert task.slug == "stc3-demo" and Run.objects.filter(task=task, is_baseline=False).count() == 8
     assert "participant login: alice / demo-pass-123" in out
-    # The files to try it with: a run that the task accepts, and the test data without annotations.
+    # The files to try it with: a run that the open test phase accepts, and the test data without annotations.
     sample = (tmp_path / "demo" / "sample-run.json").read_bytes()
     test_data = orjson.loads((tmp_path / "demo" / "test-data.json").read_bytes())
-    assert len(test_data) == 40 and all("annotations" not in dialogue and dialogue["turns"] for dialogue in test_data)
+    gold = orjson.loads((tmp_path / "demo" / "gold.json").read_bytes())
+    assert [dialogue["id"] for dialogue in test_data] == [dialogue["id"] for dialogue in gold]
+    assert len(test_data) == 40 and all(set(dialogue) == {"id", "turns"} for dialogue in test_data)
     client = APIClient()
     token = out.split("alice's API token: ")[1].split()[0]
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    with committing():
-        reply = client.post("/api/v1/tasks/stc3-demo/runs/", {"file": SimpleUploadedFile("sample-run.json", sample)},
-                            format="multipart")
-    assert reply.status_code == 202 and Run.objects.get(pk=reply.json()["id"]).status == Run.DONE
+    for slug, folder in (("stc3-demo", tmp_path / "demo"), ("metric-demo", tmp_path / "demo" / "metric-demo")):
+        with committing():
+            reply = client.post(f"/api/v1/tasks/{slug}/runs/", {
+                "file": SimpleUploadedFile("sample-run.json", (folder / "sample-run.json").read_bytes()),
+                "description": "the demo's sample run"}, format="multipart")
+        assert reply.status_code == 202, reply.content
+        assert Run.objects.get(pk=reply.json()["id"]).status == Run.DONE
+    assert sample == (tmp_path / "demo" / "stc3-demo" / "sample-run.json").read_bytes()
     again, _ = run_command("demo")
     assert "exists already" in again and "alice / demo-pass-123" in again
 

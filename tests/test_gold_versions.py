@@ -65,7 +65,7 @@ def test_every_board_shows_the_baselines_of_its_gold_version_with_live_scores_wh
     assert sorted(entry["name"] for entry in test["runs"]) == [
         "baseline-popularity-v2", "baseline-uniform-v2", "test-run"]
     # The baselines were scored again when the phase with a live subset appeared: 15 dialogues.
-    assert {entry["scores"]["n_dialogues"] for entry in test["runs"]} == {15}
+    assert {entry["scores"]["n_items"] for entry in test["runs"]} == {15}
     uniform = Run.objects.get(name="baseline-uniform-v2")
     assert set(Score.objects.filter(run=uniform).values_list("scope", flat=True)) == {"full", "live"}
 
@@ -81,7 +81,7 @@ def test_publishing_the_final_phase_puts_the_test_board_on_the_whole_test_set(wo
         final.results_published = True
         final.save()
     shown = board(world, "test")
-    assert shown["scope"] == "full" and {entry["scores"]["n_dialogues"] for entry in shown["runs"]} == {30}
+    assert shown["scope"] == "full" and {entry["scores"]["n_items"] for entry in shown["runs"]} == {30}
     assert sorted(entry["name"] for entry in board(world, "final")["runs"]) == [
         "baseline-popularity-v1", "baseline-uniform-v1", "test-run"]
 

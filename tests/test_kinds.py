@@ -146,3 +146,15 @@ def test_stc3_participant_data_keeps_dialogues_and_drops_every_annotation(stc3_f
     description = kind.format_description(STC3)
     assert set(description["example"]["quality"]) == {"A", "S", "E"}
     assert "CNUG*" in description["example"]["nugget"][0] and "HNaN" in description["example"]["nugget"][1]
+
+
+def test_measure_specs_survive_the_board_cache_even_with_a_corpus_closure() -> None:
+    import pickle
+
+    micro = STC3.with_options(averaging="micro")
+    specs = get_kind("stc3").measures(micro)
+    nugget = next(spec for spec in specs if spec.key == "nugget.jsd")
+    assert nugget.headline == "corpus" and nugget.corpus is not None
+    back = pickle.loads(pickle.dumps(specs))  # noqa: S301 - our own bytes, as the cache does
+    assert [spec.key for spec in back] == [spec.key for spec in specs]
+    assert back[-1].title == specs[-1].title and back[-1].corpus is None

@@ -235,7 +235,7 @@ def numbers_for(leak: LeakWorld, viewer: Any, state: State) -> list[Number]:
     for score in Score.objects.select_related("run", "gold_version"):
         run = score.run
         for path, value in _floats(score.summary):
-            if path.split(".")[0] not in ("quality", "nugget"):
+            if path.split(".")[0] != "measures":
                 continue
             numbers.append(Number(value, run.name, f"{score.scope} mean {path} on gold v{score.gold_version.number}",
                                   forbidden(run, score.gold_version_id, score.scope == Score.FULL)))
@@ -483,7 +483,7 @@ def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_ser
     assert problems == [], "\n".join(problems)
     # The live means are on the board: told they are forbidden, the probe reports them.
     live = [value for score in Score.objects.filter(scope=Score.LIVE, run__is_baseline=False)
-            for value in score.summary["nugget"].values()]
+            for key, value in score.summary["measures"].items() if key.startswith("nugget.")]
     found = leak_probe(live_server.url, world.task.slug, ["test", "final"], live)
     assert any("/api/v1/tasks/demo-task/leaderboard/ (absent)" in problem for problem in found)
     assert any("leaderboard.csv?phase=test (known test)" in problem for problem in found)

@@ -138,7 +138,7 @@ def test_near_a_deadline_twenty_teams_uploading_five_runs_at_once_get_exactly_th
             board = orjson.loads(call(live_server.url + json_path).body)
             assert len(board["runs"]) == BOARD_RUNS + 1
             entry = next(entry for entry in board["runs"] if entry["id"] == new_id)
-            assert entry["team"] == "Aurora" and entry["scores"]["n_dialogues"] == 30
+            assert entry["team"] == "Aurora" and entry["scores"]["n_items"] == 30
     finally:
         worker.stop()
         remove_queue(broker_url, queue)

@@ -367,7 +367,7 @@ def test_bootstrap_same_seed_same_output():
     c = meta.evaluate_metrics(gold, runs, n_resamples=300, seed=43)
     assert a == b
     assert a["settings"] == {"n_resamples": 300, "seed": 42, "level": 0.95, "pooled_rank_resamples": 0,
-                             "resampling": "contexts"}
+                             "resampling": "contexts", "tie_tolerance": 0.0}
     assert a["metrics"]["m0"]["intervals"]["predictive_power"] != c["metrics"]["m0"]["intervals"]["predictive_power"]
     assert a["metrics"]["m0"]["intervals"]["kendall_tau_b"] is None  # pooled ranks: off by default
 
@@ -377,6 +377,8 @@ def test_bootstrap_same_seed_same_output():
     ({"seed": -1}, "seed must be an integer"),
     ({"level": 1.0}, "level must be strictly between"),
     ({"pooled_rank_resamples": 11, "n_resamples": 10}, "pooled_rank_resamples must be"),
+    ({"tie_tolerance": -1e-9}, "tie_tolerance must be a finite number >= 0"),
+    ({"tie_tolerance": float("nan")}, "tie_tolerance must be a finite number >= 0"),
 ])
 def test_evaluate_metrics_bad_settings(kwargs, message):
     gold = example_gold()
@@ -542,3 +544,31 @@ def test_discriminative_power_needs_systems():
     gold = make_gold([[1, 2], [1, 2, 3]], [["A", "B"], ["A", "B", "C"]])
     with pytest.raises(ValueError, match="at least 2 contexts answered by all 3 systems"):
         meta.discriminative_power_figures(gold, {"m": np.arange(5.0)})
+
+
+def test_pooled_rank_replicates_kernel_agrees_with_rebuilt_samples(monkeypatch):
+    """The weighted Fenwick kernel against SciPy on rebuilt samples (the path without Numba), with
+    ties on both sides, a resample drawing one context only and a metric constant in the drawn contexts."""
+    gold, runs = random_round(9, n_contexts=12, n_metrics=3)
+    _, counts = next(stats.resample_counts(gold.n_contexts, 30, 4))
+    single = np.zeros((1, gold.n_contexts), dtype=np.int64)
+    single[0, 3] = 12
+    counts = np.concatenate([counts, single])
+    constant_there = runs["m0"].copy()
+    constant_there[gold.context == 3] = 1.0
+    for x in (*runs.values(), constant_there):
+        tau, rho = meta.pooled_rank_replicates(gold, x, counts)
+        expected_tau, expected_rho = [], []
+        for row in counts:
+            rows = np.repeat(np.arange(gold.n_responses), row[gold.context])
+            constant = np.ptp(x[rows]) == 0 or np.ptp(gold.human[rows]) == 0
+            expected_tau.append(np.nan if constant else sps.kendalltau(x[rows], gold.human[rows]).statistic)
+            expected_rho.append(np.nan if constant else sps.spearmanr(x[rows], gold.human[rows]).statistic)
+        np.testing.assert_allclose(tau, expected_tau, atol=1e-12)
+        np.testing.assert_allclose(rho, expected_rho, atol=1e-12)
+        monkeypatch.setattr(meta, "_pooled_rank_kernel", lambda: None)
+        fallback = meta.pooled_rank_replicates(gold, x, counts)
+        monkeypatch.undo()
+        np.testing.assert_allclose(fallback[0], tau, atol=1e-12)
+        np.testing.assert_allclose(fallback[1], rho, atol=1e-12)
+    assert np.isnan(meta.pooled_rank_replicates(gold, constant_there, single)[0][0])

@@ -98,3 +98,41 @@ def test_clear_text_api_tokens_are_hashed_and_keep_working(world: Any) -> None:
     assert api.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 200
     assert APIClient(HTTP_AUTHORIZATION=f"Token {key[:-1]}8").get(
         f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_task_kinds_migration_keeps_every_score_bit_for_bit_both_ways(world: Any) -> None:
+    """Issue 12: the DQ/ND flags and nested summaries become measure keys and back, every stored
+    float unchanged. Going back gives exactly what the scoring core's ``Result.summary()`` gives
+    (the shape stored before the kinds existed); coming forward again gives today's rows."""
+    import orjson
+
+    from scoring import STC3, evaluate, load_gold, load_run
+    from scoring.baselines import uniform_run
+    from tasks.models import GoldVersion, Run, Score
+
+    before = {score.pk: score.summary for score in Score.objects.all()}
+    keys = {version.pk: version.measure_keys for version in GoldVersion.objects.all()}
+    parts = {run.pk: run.parts for run in Run.objects.all()}
+    assert len(before) >= 2 and all(parts.values())
+    uniform = Run.objects.get(task=world.task, name="baseline-uniform-v1")
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("tasks", "0006_run_interruptions")])
+    old = executor.loader.project_state([("tasks", "0006_run_interruptions")]).apps
+    gold = load_gold(world.gold, STC3)
+    expected = orjson.loads(orjson.dumps(evaluate(load_run(uniform_run(gold), gold), gold).summary()))
+    stored = old.get_model("tasks", "Score").objects.get(run_id=uniform.pk).summary
+    assert stored == expected and set(stored["quality"]) == {"A", "S", "E"}
+    version = old.get_model("tasks", "GoldVersion").objects.get(pk=world.gold_version.pk)
+    assert (version.has_quality, version.has_nugget, version.n_dialogues) == (True, True, 30)
+    assert {run.pk: (run.has_quality, run.has_nugget) for run in old.get_model("tasks", "Run").objects.all()} == {
+        pk: ("quality" in value, "nugget" in value) for pk, value in parts.items()}
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert {score.pk: score.summary for score in Score.objects.all()} == before
+    assert {version.pk: version.measure_keys for version in GoldVersion.objects.all()} == keys
+    assert {run.pk: run.parts for run in Run.objects.all()} == parts
+    assert Score.objects.get(run=uniform).summary["measures"]["quality.E.nvd"] == expected["quality"]["E"]["nvd"]

@@ -235,18 +235,19 @@ def test_a_value_the_database_refuses_fails_the_run_once_instead_of_retrying(mon
     """PostgreSQL refuses a NUL character in jsonb (a DataError): on the old code the job raised,
     the run stayed ``scoring`` and was re-sent at every stale timeout."""
     require_postgres()
-    from scoring.evaluate import Result
+    from scoring.kinds import Scored
     from tasks.jobs import score_run_task
     from tests.conftest import make_world
 
     world = make_world()
     phase = _phase(world)
-    original = Result.summary
-    monkeypatch.setattr(Result, "summary", lambda self: {**original(self), "variant": "paper\x00"})
+    original = Scored.summary
+    monkeypatch.setattr(Scored, "summary", lambda self: {**original(self), "settings": {"variant": "paper\x00"}})
     run = _submit(world, phase)
     _assert_failed_once_server_side(run, "internal error while scoring (DataError)", phase)
     Run.objects.filter(pk=run.pk).update(status=Run.QUEUED)
-    assert score_run_task.apply((run.pk,)).get() == "failed: internal error"
+    # .result, not .get(): get() refuses to run when an earlier test left a task on Celery's stack
+    assert score_run_task.apply((run.pk,)).result == "failed: internal error"
     run.refresh_from_db()
     assert run.status == Run.FAILED and run.attempts == 2
 

@@ -19,7 +19,15 @@ from rest_framework.test import APIClient
 
 from tasks import errors, submissions
 from tasks.models import Phase, Run, Score
-from tests.conftest import World, committing, make_world, require_service, run_bytes, using_postgres
+from tests.conftest import (
+    World,
+    committing,
+    make_world,
+    require_service,
+    run_bytes,
+    stc3_server_summary,
+    using_postgres,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +111,7 @@ def test_the_test_phase_requires_a_method_description(world: World) -> None:
 
 @pytest.mark.django_db
 def test_live_score_is_the_score_command_on_exactly_the_subset(world: World, tmp_path: Path) -> None:
-    phase = add_phase(world, live_subset_size=12, live_subset_seed=7, per_dialogue_feedback=False)
+    phase = add_phase(world, live_subset_size=12, live_subset_seed=7, per_item_feedback=False)
     content = run_bytes(world.gold, 0.35, seed=11)
     run_id = api_upload(world, content).json()["id"]
     subset = phase.live_subset()
@@ -122,29 +130,25 @@ def test_live_score_is_the_score_command_on_exactly_the_subset(world: World, tmp
                                          text=True).stdout)
 
     expected_live, expected_full = score("run-subset.json", "gold-subset.json"), score("run.json", "gold.json")
-    assert live["n_dialogues"] == 12 and full["n_dialogues"] == 30
+    assert live["n_items"] == 12 and full["n_items"] == 30
     for expected, got in ((expected_live, live), (expected_full, full)):
-        for dim in "ASE":
-            for name, value in expected["quality"][dim].items():
-                assert got["quality"][dim][name] == pytest.approx(value, abs=1e-12)
-        for name, value in expected["nugget"].items():
-            assert got["nugget"][name] == pytest.approx(value, abs=1e-12)
+        assert got == stc3_server_summary(expected)
 
 
 @pytest.mark.django_db
 def test_scores_on_test_data_stay_with_organisers_until_published(world: World) -> None:
-    phase = add_phase(world, live_subset_size=10, per_dialogue_feedback=False)
+    phase = add_phase(world, live_subset_size=10, per_item_feedback=False)
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     owner = APIClient()
     owner.credentials(HTTP_AUTHORIZATION=f"Token {world.alice_token}")
     seen = owner.get(f"/api/v1/runs/{run_id}/").json()
-    assert seen["scores_scope"] == "live" and seen["scores"]["n_dialogues"] == 10
+    assert seen["scores_scope"] == "live" and seen["scores"]["n_items"] == 10
     organiser = APIClient()
     organiser.force_authenticate(world.organiser)
-    assert organiser.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
+    assert organiser.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 30
     board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     assert board["scope"] == "live"
-    assert all(run["scores"]["n_dialogues"] == 10 for run in board["runs"])
+    assert all(run["scores"]["n_items"] == 10 for run in board["runs"])
     alice = Client()
     alice.force_login(world.alice)
     page = alice.get(f"/runs/{run_id}/").content.decode()
@@ -152,7 +156,7 @@ def test_scores_on_test_data_stay_with_organisers_until_published(world: World) 
     # Publication opens the full scores and the per-dialogue feedback.
     phase.results_published = True
     phase.save()
-    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
+    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 30
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
     board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     assert board["scope"] == "full"
@@ -175,7 +179,7 @@ def test_final_board_is_hidden_until_published(world: World, settings, lookups_c
     final.results_published = True  # ticked in the admin: the cached boards follow at once
     final.save()
     published = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=final").json()
-    assert [run["scores"]["n_dialogues"] for run in published["runs"]] == [30]
+    assert [run["scores"]["n_items"] for run in published["runs"]] == [30]
 
 
 @pytest.mark.django_db

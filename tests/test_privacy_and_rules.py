@@ -63,7 +63,7 @@ def test_per_dialogue_scores_of_a_test_phase_wait_for_the_final_publication(worl
     """The test phase's 'per-dialogue feedback' box is ticked (the model's default): on test data
     the owner still sees no per-dialogue scores until the final phase is published."""
     test = add_phase(world, "test")
-    assert test.per_dialogue_feedback
+    assert test.per_item_feedback
     run_id = api_upload(world, run_bytes(world.gold), description="m").json()["id"]
     alice, organiser = signed_in(world.alice), signed_in(world.organiser)
     assert "Per-dialogue scores" not in alice.get(f"/runs/{run_id}/").content.decode()
@@ -77,15 +77,15 @@ def test_per_dialogue_scores_of_a_test_phase_wait_for_the_final_publication(worl
 
 @pytest.mark.django_db
 def test_live_scores_turn_into_whole_set_scores_when_the_final_phase_is_published(world: World) -> None:
-    add_phase(world, "test", live_subset_size=10, per_dialogue_feedback=False)
+    add_phase(world, "test", live_subset_size=10, per_item_feedback=False)
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     owner = api_for(world.alice_token)
-    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 10
+    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 10
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(hours=1), end=timedelta(days=9))
     publish(world, final)
     seen = owner.get(f"/api/v1/runs/{run_id}/").json()
-    assert (seen["scores_scope"], seen["scores"]["n_dialogues"]) == ("full", 30)
-    assert owner.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").json()["runs"][0]["scores"]["n_dialogues"] == 30
+    assert (seen["scores_scope"], seen["scores"]["n_items"]) == ("full", 30)
+    assert owner.get(f"/api/v1/tasks/{world.task.slug}/my-runs/").json()["runs"][0]["scores"]["n_items"] == 30
 
 
 @pytest.mark.django_db
@@ -101,12 +101,12 @@ def test_a_run_from_before_the_phases_rescored_on_the_test_gold_shows_nothing_of
     assert owner["status"] == "done" and owner["scores"] is None
     page = signed_in(world.alice).get(f"/runs/{run_id}/").content.decode()
     assert "Per-dialogue scores" not in page and "RSNOD" not in page
-    assert api_for(user=world.organiser).get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_dialogues"] == 30
+    assert api_for(user=world.organiser).get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 30
     assert "Per-dialogue scores (30" in signed_in(world.organiser).get(f"/runs/{run_id}/").content.decode()
 
 
 @pytest.mark.django_db
-def test_a_development_phase_keeps_its_per_dialogue_feedback(world: World) -> None:
+def test_a_development_phase_keeps_its_per_item_feedback(world: World) -> None:
     add_phase(world, "dev", Phase.DEVELOPMENT)
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     assert "Per-dialogue scores (30" in signed_in(world.alice).get(f"/runs/{run_id}/").content.decode()
@@ -277,7 +277,7 @@ def test_publishing_the_final_phase_computes_its_statistics_and_withdrawing_remo
     assert not TaskStatistics.objects.filter(phase=final).exists()
     publish(world, final)
     record = TaskStatistics.objects.get(phase=final)
-    assert record.scope == "full" and record.n_dialogues == 30
+    assert record.scope == "full" and record.n_items == 30
     assert "Aurora/" in Client().get(f"/tasks/{world.task.slug}/statistics/?phase=final").content.decode()
     publish(world, final, action="unpublish")
     assert not TaskStatistics.objects.filter(phase=final).exists()
@@ -311,7 +311,7 @@ def test_organisers_publish_and_withdraw_results_from_the_dashboard(world: World
     assert response.status_code == 302 and response["Location"] == f"/organiser/{world.task.slug}/"
     final.refresh_from_db()
     assert final.results_published
-    assert [run["scores"]["n_dialogues"] for run in Client().get(board).json()["runs"]] == [30]
+    assert [run["scores"]["n_items"] for run in Client().get(board).json()["runs"]] == [30]
     assert AccessLog.objects.filter(task=world.task, what="published the results of the final phase").exists()
     assert "now public" in organiser.get(f"/organiser/{world.task.slug}/").content.decode()
     publish(world, final, action="unpublish")
@@ -421,7 +421,7 @@ def test_organisers_reading_unpublished_per_dialogue_test_scores_are_in_the_acce
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     assert "Per-dialogue scores (30" in signed_in(world.organiser).get(f"/runs/{run_id}/").content.decode()
     entry = AccessLog.objects.get(task=world.task)
-    assert entry.user == world.organiser and entry.what.startswith(f"per-dialogue scores of run #{run_id} ")
+    assert entry.user == world.organiser and entry.what.startswith(f"per-item scores of run #{run_id} ")
     signed_in(world.alice).get(f"/runs/{run_id}/")  # sees no per-dialogue scores: nothing to log
     assert AccessLog.objects.count() == 1
 

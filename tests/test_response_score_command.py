@@ -168,7 +168,8 @@ def test_bad_configuration_and_missing_resources_exit_2(files):
     assert err.startswith("configuration: spaCy pipeline 'no_such_spacy_pipeline_package' is not installed")
     status, _, err = run_cli(files["strong"], files["gold"], "--kind", "klingon")
     assert status == 2
-    assert err == "usage: argument --kind: unknown task kind 'klingon'; known kinds: response, stc3 (see --help)\n"
+    assert err == ("usage: argument --kind: unknown task kind 'klingon'; known kinds: metric, response, stc3 "
+                   "(see --help)\n")
 
 
 def test_allow_missing(files):

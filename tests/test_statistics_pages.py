@@ -46,7 +46,7 @@ def test_statistics_are_stored_after_scoring_and_match_the_core(board: World) ->
     entry = record.measure("quality.A.rsnod", pairwise=True).entry()
     run_ids = entry["run_ids"]
     assert len(run_ids) == 5  # three runs and two baselines
-    assert record.permutations == 200 and record.n_dialogues == 30
+    assert record.permutations == 200 and record.n_items == 30
     board.task.refresh_from_db()
     assert record.scores_as_of == board.task.scores_changed_at  # computed over the latest scores
     matrix = matrix_of(board, "quality.A.rsnod", run_ids)
@@ -182,7 +182,7 @@ def test_stored_pairs_rebuild_every_matrix_bit_for_bit(additive: bool) -> None:
         "run_ids": list(range(k)), "means": result.means.tolist(),
         "residual_variance": float(result.residual_variance),
         "effect_sizes_defined": bool(np.isfinite(result.effect_sizes).all())})
-    row.statistics = TaskStatistics(permutations=permutations, seed=3, n_dialogues=n)
+    row.statistics = TaskStatistics(permutations=permutations, seed=3, n_items=n)
     rebuilt = row.matrices()
     again = row.result()
     assert (again.n_runs, again.n_dialogues, again.n_permutations, again.seed) == (k, n, permutations, 3)

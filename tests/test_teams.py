@@ -95,7 +95,7 @@ def test_create_phase_command(world: World) -> None:
     phase = Phase.objects.get(task=world.task, name="test")
     assert (phase.kind, phase.daily_quota, phase.total_quota, phase.live_subset_size) == ("test", 5, 50, 12)
     assert phase.starts_at.isoformat() == "2026-12-01T00:00:00+00:00"
-    assert not phase.per_dialogue_feedback and phase.requires_method_description
+    assert not phase.per_item_feedback and phase.requires_method_description
     assert "phase test (test) on gold v1" in out.getvalue()
     with pytest.raises(CommandError, match="--ends must be after --starts"):
         call_command("create_phase", world.task.slug, "bad", "--starts", "2026-12-02", "--ends", "2026-12-01")

@@ -66,7 +66,7 @@ def test_leaderboard_csv_has_every_run_and_measure(world: World) -> None:
     api = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()
     by_id = {str(run["id"]): run for run in api["runs"]}
     for row in rows:
-        assert float(row["quality.S.rsnod"]) == by_id[row["run_id"]]["scores"]["quality"]["S"]["rsnod"]
+        assert float(row["quality.S.rsnod"]) == by_id[row["run_id"]]["scores"]["measures"]["quality.S.rsnod"]
 
 
 @pytest.mark.django_db

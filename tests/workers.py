@@ -470,8 +470,8 @@ def fill_board(task: Any, count: int, teams: list[Any], phase: Any = None, seed:
         runs = Run.objects.bulk_create([Run(
             task=task, team=teams[number % len(teams)], phase=phase, name=f"board-{number:04d}",
             description="copied scores for a full board", file_sha256=template.run.file_sha256,
-            file_size=template.run.file_size, original_filename="board.json", has_quality=template.run.has_quality,
-            has_nugget=template.run.has_nugget, status=Run.DONE, gold_version=template.gold_version, attempts=1,
+            file_size=template.run.file_size, original_filename="board.json", parts=template.run.parts,
+            status=Run.DONE, gold_version=template.gold_version, attempts=1,
             created_at=now - timedelta(days=2), queued_at=now, started_at=now, finished_at=now)
             for number in range(count)])
         factors = np.clip(rng.normal(1.0, 0.08, size=count), 0.5, 1.5)
@@ -486,13 +486,9 @@ def fill_board(task: Any, count: int, teams: list[Any], phase: Any = None, seed:
     return [run.pk for run in runs]
 
 
-def _scaled(summary: Any, factor: float) -> Any:
-    if isinstance(summary, dict):
-        return {key: value if key in ("n_dialogues", "alpha") else _scaled(value, factor)
-                for key, value in summary.items()}
-    if isinstance(summary, float):
-        return min(1.0, summary * factor)
-    return summary
+def _scaled(summary: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A copied summary with every headline figure scaled (distances, so at most 1)."""
+    return {**summary, "measures": {key: min(1.0, value * factor) for key, value in summary["measures"].items()}}
 
 
 # HTTP -----------------------------------------------------------------------------------------------
@@ -1040,11 +1036,8 @@ def forbidden_test_numbers(slug: str) -> tuple[list[float], list[float], list[fl
                 or (gold_version_id in hidden_golds and whole_set_or_dialogue))
 
     for score in Score.objects.filter(run__task=task).select_related("run"):
-        for subtask in ("quality", "nugget"):
-            values = score.summary.get(subtask, {})
-            flat = [v for d in values.values() for v in d.values()] if subtask == "quality" else list(values.values())
-            (forbidden if secret(score.run, score.gold_version_id, score.scope == Score.FULL)
-             else allowed).extend(float(v) for v in flat)
+        (forbidden if secret(score.run, score.gold_version_id, score.scope == Score.FULL)
+         else allowed).extend(float(v) for v in score.summary.get("measures", {}).values())
     for vector in ScoreVector.objects.filter(score__run__task=task).select_related("score__run"):
         (per_dialogue if secret(vector.score.run, vector.score.gold_version_id, True)
          else allowed).extend(vector.array().tolist())

@@ -5,7 +5,17 @@ Error messages about unknown kinds are built from the registry, so they cannot d
 
 from __future__ import annotations
 
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, ValidationFailed, measure_key
+from scoring.kinds.base import (
+    Baseline,
+    Kind,
+    MeasureGroup,
+    MeasureSpec,
+    Scored,
+    ValidationFailed,
+    grouped,
+    measure_key,
+)
+from scoring.kinds.metric import MetricKind
 from scoring.kinds.response import ResponseKind
 from scoring.kinds.stc3 import Stc3Kind
 
@@ -28,7 +38,8 @@ def get_kind(name: str) -> Kind:
 
 
 register(Stc3Kind())
+register(MetricKind())
 register(ResponseKind())
 
-__all__ = ["KINDS", "Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
-           "measure_key", "register"]
+__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
+           "grouped", "measure_key", "register"]

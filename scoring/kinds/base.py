@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.formats import ValidationFailed
+from scoring.formats import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
 
-__all__ = ["Baseline", "Kind", "MeasureSpec", "Scored", "ValidationFailed", "measure_key"]
+__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "grouped", "measure_key"]
 
 # How a run's headline figure is made from its items: the mean of the per-item scores; a
 # ``corpus`` formula over summed per-item sufficient statistics (BLEU); or ``run``: the kind
@@ -66,6 +66,10 @@ class MeasureSpec:
     official: bool = False
     group: str = ""
     group_title: str = ""
+    # Within a group, measures may come per subgroup (DQ: one RSNOD and one NMD per dimension);
+    # boards and run pages then show the group as subgroups x measure names.
+    subgroup: str = ""
+    subgroup_title: str = ""
     headline: Headline = "mean"
     corpus: Callable[[np.ndarray], float] | None = field(default=None, compare=False, repr=False)
     description: str = ""
@@ -76,9 +80,26 @@ class MeasureSpec:
         if self.headline == "corpus" and self.corpus is None:
             raise ValueError(f"{self.key}: a corpus-level headline needs its corpus function")
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Boards are cached (pickled) with their measures; a corpus function is often a closure,
+        # which pickle refuses. A spec read back from a cache describes the measure but cannot
+        # aggregate: pages never aggregate, the kind's own spec does.
+        return {**self.__dict__, "corpus": None}
+
     @property
     def direction(self) -> str:
         return "higher is better" if self.higher_is_better else "lower is better"
+
+    @property
+    def column_title(self) -> str:
+        """The column heading on a board: the short title, prefixed by the subgroup if any."""
+        return f"{self.subgroup} {self.short_title}" if self.subgroup else self.short_title
+
+    def public(self) -> dict[str, Any]:
+        """What the API and exports say about the measure beside its numbers."""
+        return {"key": self.key, "title": self.title, "short_title": self.column_title, "group": self.group,
+                "higher_is_better": self.higher_is_better, "official": self.official,
+                "value_range": list(self.value_range), "headline": self.headline, "citation": self.citation}
 
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b`` on this measure."""
@@ -93,6 +114,35 @@ class MeasureSpec:
                 raise ValueError(f"{self.key}: corpus-level figures need the items' sufficient statistics")
             return float(self.corpus(np.asarray(statistics, dtype=np.float64).sum(axis=0)))
         return float(np.asarray(per_item, dtype=np.float64).mean())
+
+
+@dataclass
+class MeasureGroup:
+    """Measures shown together (a board tab, a table on a run page), in the kind's order."""
+
+    name: str
+    title: str
+    measures: list[MeasureSpec]
+
+    @property
+    def subgroups(self) -> list[tuple[str, str]]:
+        """(subgroup, its title) in order of first appearance; empty when the group has none."""
+        seen = dict.fromkeys((spec.subgroup, spec.subgroup_title) for spec in self.measures if spec.subgroup)
+        return list(seen)
+
+    @property
+    def names(self) -> list[MeasureSpec]:
+        """One measure per distinct name (the columns of a subgroups x names table)."""
+        return list({spec.name: spec for spec in reversed(self.measures)}.values())[::-1]
+
+
+def grouped(specs: list[MeasureSpec]) -> list[MeasureGroup]:
+    """The measures by group, groups in order of their first measure."""
+    groups: dict[str, MeasureGroup] = {}
+    for spec in specs:
+        group = groups.setdefault(spec.group, MeasureGroup(spec.group, spec.group_title or spec.group, []))
+        group.measures.append(spec)
+    return list(groups.values())
 
 
 @dataclass
@@ -191,6 +241,17 @@ class Kind(ABC):
         """Validate a parsed run against a compiled gold (``ValidationFailed``, every problem with
         its JSON path) and return what ``score`` needs (with ``warnings`` and ``n_missing``)."""
 
+    # Containers and commas a run may hold per gold item before it is refused unparsed.
+    run_values_per_item: ClassVar[int] = 64
+
+    def check_run_file(self, content: bytes, gold: Any) -> None:
+        """Refuse, before parsing, a run file no run of ``gold`` can be (``ValidationFailed``, one
+        line): parsing 30 MB of empty objects would take gigabytes. By default at most one entry
+        per item (plus a margin) and ``run_values_per_item`` containers and commas per item."""
+        n = len(gold.item_ids)
+        check_shape(content, n + EXTRA_ENTRIES, VALUE_ALLOWANCE * self.run_values_per_item * n + 10_000,
+                    gold_dialogues=n)
+
     @abstractmethod
     def measures(self, config: Any, gold: Any | None = None) -> list[MeasureSpec]:
         """Every measure a run of this task is scored with, in display order (official first)."""
@@ -222,6 +283,26 @@ class Kind(ABC):
         """The run format of a task with this configuration, for the task's data section and the
         API: ``{"summary": str, "fields": [{"path", "type", "meaning"}], "example": <one run entry>,
         "notes": [str]}``, generated from the configuration (labels, measures), never hand-written."""
+
+    # Between runs ----------------------------------------------------------------------------
+    def compare(self, runs: Mapping[str, Any], gold: Any, config: Any, *, seed: int, resamples: int) -> dict[str, Any]:
+        """Statistics between the runs of one board that only this kind knows how to compute.
+
+        ``runs`` maps a name the server chooses (a run id or label) to a parsed run (what
+        ``parse_run`` returned) on ``gold``; ``seed`` and ``resamples`` are the board's recorded
+        statistics seed and B. Returns JSON-ready data (no NaN: None where undefined) that the
+        server stores as it is and the kind's pages render; the structure is the kind's own,
+        documented in its docstring. The default, for kinds whose boards need nothing beyond
+        the per-item statistics, is ``{}``.
+        """
+        return {}
+
+    def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``compare()``'s data as tables for the statistics page, so that the server renders any
+        kind's comparisons with one template: ``[{"title": str, "note": str, "headers": [str],
+        "rows": [[cell]], "shade": bool}]``, a cell a string or a number (None: undefined);
+        ``shade`` asks for the numbers of the table to be shaded like a heat map."""
+        return []
 
     def sample_run(self, gold: Any, config: Any) -> object:
         """A valid run file participants can look at and upload (by default the first baseline)."""

@@ -16,7 +16,7 @@ import numpy as np
 from scoring.baselines import popularity_run, uniform_run
 from scoring.config import PRESETS, TaskConfig
 from scoring.evaluate import Result, evaluate, normalise
-from scoring.formats import Gold, Run, load_gold, load_run, restrict
+from scoring.formats import Gold, Run, check_run_shape, load_gold, load_run, restrict
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, measure_key
 from scoring.measures import MEASURES
 
@@ -63,6 +63,9 @@ class Stc3Kind(Kind):
     def parse_run(self, data: object, gold: Gold, config: TaskConfig, *, allow_missing: bool = False) -> Run:
         return load_run(data, gold, allow_missing=allow_missing)
 
+    def check_run_file(self, content: bytes, gold: Gold) -> None:
+        check_run_shape(content, gold)
+
     def run_parts(self, run: Run) -> list[str]:
         return [part for part, present in (("quality", run.quality is not None),
                                            ("nugget", run.customer is not None)) if present]
@@ -79,7 +82,8 @@ class Stc3Kind(Kind):
                         title=f"{measure.title}, {dim} ({meaning})", short_title=name.upper(),
                         higher_is_better=not measure.lower_is_better, value_range=measure.value_range,
                         citation=measure.citation, official=name in OFFICIAL["quality"],
-                        group="quality", group_title="Dialogue quality (DQ)", description=f"{dim}: {meaning}"))
+                        group="quality", group_title="Dialogue quality (DQ)", subgroup=dim, subgroup_title=meaning,
+                        description=f"{dim}: {meaning}"))
         if gold is None or gold.has_nugget:
             for name in config.nugget_measures:
                 measure = MEASURES[name]

@@ -8,10 +8,17 @@ Gold (organiser, hidden): a JSON list of contexts, each with at least two respon
 
 ``human`` (required): a finite number, higher is better. Optional, but then on every response
 of the gold or on none: ``system`` (a non-empty string, at most once per context),
-``property`` (the organiser's gold-standard property metric M*, a finite number) and
+``property`` (the organiser's gold-standard property metric M*, a finite number),
 ``grades`` (per-turn relevance grades of a multi-turn session, a non-empty list of finite
-numbers >= 0). Response ids are unique over the whole gold (a run names responses only).
-Other keys are ignored (a gold may carry the responses' text or references).
+numbers >= 0) and ``text`` (the response itself, a non-empty string). Response ids are unique
+over the whole gold (a run names responses only).
+
+Texts, optional, for participants and the reference metrics: a context may carry ``context``
+(the dialogue so far, ``[{"sender": str, "text": str}, ...]``) and ``references`` (reference
+responses ``[{"text": str, "weight": number in [-1, 1], 1 when left out}, ...]``, at least one
+with a positive weight: RESPONSE-SPEC.md's rules). References are on every context or on none,
+and need every response's ``text`` (the reference metrics score the texts). Other keys are
+ignored.
 
 Run (a metric): ``[{"id": "ctx-4/a", "score": 0.73}, ...]``, one finite score per gold
 response, higher meaning better (negate a distance before submitting); other keys are ignored.
@@ -34,6 +41,9 @@ import numpy as np
 from scoring.formats import ValidationFailed, _label, _Problems, canonical_id, gc_paused
 
 __all__ = ["MAX_CONTEXT_PAIRS", "MetricGold", "ValidationFailed", "load_metric_gold", "load_metric_run"]
+
+# A response's text, as a response run's (scoring.response.formats.MAX_RESPONSE_CHARS, checked in the tests).
+MAX_RESPONSE_CHARS = 10_000
 
 # Within-context pairs are materialised as index arrays (24 bytes each, plus about as much again in the
 # chunked figures computed from them); a gold needing more is refused rather than exhausting memory.
@@ -64,7 +74,9 @@ class MetricGold:
     * ``human[r]``: the human judgement;
     * ``system[r]``: index into ``system_names``, or -1 everywhere when the gold names no systems;
     * ``property_metric``: the gold-standard property metric per response, or None;
-    * ``grade_counts[r]`` turns for response r, grades flat in ``grades`` (both None without grades).
+    * ``grade_counts[r]`` turns for response r, grades flat in ``grades`` (both None without grades);
+    * ``texts[r]``: response r's text, or None when the gold has no texts;
+    * ``references[c]``: context c's ``(text, weight)`` references, or None when it has none.
     """
 
     context_ids: list[str]
@@ -77,9 +89,16 @@ class MetricGold:
     grades: np.ndarray | None = None
     grade_counts: np.ndarray | None = None
     warnings: list[str] = field(default_factory=list)
+    texts: list[str] | None = None
+    references: list[list[tuple[str, float]]] | None = None
 
     def __post_init__(self) -> None:
         self.index = {response_id: position for position, response_id in enumerate(self.response_ids)}
+
+    @property
+    def item_ids(self) -> list[str]:
+        """The items of the task-kind interface are the contexts."""
+        return self.context_ids
 
     @property
     def n_responses(self) -> int:
@@ -137,6 +156,11 @@ class MetricGold:
         if self.grades is not None:
             arrays["grades"] = self.grades
             arrays["grade_counts"] = self.grade_counts
+        # Texts as UTF-8 JSON bytes: a fixed-width NumPy string array would pad every text to the longest.
+        if self.texts is not None:
+            arrays["texts"] = np.frombuffer(json.dumps(self.texts).encode(), dtype=np.uint8)
+        if self.references is not None:
+            arrays["references"] = np.frombuffer(json.dumps(self.references).encode(), dtype=np.uint8)
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **arrays)
         return buffer.getvalue()
@@ -157,7 +181,59 @@ class MetricGold:
                 grades=arrays["grades"] if "grades" in arrays else None,
                 grade_counts=arrays["grade_counts"] if "grade_counts" in arrays else None,
                 warnings=json.loads(str(arrays["warnings"])),
+                texts=json.loads(arrays["texts"].tobytes()) if "texts" in arrays else None,
+                references=[[(text, float(weight)) for text, weight in item]
+                            for item in json.loads(arrays["references"].tobytes())]
+                if "references" in arrays else None,
             )
+
+    def subset(self, contexts: np.ndarray | list[int]) -> MetricGold:
+        """The gold of some contexts only (ascending indices), exactly as if compiled from a file
+        holding just those contexts: systems are re-coded to those that answer one of them, and the
+        missing-system warning is worded for them."""
+        chosen = np.asarray(contexts, dtype=np.int64)
+        if chosen.ndim != 1 or not chosen.size or (np.diff(chosen) <= 0).any() \
+                or chosen[0] < 0 or chosen[-1] >= self.n_contexts:
+            raise ValueError(f"contexts must be ascending distinct indices below {self.n_contexts}, at least one")
+        position = np.full(self.n_contexts, -1, dtype=np.int64)
+        position[chosen] = np.arange(chosen.size)
+        rows = np.flatnonzero(position[self.context] >= 0)
+        system = self.system[rows]
+        system_names = self.system_names
+        if self.has_systems:
+            present = np.unique(system)
+            recode = np.full(len(self.system_names), -1, dtype=np.int64)
+            recode[present] = np.arange(present.size)
+            system, system_names = recode[system], [self.system_names[s] for s in present.tolist()]
+        grades = grade_counts = None
+        if self.grades is not None:
+            owner = np.repeat(np.arange(self.n_responses), self.grade_counts)
+            grade_counts = self.grade_counts[rows]
+            grades = self.grades[position[self.context[owner]] >= 0]
+        return MetricGold(
+            context_ids=[self.context_ids[c] for c in chosen.tolist()],
+            response_ids=[self.response_ids[r] for r in rows.tolist()],
+            context=position[self.context[rows]],
+            human=self.human[rows],
+            system=system,
+            system_names=system_names,
+            property_metric=None if self.property_metric is None else self.property_metric[rows],
+            grades=grades,
+            grade_counts=grade_counts,
+            warnings=_system_warnings(position[self.context[rows]], system, len(system_names), chosen.size),
+            texts=None if self.texts is None else [self.texts[r] for r in rows.tolist()],
+            references=None if self.references is None else [self.references[c] for c in chosen.tolist()],
+        )
+
+
+def _system_warnings(context: np.ndarray, system: np.ndarray, n_systems: int, n_contexts: int) -> list[str]:
+    if not n_systems:
+        return []
+    complete = np.bincount(context[system >= 0], minlength=n_contexts) == n_systems
+    if complete.all():
+        return []
+    return [f"{int((~complete).sum())} of {n_contexts} context(s) lack a response from some of the {n_systems} "
+            f"systems; discriminative power uses the {int(complete.sum())} complete one(s)"]
 
 
 def _text_id(value: object) -> str | None:
@@ -165,7 +241,54 @@ def _text_id(value: object) -> str | None:
     return None if identifier is None or "\x00" in identifier else identifier
 
 
-_OPTIONAL = ("system", "property", "grades")
+_OPTIONAL = ("system", "property", "grades", "text")
+
+
+def _text(value: object, path: str, problems: _Problems, limit: int | None = None) -> str | None:
+    """The response kind's text rule (non-empty, no NUL, bounded length). Imported when a gold has
+    texts only: the response package brings sacrebleu, which every importer of the kinds would pay."""
+    from scoring.response import formats as response_formats
+
+    return response_formats._text(value, path, problems, limit or response_formats.MAX_TEXT_CHARS)
+
+
+def _references(value: object, path: str, problems: _Problems) -> list[tuple[str, float]]:
+    """A context's references (RESPONSE-SPEC.md: text, weight in [-1, 1], one weight positive)."""
+    if not isinstance(value, list) or not value:
+        problems.add(path, "missing: other contexts of the gold carry references, so every one must"
+                     if value is None else "must be a non-empty list of {\"text\", \"weight\"} objects")
+        return []
+    found: list[tuple[str, float]] = []
+    for k, reference in enumerate(value):
+        where = f"{path}[{k}]"
+        if not isinstance(reference, dict):
+            problems.add(where, f"must be an object with text and weight, not {_label(reference)}")
+            continue
+        text = _text(reference.get("text"), f"{where}.text", problems)
+        weight = reference.get("weight", 1.0)
+        if not _finite_number(weight):
+            problems.add(f"{where}.weight", _number_problem(weight))
+        elif not -1.0 <= weight <= 1.0:
+            problems.add(f"{where}.weight", f"must be in [-1, 1], got {_label(weight)}")
+        elif text is not None:
+            found.append((text, float(weight)))
+    if len(found) == len(value) and not any(weight > 0 for _, weight in found):
+        problems.add(path, "no reference has a positive weight")
+    return found
+
+
+def _history(value: object, path: str, problems: _Problems) -> None:
+    """A context's dialogue so far: a list of {"sender", "text"} (checked: it is published)."""
+    if not isinstance(value, list):
+        problems.add(path, f"must be a list of sender and text objects, not {_label(value)}")
+        return
+    for k, utterance in enumerate(value):
+        where = f"{path}[{k}]"
+        if not isinstance(utterance, dict):
+            problems.add(where, f"must be an object with sender and text, not {_label(utterance)}")
+            continue
+        _text(utterance.get("sender"), f"{where}.sender", problems)
+        _text(utterance.get("text"), f"{where}.text", problems)
 
 
 def load_metric_gold(data: object) -> MetricGold:
@@ -196,6 +319,7 @@ def _load_gold(data: object) -> MetricGold:
                     for key in _OPTIONAL:
                         present[key] += response.get(key) is not None
     wanted = {key for key, count in present.items() if count}
+    with_references = any(isinstance(context, dict) and context.get("references") is not None for context in data)
 
     context_ids: list[str] = []
     response_ids: list[str] = []
@@ -205,6 +329,8 @@ def _load_gold(data: object) -> MetricGold:
     prop: list[float] = []
     grades: list[float] = []
     grade_counts: list[int] = []
+    texts: list[str] = []
+    references: list[list[tuple[str, float]]] = []
     first_context: dict[str, int] = {}
     first_response: dict[str, str] = {}
     n_pairs = 0
@@ -224,6 +350,11 @@ def _load_gold(data: object) -> MetricGold:
             context_id = None
         else:
             first_context[context_id] = position
+        start = len(problems.lines) + problems.dropped
+        context_references = _references(context.get("references"), f"{path}.references", problems) \
+            if with_references else []
+        if context.get("context") is not None:
+            _history(context["context"], f"{path}.context", problems)
         responses = context.get("responses")
         if not isinstance(responses, list):
             problems.add(f"{path}.responses", "missing or not a list of responses")
@@ -231,7 +362,6 @@ def _load_gold(data: object) -> MetricGold:
         if len(responses) < 2:
             problems.add(f"{path}.responses", f"has {len(responses)} response(s); a context needs at least 2 "
                                               "(predictive power compares responses to the same context)")
-        start = len(problems.lines) + problems.dropped
         rows: list[tuple] = []
         systems_here: dict[str, int] = {}
         for number, response in enumerate(responses):
@@ -279,7 +409,15 @@ def _load_gold(data: object) -> MetricGold:
                         if not _finite_number(grade) or grade < 0:
                             problems.add(f"{r_path}.grades[{turn}]", _number_problem(grade)
                                          if not _finite_number(grade) else f"must be >= 0, got {_label(grade)}")
-            rows.append((response_id, value, system, property_value, turn_grades))
+            text = response.get("text")
+            if "text" in wanted or with_references:
+                if text is None:
+                    problems.add(f"{r_path}.text", "missing: the contexts carry references, which score the "
+                                                   "responses' texts, so every response needs one" if with_references
+                                 else "missing: other responses of the gold carry their text, so every one must")
+                else:
+                    text = _text(text, f"{r_path}.text", problems, MAX_RESPONSE_CHARS)
+            rows.append((response_id, value, system, property_value, turn_grades, text))
         if context_id is None or len(problems.lines) + problems.dropped > start or len(rows) < 2:
             continue
         n_pairs += len(rows) * (len(rows) - 1) // 2
@@ -289,7 +427,8 @@ def _load_gold(data: object) -> MetricGold:
             problems.raise_if_any()
         number = len(context_ids)
         context_ids.append(context_id)
-        for response_id, value, system, property_value, turn_grades in rows:
+        references.append(context_references)
+        for response_id, value, system, property_value, turn_grades, text in rows:
             response_ids.append(response_id)
             context_of.append(number)
             human.append(float(value))
@@ -300,6 +439,8 @@ def _load_gold(data: object) -> MetricGold:
             if "grades" in wanted:
                 grades.extend(float(g) for g in turn_grades)
                 grade_counts.append(len(turn_grades))
+            if "text" in wanted or with_references:
+                texts.append(text)
     problems.raise_if_any()
 
     human_array = np.asarray(human, dtype=np.float64)
@@ -316,13 +457,7 @@ def _load_gold(data: object) -> MetricGold:
     codes = {name: code for code, name in enumerate(system_names)}
     system_array = (np.array([codes[name] for name in system_of], dtype=np.int64) if system_of
                     else np.full(len(response_ids), -1, dtype=np.int64))
-    warnings = []
-    if system_names:
-        complete = np.bincount(context_array[system_array >= 0], minlength=len(context_ids)) == len(system_names)
-        if not complete.all():
-            warnings.append(f"{int((~complete).sum())} of {len(context_ids)} context(s) lack a response from some "
-                            f"of the {len(system_names)} systems; discriminative power uses the "
-                            f"{int(complete.sum())} complete one(s)")
+    warnings = _system_warnings(context_array, system_array, len(system_names), len(context_ids))
     return MetricGold(
         context_ids=context_ids,
         response_ids=response_ids,
@@ -334,14 +469,18 @@ def _load_gold(data: object) -> MetricGold:
         grades=np.asarray(grades, dtype=np.float64) if "grades" in wanted else None,
         grade_counts=np.asarray(grade_counts, dtype=np.int64) if "grades" in wanted else None,
         warnings=warnings,
+        texts=texts if "text" in wanted or with_references else None,
+        references=references if with_references else None,
     )
 
 
-def load_metric_run(data: object, gold: MetricGold) -> np.ndarray:
+def load_metric_run(data: object, gold: MetricGold, *, allow_missing: bool = False) -> np.ndarray:
     """Validate a parsed run against the gold; return its scores in the gold's response order.
 
     A run must score every gold response exactly once (a metric is judged on all of them,
-    never on a subset it chose). Raises ``ValidationFailed`` listing every problem.
+    never on a subset it chose). Raises ``ValidationFailed`` listing every problem. With
+    ``allow_missing`` (the offline command's ``--allow-missing``) missing responses are not a
+    problem: their scores are NaN, and the caller leaves out the contexts they belong to.
     """
     problems = _Problems()
     if not isinstance(data, list):
@@ -381,8 +520,11 @@ def load_metric_run(data: object, gold: MetricGold) -> np.ndarray:
                 problems.add(f"{path}.score", _number_problem(score))
             elif row is not None:
                 scores[row] = float(score)
-    if len(seen_at) < gold.n_responses:
-        missing = np.flatnonzero(np.isnan(scores))
+    if len(seen_at) < gold.n_responses and not allow_missing:
+        # Responses no entry names: one whose entry has a bad score is reported at that entry.
+        named = np.zeros(gold.n_responses, dtype=bool)
+        named[list(seen_at)] = True
+        missing = np.flatnonzero(~named)
         for row in missing[:20].tolist():
             problems.add("$", f"response {_label(gold.response_ids[row])} has no score")
         if missing.size > 20:

@@ -4,7 +4,8 @@
 - ``nlp``: the spaCy pipeline and word-vector tables (loaded once per process, never downloaded);
 - ``posscore``: POSSCORE with references prepared once per gold version;
 - ``nuggets``: nugget-level scores NS(T, n) on top of any per-item response measure;
-- ``formats``: validation of response gold files and runs.
+- ``formats``: validation of response gold files and runs;
+- ``vbleu``: vBLEU's references: a dialogue pool, BM25 retrieval, the automatic rater, the extended gold.
 
 Django never computes a number: the task-kind adapter calls these functions.
 """

@@ -1,8 +1,12 @@
-"""``manage.py demo``: a demo task with generated gold, baselines, teams and scored runs."""
+"""``manage.py demo``: one demo task per kind, each with a development and a test phase, generated
+gold, baselines, two teams and scored runs, so that every screen of the server has something on it."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,27 +15,85 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
+from fixtures import metric_demo
 from fixtures.synthetic import generate_gold, generate_run
 from leaderboard.statistics import compute_task_statistics
-from tasks.models import Task, Team
+from scoring.kinds import KINDS
+from tasks.models import Phase, Task, Team
 from tasks.organising import create_task, load_gold_version
 from tasks.submissions import Submission, submit_run
 from tasks.tokens import issue_token
 
-DEMO_SLUG = "stc3-demo"
+DEMO_SLUG = "stc3-demo"  # the first demo; its files are also written to var/demo/ itself
+
+
+@dataclass
+class Demo:
+    """What one kind's demo needs: its gold files and its participants' runs (team 0 or 1, name,
+    run file, method description) for the development and the test gold."""
+
+    slug: str
+    kind: str
+    title: str
+    description: str
+    preset: str
+    development: Any
+    test: Any
+    runs: Callable[[Any, str], list[tuple[int, str, Any, str]]]
+    sample: Callable[[Any], Any]
+
+
+def stc3_demo(size: int, seed: int) -> Demo:
+    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
+        offset = 0 if phase == "development" else 50
+        plan = [(0, "aurora-run1", 0.15, ("quality", "nugget")), (0, "aurora-run2", 0.35, ("quality", "nugget")),
+                (1, "borealis-dq", 0.25, ("quality",)), (1, "borealis-nd", 0.5, ("nugget",))]
+        return [(team, name, generate_run(gold, "noisy", noise=noise, seed=100 + offset + number, subtasks=parts),
+                 f"Gold mixed with {noise:.0%} noise (demo).")
+                for number, (team, name, noise, parts) in enumerate(plan)]
+
+    return Demo(DEMO_SLUG, "stc3", "STC-3 style demo (synthetic data)",
+                f"Dialogue quality and nugget detection on synthetic customer-helpdesk dialogues: {size} development "
+                f"and {size} test dialogues, 19 annotators, both subtasks.", "stc3",
+                generate_gold(size, seed=seed), generate_gold(size, seed=seed + 1), runs,
+                lambda gold: generate_run(gold, "noisy", noise=0.3, seed=999))
+
+
+def metric_demo_task(size: int, seed: int) -> Demo:
+    contexts = max(20, size // 5)
+
+    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
+        made = metric_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        teams = {"close": 0, "noisy": 0, "coarse": 1, "length": 1}
+        return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
+                 f"A demo metric: '{name}' (see fixtures/metric_demo.py).") for name, team in teams.items()
+                if name in made]
+
+    return Demo("metric-demo", "metric", "Metrics track demo (synthetic data)",
+                f"Participants submit an evaluation metric's score for every response; the server meta-evaluates it "
+                f"against hidden human judgements. {contexts} contexts answered by 5 systems per gold.",
+                "metric-quick",
+                metric_demo.generate_gold(contexts, 5, seed=seed),
+                metric_demo.generate_gold(contexts, 5, seed=seed + 1),
+                runs, lambda gold: metric_demo.generate_runs(gold, seed=999)["noisy"])
+
+
+DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, metric_demo_task]
 
 
 class Command(BaseCommand):
-    help = "Create (once) a demo task with synthetic STC-3 gold, baselines, two teams and scored runs."
+    help = ("Create (once) a demo task of every kind, each with a development and a test phase, synthetic gold, "
+            "baselines, two teams and scored runs.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--dialogues", type=int, default=300)
+        parser.add_argument("--dialogues", type=int, default=300, help="items per gold of the DQ/ND demo "
+                            "(the other demos scale with it)")
         parser.add_argument("--seed", type=int, default=14)
         parser.add_argument("--password", default=None, help="password for the demo accounts (default: random)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        users = get_user_model()
         logins = Path(settings.VAR_DIR) / "demo-logins.txt"
         if Task.objects.filter(slug=DEMO_SLUG).exists():
             self.stdout.write(f"demo task {DEMO_SLUG} exists already")
@@ -39,32 +101,19 @@ class Command(BaseCommand):
                 self.stdout.write(logins.read_text(), ending="")
             return
         password = options["password"] or secrets.token_urlsafe(9)
-        gold = generate_gold(options["dialogues"], seed=options["seed"])
+        users = get_user_model()
         with transaction.atomic():
             organiser = users.objects.create_user("organiser", password=password, is_staff=True, is_superuser=True)
-            task = create_task(DEMO_SLUG, "stc3", "STC-3 style demo (synthetic data)",
-                               "A demo of the DialEval server on synthetic customer-helpdesk dialogues: "
-                               "300 dialogues, 19 annotators, both subtasks.")
-            task.organisers.add(organiser)
-            load_gold_version(task, orjson.dumps(gold), "demo-gold.json", organiser, "demo")
             participants, tokens = [], []
             for username, team_name, slug in (("alice", "Aurora", "aurora"), ("bob", "Borealis", "borealis")):
                 user = users.objects.create_user(username, password=password)
-                team = Team.objects.create(name=team_name, slug=slug)
-                team.members.add(user)
+                Team.objects.create(name=team_name, slug=slug).members.add(user)
                 tokens.append(issue_token(user))
                 participants.append(user)
-        runs = [(participants[0], "aurora-run1", 0.15, ("quality", "nugget")),
-                (participants[0], "aurora-run2", 0.35, ("quality", "nugget")),
-                (participants[1], "borealis-dq", 0.25, ("quality",)),
-                (participants[1], "borealis-nd", 0.5, ("nugget",))]
-        for number, (user, name, noise, subtasks) in enumerate(runs):
-            content = orjson.dumps(generate_run(gold, "noisy", noise=noise, seed=100 + number, subtasks=subtasks))
-            submit_run(task, user, Submission(content=content, filename=f"{name}.json", name=name,
-                                              description=f"Gold mixed with {noise:.0%} noise (demo)."))
-        compute_task_statistics(task.pk)  # at once: a background thread would die with this command
-        self.stdout.write(f"demo task {DEMO_SLUG}: {len(gold)} dialogues, 2 baselines, {len(runs)} runs")
-        self._write_files(gold)
+        for build in DEMOS:
+            demo = build(options["dialogues"], options["seed"])
+            if demo.kind in KINDS:
+                self._build(demo, organiser, participants)
         text = (f"organiser login: organiser / {password}   (admin at /admin/)\n"
                 f"participant login: alice / {password}   (team Aurora; bob / same password, team Borealis)\n"
                 f"alice's API token: {tokens[0]}\n")
@@ -72,13 +121,45 @@ class Command(BaseCommand):
         logins.chmod(0o600)
         self.stdout.write(text, ending="")
 
-    def _write_files(self, gold: list[dict[str, Any]]) -> None:
-        """Files to try the server with, in var/demo/ (never served): the test data as participants
-        get it (no annotations), a run ready to upload, and the gold for the offline score command."""
-        folder = Path(settings.VAR_DIR) / "demo"
-        folder.mkdir(exist_ok=True)
-        test_data = [{key: value for key, value in dialogue.items() if key != "annotations"} for dialogue in gold]
-        (folder / "test-data.json").write_bytes(orjson.dumps(test_data))
-        (folder / "sample-run.json").write_bytes(orjson.dumps(generate_run(gold, "noisy", noise=0.3, seed=999)))
-        (folder / "gold.json").write_bytes(orjson.dumps(gold))
-        self.stdout.write(f"files to try it with: {folder}/sample-run.json (upload it), test-data.json, gold.json")
+    def _build(self, demo: Demo, organiser: Any, participants: list[Any]) -> None:
+        """The task, its two gold versions and phases (development over, test open now with a live
+        subset), the runs of both phases, statistics, and the files to try it with."""
+        now = timezone.now()
+        with transaction.atomic():
+            task = create_task(demo.slug, demo.preset, demo.title, demo.description, kind=demo.kind)
+            task.organisers.add(organiser)
+            development = load_gold_version(task, orjson.dumps(demo.development), "development-gold.json", organiser,
+                                            "development")
+            test = load_gold_version(task, orjson.dumps(demo.test), "test-gold.json", organiser, "test")
+            Phase.objects.create(task=task, name="development", kind=Phase.DEVELOPMENT, gold_version=development,
+                                 starts_at=now - timedelta(days=30), ends_at=now - timedelta(days=2))
+            Phase.objects.create(task=task, name="test", kind=Phase.TEST, gold_version=test,
+                                 starts_at=now - timedelta(days=2), ends_at=now + timedelta(days=14),
+                                 live_subset_size=max(2, test.n_items // 2), live_subset_seed=7,
+                                 per_item_feedback=False, requires_method_description=True)
+        for phase_name, gold in (("development", demo.development), ("test", demo.test)):
+            phase = task.phases.get(name=phase_name)
+            for team, name, content, description in demo.runs(gold, phase_name):
+                submit_run(task, participants[team], Submission(
+                    content=orjson.dumps(content), filename=f"{name}.json", name=name, description=description), phase)
+        compute_task_statistics(task.pk)  # at once: a background thread would die with this command
+        runs = task.runs.filter(is_baseline=False).count()
+        self.stdout.write(f"demo task {demo.slug} ({demo.kind}): development and test phases, "
+                          f"{task.items(development.n_items)} each, {runs} runs and the baselines")
+        self._write_files(task, demo)
+
+    def _write_files(self, task: Task, demo: Demo) -> None:
+        """Files to try the server with, in var/demo/<task>/ (never served): the test data as
+        participants get it, a run for the open test phase, and the test gold for the offline
+        ``score`` command. The DQ/ND demo's are also in var/demo/ itself (the README's examples)."""
+        folders = [Path(settings.VAR_DIR) / "demo" / demo.slug]
+        if demo.slug == DEMO_SLUG:
+            folders.append(Path(settings.VAR_DIR) / "demo")
+        kind, config = task.kind_impl, task.kind_config
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
+            (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
+            (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
+        self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
+                          "gold.json")

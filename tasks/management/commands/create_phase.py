@@ -32,10 +32,12 @@ class Command(BaseCommand):
         parser.add_argument("--daily-quota", type=int, default=20)
         parser.add_argument("--total-quota", type=int, default=200)
         parser.add_argument("--live-subset", type=int, default=None,
-                            help="test phase: score the live leaderboard on this many dialogues")
+                            help="test phase: score the live leaderboard on this many items")
         parser.add_argument("--subset-seed", type=int, default=0)
-        parser.add_argument("--no-per-dialogue-feedback", action="store_true",
-                            help="development phases: no per-dialogue scores for the run's owner (test and final "
+        # The DQ/ND name of the option stays as an alias: organisers' scripts use it.
+        parser.add_argument("--no-per-item-feedback", "--no-per-dialogue-feedback", action="store_true",
+                            dest="no_per_item_feedback",
+                            help="development phases: no per-item scores for the run's owner (test and final "
                                  "phases never show them to participants before the results are published)")
         described = parser.add_mutually_exclusive_group()
         described.add_argument("--require-description", dest="require_description", action="store_const",
@@ -57,15 +59,15 @@ class Command(BaseCommand):
                       starts_at=_utc(options["starts"]), ends_at=_utc(options["ends"]),
                       daily_quota=options["daily_quota"], total_quota=options["total_quota"],
                       live_subset_size=options["live_subset"], live_subset_seed=options["subset_seed"],
-                      per_dialogue_feedback=not options["no_per_dialogue_feedback"],
+                      per_item_feedback=not options["no_per_item_feedback"],
                       requires_method_description=(options["kind"] == Phase.TEST
                                                    if options["require_description"] is None
                                                    else options["require_description"]))
         problems = []
         if phase.ends_at <= phase.starts_at:
             problems.append("--ends must be after --starts")
-        if phase.live_subset_size is not None and not 1 <= phase.live_subset_size < version.n_dialogues:
-            problems.append(f"--live-subset must be between 1 and {version.n_dialogues - 1}")
+        if phase.live_subset_size is not None and not 1 <= phase.live_subset_size < version.n_items:
+            problems.append(f"--live-subset must be between 1 and {version.n_items - 1}")
         if min(phase.daily_quota, phase.total_quota) < 1:
             problems.append("quotas must be at least 1")
         try:

@@ -48,6 +48,7 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: {warning}")
         reruns = task.runs.filter(gold_version=version, is_baseline=False).count()
         moved = f"; phase(s) {', '.join(phase.name for phase in phases)} now use it" if phases else ""
-        self.stdout.write(f"{task.slug}: gold version {version.number} ({version.n_dialogues} dialogues); "
-                          f"2 baselines created; {reruns} run(s) queued for re-scoring{moved}")
+        baselines = task.runs.filter(gold_version=version, is_baseline=True).count()
+        self.stdout.write(f"{task.slug}: gold version {version.number} ({task.items(version.n_items)}); "
+                          f"{baselines} baselines created; {reruns} run(s) queued for re-scoring{moved}")
         self.stdout.write(str(version.number))

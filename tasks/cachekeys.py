@@ -1,0 +1,48 @@
+"""Every key the server puts in the shared cache, and how long each lives: one place to read
+what is cached, what a key depends on, and why no entry can outlive a change.
+
+Keys never need deleting when something changes: a key carries what it depends on (the task's
+``scores_changed_at``, a phase's publication, a generation token), so a change makes readers ask
+for a new key, and stale entries simply expire. The one signal that moves them is
+``tasks.changes.board_changed`` (scores, visibility, publication), which bumps
+``scores_changed_at``; task and phase rows renew their generation token (``tasks.lookup``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BOARD_SECONDS = 600  # boards, rendered board sections and leaderboard JSON bodies
+ROUTE_SECONDS = 60  # a task with its phases: bounds how long a raw QuerySet.update() goes unseen
+TOKEN_SECONDS = 24 * 3600  # a task's generation token
+
+
+def task_token(slug: str) -> str:
+    """The random generation token of a task's cached lookups (renewed when it or a phase changes)."""
+    return f"task-token:{slug}"
+
+
+def task_route(slug: str, token: str) -> str:
+    """A task and its phases, under the task's current generation token."""
+    return f"task-route:{slug}:{token}"
+
+
+def board(task: Any, phase: Any, organiser: bool) -> str:
+    """A board: changes whenever a score, a run's visibility or a phase's publication changes."""
+    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
+            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+
+
+def board_section(board_key: str, tab: str, sort: str, show: str, statistics_token: str) -> str:
+    """A task page's rendered board, per tab, sort, view and state of its statistics."""
+    return f"page:{board_key}:{tab}:{sort}:{show}:{statistics_token}"
+
+
+def board_json(board_key: str) -> str:
+    """The leaderboard JSON of a board (``:identity`` and ``:gzip`` are added per encoding)."""
+    return f"json:{board_key}"
+
+
+def statistics_pending(task_id: int) -> str:
+    """When a Celery statistics job for the task is already planned (spares duplicate messages)."""
+    return f"statistics-pending:{task_id}"
