@@ -586,3 +586,18 @@ def test_large_batches_are_scored_in_chunks_with_the_same_scores(demo, monkeypat
     chunked = KIND.score(run, gold, config)
     assert chunked.per_item["posscore"].tolist() == whole.per_item["posscore"].tolist()
     assert chunked.details == whole.details
+
+
+def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
+    """The server refuses, unparsed, files with more containers and commas per item than a kind
+    allows (``Kind.run_values_per_item``): the issue's shape, 4 nuggets with 8 + 7 alternatives
+    each, passes; a file of empty objects does not."""
+    gold = KIND.compile_gold([{"id": str(k), "references": [{"text": "fine"}]} for k in range(50)],
+                             KIND.preset("bleu-only"))
+    others = [act for act in ACTS_SEED004 if act != "Apology"]
+    nugget = {"text": "Sorry.", "act": "Apology", "diff": [{"text": "Thanks.", "act": act} for act in others[:8]],
+              "same": ["Sorry!"] * 7}
+    run = [{"id": str(k), "response": "Sorry. " * 4, "nuggets": [nugget] * 4} for k in range(50)]
+    KIND.check_run_file(json.dumps(run).encode(), gold)
+    with pytest.raises(ValidationFailed):
+        KIND.check_run_file(b"[" + b",".join([b"{}"] * 200_000) + b"]", gold)
