@@ -601,3 +601,13 @@ def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
     KIND.check_run_file(json.dumps(run).encode(), gold)
     with pytest.raises(ValidationFailed):
         KIND.check_run_file(b"[" + b",".join([b"{}"] * 200_000) + b"]", gold)
+
+
+def test_demo_ids_can_be_kept_apart_per_phase():
+    development, test = generate_gold(10, seed=1, prefix="dev-"), generate_gold(10, seed=2, prefix="test-")
+    assert all(entry["id"].startswith("dev-") for entry in development)
+    assert not {entry["id"] for entry in development} & {entry["id"] for entry in test}
+    runs = generate_runs(test, seed=3)
+    config = KIND.preset("bleu-only")
+    gold = KIND.compile_gold(test, config)
+    assert all(KIND.parse_run(run, gold, config).n_missing == 0 for run in runs.values())
