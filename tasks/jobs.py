@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from evalserver.celery import app
 from scoring import ValidationFailed, parse_json
-from scoring.kinds import Scored
+from scoring.kinds import MeasureSpec, Scored
 from tasks.changes import board_changed
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.models import Phase, Run, Score, ScoreVector
@@ -230,8 +230,31 @@ def _compute(run: Run) -> tuple[Scored, Scored | None]:
         phase = live_phase(run.task_id, run.gold_version_id)
     subset = phase.live_subset() if phase is not None else None
     if subset is not None:
-        live = kind.score(parsed, gold, config, items=subset)
+        live = subset_scores(run.task.measure_specs(), result, subset) or kind.score(parsed, gold, config,
+                                                                                     items=subset)
     return result, live
+
+
+def subset_scores(specs: list[MeasureSpec], result: Scored, subset: np.ndarray) -> Scored | None:
+    """A live subset's scores taken from the whole set's, without scoring again: every item's
+    scores and sufficient statistics are the same in both, and each measure says how its figure
+    is made from its items (``MeasureSpec.aggregate``). None when a measure's figure needs the
+    kind (``run`` headlines: a correlation over all responses), which then scores the subset."""
+    if any(spec.headline == "run" for spec in specs if spec.key in result.per_item):
+        return None
+    if set(result.headlines) != set(result.per_item):
+        return None
+    per_item = {key: values[subset] for key, values in result.per_item.items()}
+    statistics = {key: values[subset] for key, values in result.statistics.items()}
+    by_key = {spec.key: spec for spec in specs}
+    headlines = {}
+    for key, values in per_item.items():
+        spec = by_key.get(key)
+        if spec is None or (spec.headline == "corpus" and (key not in statistics or not spec.corpus_exact)):
+            return None
+        headlines[key] = spec.aggregate(values, statistics.get(key))
+    return Scored(item_ids=[result.item_ids[i] for i in subset], per_item=per_item, headlines=headlines,
+                  settings=dict(result.settings), statistics=statistics, warnings=[], n_missing=0)
 
 
 def _parts(run: Run, result: Scored) -> list[str]:
@@ -250,8 +273,10 @@ def _store(run: Run, result: Scored, scope: str) -> None:
     """The run's figures (``Scored.summary()``, the structure of ``score --format json``), its
     per-item details, and one vector per measure whose ``mean`` is the measure's headline figure
     (a mean of items, or a corpus-level figure), exactly as the kind computed it."""
+    # Per-item details (nugget scores) once, with the whole set's scores: a live subset's are
+    # among them, and who may read them is the per-item rule either way.
     score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary(),
-                                 details=result.details)
+                                 details=result.details if scope == Score.FULL else {})
     ScoreVector.objects.bulk_create([
         ScoreVector(score=score, key=key, mean=result.headlines[key],
                     values=np.ascontiguousarray(values, dtype=np.float64).tobytes())

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from scoring import ValidationFailed, parse_json
 from scoring.kinds import KINDS
+from scoring.kinds.response import store_vector_table
+from scoring.response.nlp import VectorTableError
 from tasks.changes import touch_scores
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
@@ -124,3 +126,28 @@ def rescore_runs(runs: Any) -> int:
         for run_id in ids:
             transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
     return len(ids)
+
+
+def set_vector_table(task: Task, content: bytes, name: str = "") -> str:
+    """Keep an uploaded word2vec text table (``scoring.kinds.response.store_vector_table``: every
+    bad line named, never half-written), point the task's configuration at it and score every
+    run again (POSSCORE and the nugget scores change with the vectors). Returns its sha256."""
+    if task.kind != "response":
+        raise Rejected([f"{task.slug} is a {task.kind} task; only response tasks use vector tables"])
+    try:
+        digest, _ = store_vector_table(content, name=name or "uploaded")
+    except VectorTableError as error:
+        raise Rejected(getattr(error, "problems", None) or [str(error)]) from None
+    config = {**task.config, "vectors": {"sha256": digest, "name": name[:100]}}
+    try:
+        checked = task.kind_impl.config(config)
+    except ValueError as error:
+        raise Rejected([str(error)]) from None
+    missing = task.kind_impl.check_resources(checked)
+    if missing:
+        raise Rejected(missing)
+    with transaction.atomic():
+        task.config = config
+        task.save(update_fields=["config"])
+        rescore_runs(task.runs.filter(withdrawn_at__isnull=True))
+    return digest

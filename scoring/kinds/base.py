@@ -72,6 +72,10 @@ class MeasureSpec:
     subgroup_title: str = ""
     headline: Headline = "mean"
     corpus: Callable[[np.ndarray], float] | None = field(default=None, compare=False, repr=False)
+    # Whether the kind's own headline is exactly ``corpus`` of the summed statistics, to the last
+    # bit (then a subset's figure can be taken from stored statistics instead of scoring again);
+    # False where the kind sums in another order (DQ/ND's micro averaging pools turns).
+    corpus_exact: bool = True
     description: str = ""
 
     def __post_init__(self) -> None:

@@ -93,7 +93,9 @@ class Stc3Kind(Kind):
                     short_title=name.upper(), higher_is_better=not measure.lower_is_better,
                     value_range=measure.value_range, citation=measure.citation, official=name in OFFICIAL["nugget"],
                     group="nugget", group_title="Nugget detection (ND)",
-                    headline="corpus" if micro else "mean", corpus=_micro_nugget(config.alpha) if micro else None))
+                    headline="corpus" if micro else "mean", corpus=_micro_nugget(config.alpha) if micro else None,
+                    # evaluate() pools the turns (np.mean over them), which rounds differently.
+                    corpus_exact=False))
         return specs
 
     def score(self, run: Run, gold: Gold, config: TaskConfig, items: np.ndarray | None = None) -> Scored:

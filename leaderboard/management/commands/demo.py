@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from fixtures import metric_demo
+from fixtures import metric_demo, response_demo
 from fixtures.synthetic import generate_gold, generate_run
 from leaderboard.statistics import compute_task_statistics
 from scoring.kinds import KINDS
@@ -80,7 +80,25 @@ def metric_demo_task(size: int, seed: int) -> Demo:
                 runs, lambda gold: metric_demo.generate_runs(gold, seed=999)["noisy"])
 
 
-DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, metric_demo_task]
+def response_demo_task(size: int, seed: int) -> Demo:
+    contexts = max(20, size // 5)
+
+    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
+        made = response_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        teams = {"strong": 0, "medium": 0, "weak": 1}
+        return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
+                 f"A demo system: '{name}' (see fixtures/response_demo.py).") for name, team in teams.items()]
+
+    return Demo("response-demo", "response", "Response generation demo (synthetic data)",
+                f"Participants return one response per dialogue context, scored with BLEU, deltaBLEU and POSSCORE "
+                f"against weighted references (higher is better), with nugget-level feedback. {contexts} contexts "
+                f"per gold.", "response",
+                response_demo.generate_gold(contexts, seed=seed, prefix="dev-"),
+                response_demo.generate_gold(contexts, seed=seed + 1, prefix="test-"),
+                runs, lambda gold: response_demo.generate_runs(gold, seed=999)["medium"])
+
+
+DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, metric_demo_task]
 
 
 class Command(BaseCommand):

@@ -1,0 +1,114 @@
+"""Response evaluation through the server: uploads scored as the response kind scores the same
+files (BLEU and deltaBLEU corpus-level, POSSCORE a mean, all higher is better), nugget scores kept
+with the whole set's scores, and an organiser's own vector table (``load_vectors``) re-scoring
+every run, whose POSSCORE is then the kind's with that table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
+
+from fixtures import response_demo
+from scoring.kinds import get_kind
+from tests.conftest import committing
+
+
+@pytest.fixture
+def response_task(db: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from scoring.kinds.response import set_vector_directory
+    from tasks.models import Team
+    from tasks.organising import create_task, load_gold_version
+    from tasks.tokens import issue_token
+
+    set_vector_directory(tmp_path / "vectors")
+    task = create_task("response-task", "response", "Responses", kind="response")
+    gold = response_demo.generate_gold(12, seed=3)
+    with committing():
+        load_gold_version(task, orjson.dumps(gold), "gold.json")
+    user = get_user_model().objects.create_user("alice", password="alice-pass-1")
+    Team.objects.create(name="Aurora", slug="aurora").members.add(user)
+    yield {"task": task, "gold": gold, "token": issue_token(user), "user": user,
+           "runs": response_demo.generate_runs(gold, seed=5)}
+    set_vector_directory(Path(settings.MEDIA_ROOT) / "vectors")
+
+
+def upload(data: dict[str, Any], name: str, content: Any) -> Any:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {data['token']}")
+    with committing():
+        return client.post("/api/v1/tasks/response-task/runs/", {
+            "file": SimpleUploadedFile("run.json", orjson.dumps(content)), "name": name}, format="multipart")
+
+
+@pytest.mark.django_db
+def test_response_runs_are_scored_ranked_and_explained_nugget_by_nugget(response_task: dict[str, Any]) -> None:
+    kind, task = get_kind("response"), response_task["task"]
+    config = task.kind_config
+    gold = kind.compile_gold(response_task["gold"], config)
+    ids = {name: upload(response_task, name, response_task["runs"][name]).json()["id"]
+           for name in ("strong", "medium", "weak")}
+    board = Client().get("/api/v1/tasks/response-task/leaderboard/").json()
+    assert [(m["key"], m["higher_is_better"]) for m in board["measures"]] == [
+        ("bleu", True), ("delta_bleu", True), ("posscore", True)]
+    runs = {run["name"]: run for run in board["runs"]}
+    for name in ("strong", "medium", "weak"):
+        direct = kind.score(kind.parse_run(response_task["runs"][name], gold, config), gold, config)
+        assert runs[name]["scores"]["measures"] == orjson.loads(orjson.dumps(direct.summary()))["measures"]
+    # The demo's runs are graded: strong > medium > weak on every measure, ranked in that order.
+    for key in ("bleu", "delta_bleu", "posscore"):
+        assert [runs[name]["ranks"][key] for name in ("strong", "medium", "weak")] == sorted(
+            runs[name]["ranks"][key] for name in ("strong", "medium", "weak"))
+    page = Client().get("/tasks/response-task/").content.decode()
+    assert "higher is better" in page and ">BLEU ▼" in page
+
+    from tasks.models import Score
+
+    strong = Score.objects.get(run_id=ids["strong"], scope=Score.FULL)
+    direct = kind.score(kind.parse_run(response_task["runs"]["strong"], gold, config), gold, config)
+    assert strong.details == orjson.loads(orjson.dumps(direct.details))
+    assert set(strong.details["acts"]) and all(0.0 < v < 1.0 for v in strong.details["acts"].values())
+
+
+@pytest.mark.django_db
+def test_an_organisers_vector_table_rescores_every_run(response_task: dict[str, Any], tmp_path: Path) -> None:
+    task = response_task["task"]
+    content = [{"id": entry["id"], "response": "chess player"} for entry in response_task["gold"]]
+    run_id = upload(response_task, "chess", content).json()["id"]
+    words = {word for entry in response_task["gold"] for ref in entry["references"] for word in
+             ref["text"].lower().replace(".", " ").replace(",", " ").replace("?", " ").replace("!", " ").split()}
+    words |= {"chess", "player"}
+    table = tmp_path / "tiny.txt"
+    # Every word the same vector except "chess" and "player": similarities are 1 or 0 by hand.
+    lines = [f"{word} {'0 1' if word == 'player' else '1 0'}" for word in sorted(words)]
+    table.write_text(f"{len(lines)} 2\n" + "\n".join(lines) + "\n")
+    with committing():
+        call_command("load_vectors", task.slug, str(table), "--name", "tiny")
+    task.refresh_from_db()
+    assert task.config["vectors"]["name"] == "tiny"
+    from tasks.models import Run, Score
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.DONE
+    summary = Score.objects.get(run=run, scope=Score.FULL).summary
+    assert summary["settings"]["posscore"]["vectors"]["name"] == "tiny"
+    kind, config = get_kind("response"), task.kind_config
+    gold = kind.compile_gold(response_task["gold"], config)
+    direct = kind.score(kind.parse_run(content, gold, config), gold, config)
+    assert summary["measures"]["posscore"] == direct.headlines["posscore"]
+    assert all(math.isfinite(value) for value in summary["measures"].values())
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 2\nchess 1\nplayer 0 1\n")
+    with pytest.raises(CommandError, match="nothing was changed"):
+        call_command("load_vectors", task.slug, str(bad))
+    task.refresh_from_db()
+    assert task.config["vectors"]["name"] == "tiny"
