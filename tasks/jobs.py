@@ -230,8 +230,11 @@ def _compute(run: Run) -> tuple[Scored, Scored | None]:
         phase = live_phase(run.task_id, run.gold_version_id)
     subset = phase.live_subset() if phase is not None else None
     if subset is not None:
-        live = subset_scores(run.task.measure_specs(), result, subset) or kind.score(parsed, gold, config,
-                                                                                     items=subset)
+        live = subset_scores(run.task.measure_specs(), result, subset)
+        if live is None:
+            live = kind.score(parsed, gold, config, items=subset)
+        elif result.details:
+            live.details = kind.subset_details(result.details, live.item_ids)
     return result, live
 
 
@@ -273,10 +276,8 @@ def _store(run: Run, result: Scored, scope: str) -> None:
     """The run's figures (``Scored.summary()``, the structure of ``score --format json``), its
     per-item details, and one vector per measure whose ``mean`` is the measure's headline figure
     (a mean of items, or a corpus-level figure), exactly as the kind computed it."""
-    # Per-item details (nugget scores) once, with the whole set's scores: a live subset's are
-    # among them, and who may read them is the per-item rule either way.
     score = Score.objects.create(run=run, gold_version=run.gold_version, scope=scope, summary=result.summary(),
-                                 details=result.details if scope == Score.FULL else {})
+                                 details=result.details)
     ScoreVector.objects.bulk_create([
         ScoreVector(score=score, key=key, mean=result.headlines[key],
                     values=np.ascontiguousarray(values, dtype=np.float64).tobytes())

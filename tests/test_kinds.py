@@ -197,3 +197,19 @@ def test_a_response_live_subset_taken_from_the_whole_sets_scores_equals_scoring_
     scored = kind.score(run, gold, config, items=subset)
     assert taken is not None and taken.summary()["measures"] == scored.summary()["measures"]
     assert set(scored.summary()["measures"]) == {"bleu", "delta_bleu"}
+
+
+def test_a_response_live_subsets_nugget_details_are_those_of_scoring_the_subset() -> None:
+    from fixtures import response_demo
+
+    kind = get_kind("response")
+    config = kind.preset("response")
+    gold_data = response_demo.generate_gold(14, seed=2)
+    gold = kind.gold_from_bytes(kind.compile_gold(gold_data, config).to_bytes())
+    run = kind.parse_run(response_demo.generate_runs(gold_data, seed=4)["strong"], gold, config)
+    subset = np.array([1, 2, 6, 11])
+    whole = kind.score(run, gold, config)
+    scored = kind.score(run, gold, config, items=subset)
+    taken = kind.subset_details(whole.details, scored.item_ids)
+    assert scored.details["acts"] and taken == scored.details
+    assert taken["acts"] != whole.details["acts"]

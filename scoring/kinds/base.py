@@ -301,6 +301,11 @@ class Kind(ABC):
         """
         return {}
 
+    def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
+        """``Scored.details`` of a subset of the items, from the whole set's: what ``score(items=)``
+        would report, without scoring again (a live board must not show whole-set figures)."""
+        return {}
+
     def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
         """``compare()``'s data as tables for the statistics page, so that the server renders any
         kind's comparisons with one template: ``[{"title": str, "note": str, "headers": [str],

@@ -775,6 +775,20 @@ class ResponseKind(Kind):
         prepared, tagging, warnings = gold.posscore_references(config, encoder, table)
         return encoder, prepared, tagging, warnings
 
+    def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
+        """The nugget details of the given items, and their acts' mean NS over those items only,
+        summed in the same order as ``act_means`` (items in gold order, nuggets in turn order)."""
+        nuggets = details.get("nuggets")
+        if not nuggets:
+            return {}
+        kept = {item: nuggets[item] for item in item_ids if item in nuggets}
+        totals: dict[str, list[float]] = {}
+        for turn in kept.values():
+            for nugget in turn:
+                if nugget.get("act") is not None:
+                    totals.setdefault(nugget["act"], []).append(nugget["NS"])
+        return {"nuggets": kept, "acts": {act: sum(values) / len(values) for act, values in sorted(totals.items())}}
+
     def nugget_details(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
                        items: np.ndarray | None = None) -> dict[str, Any]:
         """``Scored.details`` of the run (or of ``items``): ``{"nuggets": {id: [...]}, "acts": {act: mean
