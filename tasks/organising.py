@@ -77,6 +77,11 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
 
 
 def validated_gold(task: Task, content: bytes) -> Any:
+    # What the configuration needs that this machine lacks (a spaCy pipeline, a vector table),
+    # named before a gold is compiled with it or a run is scored against it.
+    missing = task.kind_impl.check_resources(task.kind_config)
+    if missing:
+        raise Rejected(missing)
     try:
         return task.kind_impl.compile_gold(parse_json(content, "gold file"), task.kind_config)
     except ValidationFailed as error:

@@ -112,3 +112,18 @@ def test_an_organisers_vector_table_rescores_every_run(response_task: dict[str, 
         call_command("load_vectors", task.slug, str(bad))
     task.refresh_from_db()
     assert task.config["vectors"]["name"] == "tiny"
+
+
+@pytest.mark.django_db
+def test_a_gold_for_a_configuration_this_machine_cannot_score_is_refused_by_name(db: Any) -> None:
+    from tasks.errors import Rejected
+    from tasks.models import GoldVersion
+    from tasks.organising import create_task, load_gold_version
+
+    task = create_task("response-missing", "response", kind="response")
+    task.config = {**task.config, "pipeline": "no_such_spacy_pipeline_package"}
+    task.save()
+    with pytest.raises(Rejected) as refused:
+        load_gold_version(task, orjson.dumps(response_demo.generate_gold(4, seed=1)), "gold.json")
+    assert "'no_such_spacy_pipeline_package' is not installed" in refused.value.errors[0]
+    assert not GoldVersion.objects.filter(task=task).exists()
