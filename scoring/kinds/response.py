@@ -115,7 +115,7 @@ from scoring.response.posscore import (
 
 __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
            "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
-           "vector_table_path"]
+           "task_vectors", "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 # Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
@@ -417,6 +417,12 @@ def _vector_table(config: ResponseConfig) -> VectorTable:
         raise NlpUnavailable(f"the vector table {path} does not have the sha256 its name says; upload it again")
     # The table's words are kept as written; lower-cased look-up reads the token's lower form.
     return replace(table, attribute="LOWER") if config.lowercase_vectors else table
+
+
+def task_vectors(config: ResponseConfig) -> VectorTable:
+    """The word vectors a task configuration names (its uploaded table, or its pipeline's), looked up
+    as POSSCORE looks them up; vBLEU's automatic rater takes its features from them."""
+    return _vector_table(config)
 
 
 def _encoder(config: ResponseConfig, table: VectorTable) -> PosEncoder:
