@@ -266,6 +266,9 @@ def test_an_unextended_gold_compiles_and_scores_exactly_as_before(planted):
         for item, entry in enumerate(planted["gold"])]
     extended = kind.compile_gold(extended_gold, config)
     assert extended.gold.references == plain.gold.references
+    # Participants get the contexts only: no reference, weight or pool information.
+    assert kind.participant_data(extended_gold, config) == kind.participant_data(planted["gold"], config) == [
+        {"id": entry["id"], "context": entry["context"]} for entry in planted["gold"]]
     again = kind.gold_from_bytes(extended.to_bytes())
     assert again.gold.extended == extended.gold.extended and [origin for _, _, origin in again.gold.extended[0]] == [
         "pool", "parrot"]
@@ -300,3 +303,29 @@ def _header(blob: bytes) -> bytes:
     import numpy as np
 
     return np.load(io.BytesIO(blob), allow_pickle=False)["header"].tobytes()
+
+
+@pytest.mark.django_db
+def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with_runs):
+    from django.contrib.auth import get_user_model
+
+    from tasks.models import GoldVersion
+
+    build(task_with_runs)
+    extended = GoldVersion.objects.get(task=task_with_runs["task"], number=2)
+    summary = extended.vbleu_summary()
+    organiser = Client()
+    organiser.force_login(task_with_runs["organiser"])
+    page = organiser.get("/organiser/vbleu-task/").content.decode()
+    assert (f"vBLEU references from v1: pool <code>{summary['pool_sha256'][:12]}</code>, k = 15, automatic rater, "
+            f"held-out accuracy {summary['held_out_accuracy']:.4f}, seed 3") in page
+    answer = organiser.get("/api/v1/tasks/vbleu-task/gold-versions/").json()
+    assert [(v["number"], v["measures"], v["vbleu"]) for v in answer["gold_versions"]] == [
+        (2, ["bleu", "delta_bleu", "posscore", "vbleu"], summary), (1, ["bleu", "delta_bleu", "posscore"], None)]
+    assert answer["gold_versions"][0]["provenance"] == extended.provenance
+    # Neither references nor pool texts are served, to anybody.
+    assert "I have no idea" not in json.dumps(answer)
+    participant = Client()
+    participant.force_login(get_user_model().objects.get(username="alice"))
+    assert participant.get("/api/v1/tasks/vbleu-task/gold-versions/").status_code == 403
+    assert Client().get("/api/v1/tasks/vbleu-task/gold-versions/").status_code in (401, 403)
