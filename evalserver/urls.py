@@ -39,6 +39,7 @@ urlpatterns = [
     path("api/v1/tasks/<slug:slug>/leaderboard/", board_views.leaderboard_api, name="api-leaderboard"),
     path("api/v1/tasks/<slug:slug>/runs/", task_api.upload_run, name="api-upload"),
     path("api/v1/tasks/<slug:slug>/my-runs/", task_api.my_runs, name="api-my-runs"),
+    path("api/v1/tasks/<slug:slug>/gold-versions/", task_api.gold_versions, name="api-gold-versions"),
     path("api/v1/runs/<int:run_id>/", task_api.run_detail, name="api-run"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -15,8 +15,9 @@ from scoring.kinds import KINDS
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
 from tasks.errors import Rejected
-from tasks.models import AccessLog, GoldVersion, Phase, Run, Score, Task, Team
+from tasks.models import AccessLog, GoldVersion, Phase, ReferencePool, Run, Score, Task, Team
 from tasks.organising import load_gold_version, rescore_runs, validated_gold
+from tasks.vbleu import store_pool, validate_pool
 
 
 def _preset_choices() -> list[tuple[str, str]]:
@@ -106,7 +107,7 @@ class GoldUploadForm(forms.ModelForm):
 class GoldVersionAdmin(admin.ModelAdmin):
     list_display = ["task", "number", "label", "n_items", "source_name", "created_at", "created_by"]
     list_filter = ["task"]
-    readonly_fields = ["number", "sha256", "n_items", "measure_keys", "warnings", "source_name",
+    readonly_fields = ["number", "sha256", "n_items", "measure_keys", "warnings", "source_name", "provenance",
                        "created_by", "created_at"]
     exclude = ["compiled"]
 
@@ -132,6 +133,59 @@ class GoldVersionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # scores refer to versions; a version is never deleted
+
+
+class PoolUploadForm(forms.ModelForm):
+    file = forms.FileField(help_text="JSONL, one {\"utterance\": ..., \"response\": ...} object a line, up to "
+                                     "1,000,000 lines; stored once by its checksum (manage.py build_vbleu TASK SHA256 "
+                                     "extends a task's gold from it)")
+
+    class Meta:
+        model = ReferencePool
+        fields = ["name"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("file")
+        if upload is not None:
+            try:
+                self.pool = validate_pool(upload, label=upload.name)
+            except Rejected as rejected:
+                shown = rejected.errors[:50]
+                more = len(rejected.errors) - len(shown)
+                raise forms.ValidationError([*shown, *([f"... and {more} more"] if more else [])]) from None
+        return data
+
+
+@admin.register(ReferencePool)
+class ReferencePoolAdmin(admin.ModelAdmin):
+    """vBLEU pools: uploaded, validated line by line (every bad line named, nothing stored on failure)."""
+
+    list_display = ["sha256", "name", "n_pairs", "size", "created_at", "created_by"]
+    readonly_fields = ["sha256", "n_pairs", "size", "created_by", "created_at"]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = PoolUploadForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return ["name", "file"] if obj is None else super().get_fields(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ReferencePool, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        upload = form.cleaned_data["file"]
+        record, created = store_pool(upload, form.pool, obj.name or upload.name, request.user)
+        # The admin logs and redirects with ``obj``: make it the stored row.
+        for name in ("pk", "sha256", "name", "n_pairs", "size", "created_by_id", "created_at"):
+            setattr(obj, name, getattr(record, name))
+        messages.info(request, f"Pool {record.sha256[:12]}… ({record.n_pairs:,} pairs) "
+                               f"{'stored' if created else 'was stored before'}.")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # gold versions' provenance names pools by checksum
 
 
 @admin.register(Phase)

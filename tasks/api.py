@@ -171,6 +171,27 @@ def my_runs(request: Request, slug: str) -> Response:
                      "quota": quota_status(task, request.user)})
 
 
+@extend_schema(summary="A task's gold versions and how each was made (organisers only)",
+               responses={200: OpenApiTypes.OBJECT, 401: _errors, 403: _errors, 404: _errors})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def gold_versions(request: Request, slug: str) -> Response:
+    """Every gold version, newest first: number, label, items, measures, checksum and provenance
+    (a vBLEU version's pool checksum, retrieval and rater settings, held-out accuracy and seed).
+    Gold data itself is never served."""
+    task = access.get_task_for_user(request.user, slug)
+    if not access.is_organiser(request.user, task):
+        raise exceptions.PermissionDenied("only the task's organisers see its gold versions")
+    versions = task.gold_versions.order_by("-number").only(
+        "number", "label", "n_items", "measure_keys", "sha256", "source_name", "warnings", "provenance",
+        "created_at")
+    return Response({"task": task.slug, "gold_versions": [{
+        "number": version.number, "label": version.label, "n_items": version.n_items,
+        "measures": version.measure_keys, "sha256": version.sha256, "source_name": version.source_name,
+        "created_at": version.created_at.isoformat(), "warnings": version.warnings,
+        "vbleu": version.vbleu_summary(), "provenance": version.provenance} for version in versions]})
+
+
 @extend_schema(exclude=True)
 @api_view(["GET", "POST", "PUT", "PATCH", "DELETE"])
 def not_found(request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -117,6 +117,10 @@ class GoldVersion(models.Model):
     measure_keys = models.JSONField(default=list, blank=True,
                                     help_text="the keys of the measures runs are scored with against this version")
     warnings = models.JSONField(default=list, blank=True)
+    provenance = models.JSONField(
+        default=dict, blank=True,
+        help_text="how the version was made when not uploaded as it is (vBLEU: the version extended, the pool's "
+                  "checksum, retrieval and rater settings, held-out accuracy, seed)")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -129,6 +133,38 @@ class GoldVersion(models.Model):
 
     def load(self) -> Any:
         return _compiled_gold(self.pk, self.task.kind, bytes(self.compiled))
+
+
+    def vbleu_summary(self) -> dict[str, Any] | None:
+        """The few vBLEU provenance figures a list of versions shows, or None for another version."""
+        extension = self.provenance.get("vbleu") if isinstance(self.provenance, dict) else None
+        if not isinstance(extension, dict):
+            return None
+        rater = extension.get("rater", {})
+        automatic = rater.get("kind") == "automatic"
+        return {"extends": self.provenance.get("extends"), "pool_sha256": extension.get("pool", {}).get("sha256", ""),
+                "k": extension.get("retrieval", {}).get("settings", {}).get("k"), "rater": rater.get("kind"),
+                "seed": rater.get("settings", {}).get("seed") if automatic else None,
+                "held_out_accuracy": rater.get("held_out_accuracy") if automatic else None}
+
+
+class ReferencePool(models.Model):
+    """A dialogue pool vBLEU retrieves references from (JSONL utterance-response pairs), stored once
+    by its sha256 under ``MEDIA_ROOT/pools`` (``tasks.pools``)."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=255, blank=True, validators=[ProhibitNullCharactersValidator()],
+                            help_text="the uploaded file's name, for display")
+    n_pairs = models.PositiveIntegerField()
+    size = models.PositiveBigIntegerField(help_text="bytes")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"pool {self.sha256[:12]} ({self.n_pairs:,} pairs{', ' + self.name if self.name else ''})"
 
 
 @functools.lru_cache(maxsize=8)

@@ -44,12 +44,13 @@ def create_task(slug: str, preset: str = "", title: str = "", description: str =
 
 
 def load_gold_version(task: Task, content: bytes, source_name: str = "", user: Any = None,
-                      label: str = "", phases: Any = ()) -> GoldVersion:
+                      label: str = "", phases: Any = (), provenance: dict[str, Any] | None = None) -> GoldVersion:
     """Validate a gold file, store it as a new version, add its baselines and re-score runs.
 
     Re-scored: runs outside phases, and the runs of ``phases``, which are moved to the new
     version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
-    stay, tagged with their version.
+    stay, tagged with their version. ``provenance``: how the file was made (``tasks.vbleu``), kept
+    with the version.
     """
     if "\x00" in label or len(label) > 100:
         raise Rejected(["label: at most 100 characters, without NUL characters"])
@@ -66,6 +67,7 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
             n_items=len(gold.item_ids),
             measure_keys=[spec.key for spec in task.kind_impl.measures(task.kind_config, gold)],
             warnings=list(gold.warnings), created_by=user if user is not None and user.is_authenticated else None,
+            provenance=provenance or {},
         )
         for phase in phases:
             phase.gold_version = version

@@ -52,6 +52,7 @@ BOARD = "board"  # builds a board or serves board-derived data; takes ?phase=
 ORGANISER = "organiser"  # organiser pages and exports; take ?phase=
 RUN = "run"  # one run's page or API answer (its id in the path)
 TASK_RUNS = "task-runs"  # the user's runs of a task (API)
+ORGANISER_API = "organiser-api"  # organiser-only API answers about a task (slug in the path), no ?phase=
 PAGE = "page"  # no task data beyond names: still searched, without a phase parameter
 POST = "post"  # changes something; a GET is refused (still searched)
 ADMIN = "admin"  # the Django admin: staff accounts only, outside the participant rules
@@ -62,6 +63,7 @@ URL_KINDS: dict[str, str] = {
     "upload": PAGE, "organiser-dashboard": ORGANISER, "organiser-rescore": POST,
     "organiser-runs-zip": ORGANISER, "organiser-results": ORGANISER,
     "run-page": RUN, "run-visibility": POST, "api-run": RUN, "api-my-runs": TASK_RUNS,
+    "api-gold-versions": ORGANISER_API,
     "team-page": PAGE, "token-regenerate": POST, "token-revoke": POST, "login": PAGE, "signup": PAGE,
     "logout": POST, "api-tasks": PAGE, "api-upload": POST, "api-schema": PAGE, "api-docs": PAGE,
     "api-redoc": PAGE, "api-not-found": PAGE, "healthz": PAGE, "client-download": PAGE,
@@ -313,7 +315,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return ["/api/v1/nothing/"]
     if kind == RUN or name == "run-visibility":
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
-    if kind in (BOARD, ORGANISER, TASK_RUNS) or name in ("upload", "organiser-rescore", "api-upload"):
+    if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API) or name in ("upload", "organiser-rescore", "api-upload"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 
@@ -397,7 +399,8 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     # Stale statistics can only reach the pages and exports of boards.
     problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
     compute_task_statistics(leak.world.task.pk)
-    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh", (BOARD, ORGANISER, RUN, TASK_RUNS, PAGE, POST))
+    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh",
+                     (BOARD, ORGANISER, RUN, TASK_RUNS, ORGANISER_API, PAGE, POST))
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
 
 

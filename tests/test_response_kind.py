@@ -63,13 +63,14 @@ def errors_of(function, *args, **kwargs) -> list[str]:
 
 def test_registered_with_measures_higher_is_better_and_keys_of_the_issue():
     assert KINDS["response"] is KIND and KIND.item_noun == "context"
+    # Without a gold: every measure a version may have (vbleu: a gold holding vBLEU references).
     specs = KIND.measures(KIND.preset("response"))
-    assert [spec.key for spec in specs] == ["bleu", "delta_bleu", "posscore"]
+    assert [spec.key for spec in specs] == ["bleu", "delta_bleu", "posscore", "vbleu"]
     assert all(spec.higher_is_better and spec.official and spec.citation for spec in specs)
-    assert [spec.headline for spec in specs] == ["corpus", "corpus", "mean"]
+    assert [spec.headline for spec in specs] == ["corpus", "corpus", "mean", "corpus"]
     assert specs[2].value_range == (-1.0, math.e + 1)
     unofficial = KIND.measures(KIND.config({"official": ["delta_bleu"]}))
-    assert [spec.official for spec in unofficial] == [False, True, False]
+    assert [spec.official for spec in unofficial] == [False, True, False, True]
 
 
 def test_worked_example_one_item():
@@ -275,7 +276,7 @@ def test_subset_scoring_equals_scoring_the_restricted_files(demo):
         assert subset.details == restricted.details
         # The whole run's stored statistics give the subset's corpus figures exactly.
         whole = KIND.score(run, gold, config)
-        for spec in KIND.measures(config):
+        for spec in KIND.measures(config, gold):
             statistics = whole.statistics.get(spec.key)
             assert spec.aggregate(whole.per_item[spec.key][items], None if statistics is None else statistics[items]) \
                 == pytest.approx(restricted.headlines[spec.key], abs=1e-15)

@@ -496,10 +496,12 @@ def test_vbleu_is_delta_bleu_over_the_extended_gold(planted, extension):
     rng = random.Random(4)
     hypotheses = [entry["references"][2]["text"] if item % 2 == 0 else sentence(rng, (item + 5) % TOPICS, 6, ".")
                   for item, entry in enumerate(extension.gold)]
-    prepared = bleu.prepare_references(extended.references, bleu.DELTA_BLEU)
+    # The loaded gold keeps the added references apart (``references`` are the original ones).
+    assert extended.references == original.references
+    prepared = bleu.prepare_references(extended.all_references(), bleu.DELTA_BLEU)
     stats = bleu.sufficient_statistics(hypotheses, prepared)
     vbleu_score = bleu.corpus_score(stats, 2, "average")
-    assert vbleu_score == pytest.approx(plain_corpus_delta_bleu(hypotheses, extended.references), abs=1e-12)
+    assert vbleu_score == pytest.approx(plain_corpus_delta_bleu(hypotheses, extended.all_references()), abs=1e-12)
     plain_delta = bleu.corpus_score(
         bleu.sufficient_statistics(hypotheses, bleu.prepare_references(original.references, bleu.DELTA_BLEU)), 2,
         "average")

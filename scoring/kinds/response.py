@@ -6,7 +6,11 @@ contain). Files: ``scoring.response.formats``. Measures, all similarities (**hig
 ``bleu`` (BLEU-4, corpus headline from summed sufficient statistics), ``delta_bleu`` (deltaBLEU-2,
 corpus headline) and ``posscore`` (mean over contexts); per-item scores are stored for each,
 and the per-item BLEU statistics in ``Scored.statistics`` give the corpus figure of any subset
-exactly. Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
+exactly. A gold holding references vBLEU added (``scoring.response.vbleu.extend_gold``:
+``"origin": "pool" | "parrot"``) adds ``vbleu``: deltaBLEU (the task's ``delta_bleu`` options) over
+the original and the added references with their weights (RESPONSE-SPEC.md, "vBLEU"); every other
+measure keeps using the original references only, so a board shows BLEU on the original
+references beside vBLEU on the extended ones. Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
@@ -111,9 +115,12 @@ from scoring.response.posscore import (
 
 __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
            "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
-           "vector_table_path"]
+           "task_vectors", "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
+# Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
+VBLEU = "vbleu"
+VBLEU_CITATION = "seed 001 section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated automatically)"
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
@@ -412,6 +419,12 @@ def _vector_table(config: ResponseConfig) -> VectorTable:
     return replace(table, attribute="LOWER") if config.lowercase_vectors else table
 
 
+def task_vectors(config: ResponseConfig) -> VectorTable:
+    """The word vectors a task configuration names (its uploaded table, or its pipeline's), looked up
+    as POSSCORE looks them up; vBLEU's automatic rater takes its features from them."""
+    return _vector_table(config)
+
+
 def _encoder(config: ResponseConfig, table: VectorTable) -> PosEncoder:
     """One encoder per pipeline, tag set and vectors in this process (the pipeline is loaded once)."""
     key = (config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute, _TAGGING_PROCESSES)
@@ -480,11 +493,34 @@ class CompiledResponseGold:
         self.tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
 
     def bleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
+        """The original references, prepared for a BLEU-family measure."""
         key = ("bleu", options)
         with self._lock:
             if key not in self._cache:
                 self._cache[key] = bleu_module.prepare_references(self.gold.references, options)
             return self._cache[key]
+
+    @property
+    def has_extended(self) -> bool:
+        """Whether the gold holds references vBLEU added (then runs are scored with ``vbleu`` too)."""
+        return self.gold.has_extended
+
+    def vbleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
+        """The original and the added references with their weights, prepared for vBLEU."""
+        key = ("vbleu", options)
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = bleu_module.prepare_references(self.gold.all_references(), options)
+            return self._cache[key]
+
+    def source_entries(self) -> list[dict[str, Any]]:
+        """The gold as a JSON list of ``{"id", "context", "references"}`` (original references only),
+        the input ``vbleu.extend_gold`` takes, the same for the same gold. Nugget alternatives are left
+        out (the compiled gold keeps their texts but not the acts of ``diff``), so a caller that must
+        not lose them checks ``has_alternatives`` first and asks for the gold file instead."""
+        return [{"id": item_id, "context": [dict(utterance) for utterance in context],
+                 "references": [{"text": text, "weight": weight} for text, weight in references]}
+                for item_id, context, references in zip(self.gold.ids, self.gold.contexts, self.gold.references)]
 
     def posscore_references(self, config: ResponseConfig, encoder: PosEncoder, table: VectorTable
                             ) -> tuple[PreparedReferences, dict[str, Any], list[str]]:
@@ -531,6 +567,10 @@ class CompiledResponseGold:
             "tagging": None if self.tagged is None else {**(self.tagging or {}), "words": self.tagged.words,
                                                          "tag_names": self.tagged.tag_names},
         }
+        if gold.extended:
+            # Only a gold with vBLEU references has the key: any other compiles to the bytes it always did.
+            header["extended"] = [[[text, weight, origin] for text, weight, origin in added]
+                                  for added in gold.extended]
         arrays = {"header": np.frombuffer(json.dumps(header, ensure_ascii=False, allow_nan=False).encode(), np.uint8)}
         if self.tagged is not None:
             arrays.update(word=self.tagged.word.astype(np.int32), tag=self.tagged.tag.astype(np.uint8),
@@ -564,6 +604,8 @@ class CompiledResponseGold:
             alternatives=[{(act, key): (tuple(diff), tuple(same)) for act, key, diff, same in alternatives}
                           for alternatives in header["alternatives"]],
             acts=tuple(header["acts"]),
+            extended=[[(text, float(weight), origin) for text, weight, origin in added]
+                      for added in header.get("extended", [])],
         )
         compiled = cls(gold, warnings=list(header["warnings"]))
         tagging = header.get("tagging")
@@ -692,6 +734,21 @@ class ResponseKind(Kind):
                     headline="mean", description=f"POS words: {', '.join(config.tags)}; spaCy pipeline "
                                                  f"{config.pipeline}; vectors: "
                                                  f"{config.vectors_name or config.vectors}"))
+        # Without a gold: every measure a version of the task may have (a task's columns); with
+        # one: vBLEU only when the gold holds references vBLEU added.
+        if gold is None or gold.has_extended:
+            options = config.delta_bleu
+            specs.append(MeasureSpec(
+                key=VBLEU, name=VBLEU, higher_is_better=True, value_range=(0.0, 1.0), citation=VBLEU_CITATION,
+                official="delta_bleu" in config.official, group="response", group_title="Response quality",
+                title=f"vBLEU: deltaBLEU-{options.max_order} over the original and the retrieved, automatically "
+                      f"rated references (corpus, {options.brevity} reference length)",
+                short_title="vBLEU", headline="corpus",
+                corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                             f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
+                             "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
+                             "the corpus score, per-context scores use add-one smoothing for n >= 2")))
         return specs
 
     @staticmethod
@@ -736,7 +793,19 @@ class ResponseKind(Kind):
             statistics[key] = stats
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
-            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version()}
+            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(),
+                             **({"references": "original only"} if gold.has_extended else {})}
+        if gold.has_extended:
+            options = config.delta_bleu
+            if options.lowercase not in tokens:
+                tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
+            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], gold.vbleu_references(options),
+                                                      gold_items)
+            statistics[VBLEU] = stats
+            per_item[VBLEU] = bleu_module.item_scores(stats, options.max_order, options.brevity)
+            headlines[VBLEU] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
+            settings[VBLEU] = {**options.settings(), "sacrebleu": _sacrebleu_version(),
+                               "references": "original and added by vBLEU (origin pool or parrot)"}
         if config.needs_posscore:
             encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
             warnings += tagging_warnings
@@ -746,7 +815,8 @@ class ResponseKind(Kind):
                 settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
                                         "references_tagged_by": {name: tagging.get(name) for name in
                                                                  ("pipeline", "pipeline_version", "spacy_version")}}
-        ordered = {key: per_item[key] for key in config.measures}
+        keys = [*config.measures, *([VBLEU] if gold.has_extended else [])]
+        ordered = {key: per_item[key] for key in keys}
         details: dict[str, Any] = {}
         nuggets_on = self._nuggets_on(run, gold, config, positions, gold_items)
         settings["nuggets"] = {"scored": nuggets_on, "score": config.nugget_mode, "measure": config.nugget_measure,
@@ -755,7 +825,7 @@ class ResponseKind(Kind):
         if nuggets_on:
             details = self.nugget_details(run, gold, config, items)
         return Scored(item_ids=[gold.item_ids[item] for item in gold_items], per_item=ordered,
-                      headlines={key: headlines[key] for key in config.measures}, settings=settings,
+                      headlines={key: headlines[key] for key in keys}, settings=settings,
                       statistics=statistics, warnings=warnings, n_missing=n_missing, details=details)
 
     @staticmethod
@@ -828,6 +898,8 @@ class ResponseKind(Kind):
         context = gold.gold.contexts[index]
         references = len(gold.gold.references[index])
         counted = f"{references} reference{'s' if references != 1 else ''}"
+        if gold.has_extended:
+            counted += f" + {len(gold.gold.extended[index])} for vBLEU"
         if not context:
             return f"context {gold.item_ids[index]} ({counted})"
         last = " ".join(context[-1]["text"].split())

@@ -14,6 +14,10 @@ Gold, a JSON list of items::
 - ids: non-empty strings or integers (an integer is read as its decimal string), unique;
 - ``references``: a non-empty list; ``text`` a non-empty string; ``weight`` a finite number in
   [-1, 1], 1 when left out (unrated); at least one reference with a positive weight;
+  ``origin`` (optional): ``"pool"`` or ``"parrot"`` marks a reference vBLEU added
+  (``scoring.response.vbleu.extend_gold``); such references are kept apart (``extended``): BLEU,
+  deltaBLEU and POSSCORE use the original references only, vBLEU all of them; at least one
+  *original* reference must have a positive weight;
 - ``context`` (optional): a list of ``{"sender": str, "text": str}``;
 - ``nuggets`` (optional): alternatives the organisers wrote for nuggets they expect in runs, keyed by
   the nugget's act and text (whitespace-insensitive): ``diff`` alternatives have other acts of the
@@ -46,6 +50,7 @@ from scoring.response.nuggets import ACTS_SEED004, Nugget, Turn
 
 MAX_RESPONSE_CHARS = 10_000
 MAX_TEXT_CHARS = 10_000
+ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
 __all__ = ["ResponseGold", "ResponseRun", "ValidationFailed", "load_response_gold", "load_response_run"]
 
 
@@ -63,9 +68,23 @@ class ResponseGold:
     alternatives: list[dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]]]
     acts: tuple[str, ...]
     index: dict[str, int] = field(default_factory=dict)
+    # The references vBLEU added, (text, weight, origin) per item, in file order; empty (not a list
+    # of empty lists) for a gold without any, so such a gold is exactly what it was before vBLEU.
+    extended: list[list[tuple[str, float, str]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.index = {item_id: position for position, item_id in enumerate(self.ids)}
+
+    @property
+    def has_extended(self) -> bool:
+        return bool(self.extended)
+
+    def all_references(self) -> list[list[tuple[str, float]]]:
+        """Every item's original references, then those vBLEU added: vBLEU's reference set."""
+        if not self.extended:
+            return self.references
+        return [list(original) + [(text, weight) for text, weight, _ in added]
+                for original, added in zip(self.references, self.extended)]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -202,12 +221,14 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
     problems = _Problems()
     ids: list[str] = []
     all_references: list[list[tuple[str, float]]] = []
+    all_extended: list[list[tuple[str, float, str]]] = []
     contexts: list[list[dict[str, str]]] = []
     alternatives: list[dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]]] = []
     for position, item_id, entry in _entries(data, "gold", problems):
         path = f"[{position}]"
         references = entry.get("references")
         item_references: list[tuple[str, float]] = []
+        item_extended: list[tuple[str, float, str]] = []
         if not isinstance(references, list) or not references:
             problems.add(f"{path}.references", "must be a non-empty list of {\"text\", \"weight\"} objects"
                          if references is not None else "is missing")
@@ -225,10 +246,19 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
                 if not -1.0 <= weight <= 1.0:
                     problems.add(f"{where}.weight", f"{weight} is outside [-1, 1]")
                     continue
-                if text is not None:
+                origin = reference.get("origin")
+                if origin is not None and origin not in ORIGINS:
+                    problems.add(f"{where}.origin", f"must be \"pool\" or \"parrot\" (a reference vBLEU added), "
+                                                    f"or left out, not {_label(origin)}")
+                    continue
+                if text is not None and origin is None:
                     item_references.append((text, float(weight)))
-            if len(item_references) == len(references) and not any(w > 0 for _, w in item_references):
-                problems.add(f"{path}.references", "no reference has a positive weight")
+                elif text is not None:
+                    item_extended.append((text, float(weight), origin))
+            if len(item_references) + len(item_extended) == len(references) and \
+                    not any(w > 0 for _, w in item_references):
+                problems.add(f"{path}.references", "no original reference has a positive weight" if item_extended
+                             else "no reference has a positive weight")
         context = entry.get("context", [])
         item_context: list[dict[str, str]] = []
         if not isinstance(context, list):
@@ -263,10 +293,12 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
                     item_alternatives[key] = found
         ids.append(item_id)
         all_references.append(item_references)
+        all_extended.append(item_extended)
         contexts.append(item_context)
         alternatives.append(item_alternatives)
     problems.raise_if_any()
-    return ResponseGold(ids, all_references, contexts, alternatives, tuple(acts))
+    extended = all_extended if any(all_extended) else []
+    return ResponseGold(ids, all_references, contexts, alternatives, tuple(acts), extended=extended)
 
 
 def load_response_run(data: object, gold: ResponseGold, allow_missing: bool = False) -> ResponseRun:
