@@ -231,6 +231,8 @@ RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1
 # holds a thread (tasks.submissions.validation_slot; benchmarks/upload_memory.py).
 EVALSERVER_VALIDATION_SLOTS = env_int("EVALSERVER_VALIDATION_SLOTS", default=1, minimum=1, maximum=64)
 EVALSERVER_VALIDATION_WAIT_SECONDS = env_float("EVALSERVER_VALIDATION_WAIT_SECONDS", 20.0, 0.0, 600.0)
+# The largest file organisers may add to a task's data section (admin or add_data_file).
+EVALSERVER_DATA_FILE_MAX_BYTES = env_int("EVALSERVER_DATA_FILE_MAX_BYTES", default=256 * 1024 * 1024, minimum=1024)
 # Django refuses request bodies past this size before a view sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024

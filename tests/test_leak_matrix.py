@@ -55,6 +55,7 @@ TASK_RUNS = "task-runs"  # the user's runs of a task (API)
 PAGE = "page"  # no task data beyond names: still searched, without a phase parameter
 POST = "post"  # changes something; a GET is refused (still searched)
 ADMIN = "admin"  # the Django admin: staff accounts only, outside the participant rules
+DATA = "data"  # a task's data section (participants' data, format, sample run): takes ?phase=
 
 URL_KINDS: dict[str, str] = {
     "home": PAGE, "task-page": BOARD, "leaderboard-csv": BOARD, "statistics-page": BOARD,
@@ -65,7 +66,10 @@ URL_KINDS: dict[str, str] = {
     "team-page": PAGE, "token-regenerate": POST, "token-revoke": POST, "login": PAGE, "signup": PAGE,
     "logout": POST, "api-tasks": PAGE, "api-upload": POST, "api-schema": PAGE, "api-docs": PAGE,
     "api-redoc": PAGE, "api-not-found": PAGE, "healthz": PAGE, "client-download": PAGE,
+    "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
+    "api-task-data-file": DATA,
 }
+DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
 EXPORT_KINDS = ("matrix.csv", "matrix.txt", "runs.txt", "pvalues.txt", "pvalues.csv")
 
@@ -311,9 +315,12 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=[slug, "csv"]), reverse(name, args=[slug, "json"])]
     if name == "api-not-found":
         return ["/api/v1/nothing/"]
+    if name in ("task-data-file", "api-task-data-file"):
+        return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
     if kind == RUN or name == "run-visibility":
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
-    if kind in (BOARD, ORGANISER, TASK_RUNS) or name in ("upload", "organiser-rescore", "api-upload"):
+    if kind in (BOARD, ORGANISER, TASK_RUNS, DATA) or name in ("upload", "organiser-rescore", "api-upload",
+                                                                "task-overview", "task-terms"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 
@@ -339,7 +346,7 @@ def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, ki
             leak.numbers[role] = numbers_for(leak, user, state)
         forbidden = forbidden_strings(leak.numbers[role])
         for kind, url in targets:
-            takes_phase = kind in (BOARD, ORGANISER)
+            takes_phase = kind in (BOARD, ORGANISER, DATA)
             statuses: dict[str, int] = {}
             for label in classes if takes_phase else ("absent",):
                 query, meaning = PHASE_VALUES[label]
@@ -397,7 +404,7 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     # Stale statistics can only reach the pages and exports of boards.
     problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
     compute_task_statistics(leak.world.task.pk)
-    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh", (BOARD, ORGANISER, RUN, TASK_RUNS, PAGE, POST))
+    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh", (BOARD, ORGANISER, RUN, TASK_RUNS, PAGE, POST, DATA))
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
 
 

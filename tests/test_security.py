@@ -53,6 +53,12 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "api-not-found": ("GET", dict.fromkeys(ROLES, 404)),
     "client-download": ("GET", dict.fromkeys(ROLES, 200)),
     "healthz": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-overview": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-terms": ("POST", dict.fromkeys(ROLES, 302)),  # sign in first; a task without terms: back to its overview
+    "task-data": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-data-file": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-task-data": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-task-data-file": ("GET", dict.fromkeys(ROLES, 200)),
 }
 ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200}
 
@@ -76,7 +82,7 @@ def project_patterns() -> list[tuple[str, str]]:
 
 def concrete(route: str, world: World, run: Run) -> str:
     values = {"<slug:slug>": world.task.slug, "<int:run_id>": str(run.pk), "<str:key>": "quality.A.rsnod",
-              "<str:kind>": "pvalues.txt", "<str:fmt>": "csv"}
+              "<str:kind>": "pvalues.txt", "<str:fmt>": "csv", "<str:name>": "participant-data.json"}
     path = route
     for placeholder, value in values.items():
         path = path.replace(placeholder, value)
