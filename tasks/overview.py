@@ -3,23 +3,22 @@ contact, how to cite, and the task's terms, which a signed-in participant accept
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from evalserver.clientip import client_ip
 from tasks import access
-from tasks.models import Phase, Profile, Task, TermsAcceptance
+from tasks.models import Phase, Profile, Task
+from tasks.registration import affiliation_problems, record_acceptance, set_affiliation
 
 
 @dataclass
@@ -94,21 +93,8 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
         "task": task, "phases": [PhaseSummary(phase, phase_state(phase, now), phase_allows(task, phase))
                                  for phase in phases],
         "contact_link": contact_link(task.contact), "accepted": accepted,
-        "terms_version": task.terms_sha256[:12], "kind": task.kind_impl})
-
-
-def record_acceptance(request: HttpRequest, task: Task, user: Any) -> TermsAcceptance:
-    """Record that ``user`` accepts the task's current terms (once per version)."""
-    profile = Profile.objects.filter(user=user).first()
-    try:
-        with transaction.atomic():
-            acceptance, _ = TermsAcceptance.objects.get_or_create(
-                task=task, user=user, terms_sha256=task.terms_sha256,
-                defaults={"username": user.get_username(), "terms": task.terms.strip(),
-                          "affiliation": profile.affiliation if profile else "", "ip_address": client_ip(request)})
-    except IntegrityError:  # the same acceptance, recorded a moment ago by another request
-        acceptance = TermsAcceptance.objects.get(task=task, user=user, terms_sha256=task.terms_sha256)
-    return acceptance
+        "terms_version": task.terms_sha256[:12], "kind": task.kind_impl,
+        "needs_affiliation": request.user.is_authenticated and not Profile.objects.filter(user=request.user).exists()})
 
 
 @require_POST
@@ -123,6 +109,14 @@ def accept_terms(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, "Tick the box to accept the terms as shown (they may have changed since the page "
                                 "was loaded: read them again).")
         return redirect("task-overview", slug=task.slug)
+    if not Profile.objects.filter(user=request.user).exists():
+        # Accounts made by create_participant have no affiliation yet: the acceptance records one.
+        affiliation = unicodedata.normalize("NFC", request.POST.get("affiliation", "")).strip()
+        problems = affiliation_problems(affiliation)
+        if problems:
+            messages.error(request, "Affiliation: " + "; ".join(problems) + ".")
+            return redirect("task-overview", slug=task.slug)
+        set_affiliation(request.user, affiliation)
     record_acceptance(request, task, request.user)
     messages.success(request, f"You accepted the terms of {task.title}.")
     return redirect("task-overview", slug=task.slug)

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from scoring import ValidationFailed, parse_json
@@ -247,6 +248,10 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
         raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
     if not team.approved and task.requires_team_approval:
         raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
+    if not task.terms_accepted_by(user):
+        raise Rejected([f"terms: accept the terms of {task.slug} first, on its overview page "
+                        f"({reverse('task-overview', args=[task.slug])}); every member who submits accepts them"],
+                       status=403)
     name = clean_text(submission.name, "name", MAX_NAME_LENGTH, errors, single_line=True)
     description = clean_text(submission.description, "description", MAX_DESCRIPTION_LENGTH, errors,
                              single_line=False)

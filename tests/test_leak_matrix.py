@@ -67,7 +67,8 @@ URL_KINDS: dict[str, str] = {
     "logout": POST, "api-tasks": PAGE, "api-upload": POST, "api-schema": PAGE, "api-docs": PAGE,
     "api-redoc": PAGE, "api-not-found": PAGE, "healthz": PAGE, "client-download": PAGE,
     "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
-    "api-task-data-file": DATA,
+    "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
+    "password-reset-complete": PAGE, "favicon": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -315,6 +316,8 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=[slug, "csv"]), reverse(name, args=[slug, "json"])]
     if name == "api-not-found":
         return ["/api/v1/nothing/"]
+    if name == "password-reset-confirm":
+        return [reverse(name, args=["MQ", "set-password"])]
     if name in ("task-data-file", "api-task-data-file"):
         return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
     if kind == RUN or name == "run-visibility":
