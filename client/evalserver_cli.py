@@ -239,8 +239,14 @@ def run_report(run: dict[str, Any], base_url: str, digits: int) -> str:
     return "\n".join(lines)
 
 
-def quota_line(quota: Any) -> str:
+def quota_line(quota: Any, submissions: Any = None) -> str:
+    """The quota left, or why none applies: the server's ``submissions`` says whether runs are
+    accepted (a task without phases accepts them at any time, with no quota)."""
     if not isinstance(quota, dict):
+        if isinstance(submissions, dict) and submissions.get("open"):
+            return f"quota: none; {submissions.get('reason') or 'runs are accepted now'}"
+        if isinstance(submissions, dict):
+            return f"submissions closed: {submissions.get('reason') or 'no phase is open'}"
         return "quota: none applies now (no submission phase is open, or you are not in a team)"
     return (f"quota ({quota.get('phase')} phase): {quota.get('daily_remaining')} of {quota.get('daily_limit')} runs "
             f"left today (resets {timestamp(quota.get('daily_resets_at'))} UTC), "
@@ -644,7 +650,7 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
     for line in created.get("warnings") or []:
         warn(f"warning: {line}")
     if "quota" in created:
-        warn(quota_line(created.get("quota")))
+        warn(quota_line(created.get("quota"), created.get("submissions")))
     url = client.url(created.get("url") or f"/api/v1/runs/{run_id}/")
     if not args.wait:
         if args.json:
@@ -695,7 +701,7 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
                 + [number(score_value(run.get("scores"), key), args.digits) for key in keys] for run in runs]
         print(render_table(headers, rows, {0} | set(range(6, len(headers)))))
-    print(quota_line(data.get("quota")))
+    print(quota_line(data.get("quota"), data.get("submissions")))
     return EXIT_OK
 
 

@@ -115,6 +115,9 @@ class SignUpForm(UserCreationForm):
                                 help_text="join an existing team with the code its members see on their team page")
     accept_terms = forms.BooleanField(required=True)
 
+    field_order = ["username", "email", "affiliation", "password1", "password2", "team_name", "join_code",
+                   "accept_terms"]
+
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
         fields = ("username", "email")

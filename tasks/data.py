@@ -41,6 +41,21 @@ def _section(request: HttpRequest, slug: str) -> tuple[access.DataAccess, list[d
     return view, items, notes
 
 
+def readable_json(value: Any, indent: int = 0, width: int = 72) -> str:
+    """JSON for people: an object or list that fits on one line of ``width`` stays on one (a
+    distribution over five labels), longer ones get a line per member."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if len(flat) + indent <= width or not isinstance(value, (dict, list)) or not value:
+        return flat
+    inner = " " * (indent + 2)
+    if isinstance(value, dict):
+        members = [f"{inner}{json.dumps(key, ensure_ascii=False)}: {readable_json(item, indent + 2, width)}"
+                   for key, item in value.items()]
+        return "{\n" + ",\n".join(members) + "\n" + " " * indent + "}"
+    members = [inner + readable_json(item, indent + 2, width) for item in value]
+    return "[\n" + ",\n".join(members) + "\n" + " " * indent + "]"
+
+
 def may_download(view: access.DataAccess, item: datafiles.DataItem) -> bool:
     """The format and the task-wide files are for everyone who can see the task; the rest follows
     the phase (``access.data_rule``)."""
@@ -93,7 +108,7 @@ def data_page(request: HttpRequest, slug: str) -> HttpResponse:
              "url": reverse("task-data-file", args=[task.slug, item.name]) + _query(view)} for item in items]
     return render(request, "tasks/data.html", {
         "task": task, "view": view, "phase": view.phase, "phases": view.phases, "rows": rows, "notes": notes,
-        "format": description, "example": json.dumps(description.get("example"), indent=2, ensure_ascii=False),
+        "format": description, "example": readable_json(description.get("example")),
         "measures": task.measure_specs(), "gold": datafiles.section_gold(task, view.phase),
         "phase_query": _query(view), "not_open": view.phase is not None and view.phase.starts_at > timezone.now()})
 

@@ -231,7 +231,9 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     assert row[header.index("JSD")] == f"{scores['measures']['nugget.jsd']:.4f}"
     assert [name for name in header if "." in name] == ["A.RSNOD", "A.NMD", "S.RSNOD", "S.NMD", "E.RSNOD", "E.NMD"]
     assert table_row(runs.stdout, str(second))[1] == "aurora-noisy"
-    assert runs.stdout.splitlines()[-1].startswith("quota: ")
+    # A task without phases takes runs at any time: no quota, and not "no submission phase is open".
+    assert runs.stdout.splitlines()[-1] == ("quota: none; this task has no phases: it accepts runs at any time, "
+                                            "with no quota")
 
     board = api(served, f"/api/v1/tasks/{SLUG}/leaderboard/")
     by_jsd = sorted(board["runs"], key=lambda entry: (entry["scores"]["measures"]["nugget.jsd"], entry["id"]))
@@ -535,3 +537,22 @@ def test_data_refuses_a_corrupted_download_and_unsafe_names(tmp_path: Path) -> N
         assert result.returncode == 3, result.stderr
         assert message in result.stderr
         assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == []  # no partial file anywhere
+
+
+def test_runs_says_why_submissions_are_closed_and_submit_shows_the_quota(served: Served, tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tasks.models import Phase
+
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+    phase = Phase.objects.create(task=served.world.task, name="test", kind=Phase.TEST, daily_quota=2, total_quota=5,
+                                 gold_version=served.world.gold_version, starts_at=start,
+                                 ends_at=start + timedelta(days=1))
+    closed = cli("runs", SLUG, server=served.url, token=served.world.alice_token)
+    assert closed.stdout.splitlines()[-1] == (f"submissions closed: no phase of {SLUG} is open for submissions now; "
+                                              f"the next phase, test, opens at {start:%Y-%m-%d %H:%M} UTC")
+    Phase.objects.filter(pk=phase.pk).update(starts_at=start - timedelta(days=3))
+    submitted = cli("submit", SLUG, str(write_run(tmp_path, served.world)), "--description", "a method",
+                    server=served.url, token=served.world.alice_token)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "quota (test phase): 1 of 2 runs left today" in submitted.stderr
