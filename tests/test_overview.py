@@ -283,3 +283,14 @@ def test_create_task_takes_the_overview_texts_and_create_phase_the_data_rule(wor
                  "--ends", "2026-12-15T00:00", "--data-registered-only", stdout=io.StringIO())
     phase = Phase.objects.get(task=world.task, name="test")
     assert (phase.data_registered_only, phase.starts_at) == (True, datetime(2026, 12, 1, tzinfo=UTC))
+
+
+@pytest.mark.django_db
+def test_create_participant_records_the_affiliation(world: World) -> None:
+    out = io.StringIO()
+    call_command("create_participant", "carol", "--team", "Cygnus", "--affiliation", "Kyoto University", stdout=out)
+    assert Profile.objects.get(user__username="carol").affiliation == "Kyoto University"
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match=r"--affiliation: contains U\+202E RIGHT-TO-LEFT OVERRIDE at position 3"):
+        call_command("create_participant", "dave", "--team", "Cygnus", "--affiliation", "Ky\u202eoto")
