@@ -124,6 +124,14 @@ def test_metric_participants_data_has_no_judgement_system_property_or_grade() ->
             assert [response["id"] for response in published["responses"]] == sorted(texts)
             assert {response["id"]: response["text"] for response in published["responses"]} == texts
             assert published["context"] == context["context"]
+    # The pages of another kind: its format, its measures, its item noun.
+    page = Client().get(f"/tasks/{task.slug}/data/").content.decode()
+    assert "<code>[i].score</code>" in page and "The 4 contexts of gold version 2" in page
+    assert "higher is better" in page
+    sample = orjson.loads(body(Client().get(f"/tasks/{task.slug}/data/sample-run.json")))
+    assert sorted(entry["id"] for entry in sample) == sorted(
+        response["id"] for context in gold for response in context["responses"])
+    assert Client().get(f"/tasks/{task.slug}/overview/").status_code == 200
 
 
 @pytest.mark.django_db
@@ -398,7 +406,8 @@ def test_registered_only_needs_an_approved_team_and_the_accepted_terms(world: Wo
     assert alice.get(url).json() == {"errors": ["The data of the round 1 phase is for registered teams only: accept "
                                                 "the task's terms on its overview page first."]}
     with committing():
-        alice.post("/tasks/demo-task/terms/", {"terms_sha256": world.task.terms_sha256, "accept": "on"})
+        alice.post("/tasks/demo-task/terms/", {"terms_sha256": world.task.terms_sha256, "accept": "on",
+                                               "affiliation": "Tohoku University"})
     assert TermsAcceptance.objects.get().username == "alice"
     assert alice.get(url).status_code == 200
 
