@@ -19,7 +19,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
@@ -78,7 +78,7 @@ def _download(request: HttpRequest, view: access.DataAccess, item: datafiles.Dat
         content = datafiles.item_content(view.task, view.phase, item)
     except FileNotFoundError:
         raise Http404("this file is missing from the server's storage; the organisers have been told") from None
-    if view.restricted and item.gold_derived:
+    if view.restricted and item.gold_derived and request.method != "HEAD":  # a HEAD reads no data
         where = f"phase {view.phase.name}" if view.phase is not None else "the task"
         access.log_access(request, view.task, f"data file {item.name} of {where}")
     parts = [view.task.slug] + ([view.phase.name] if view.phase is not None else [])
@@ -99,7 +99,7 @@ def _download(request: HttpRequest, view: access.DataAccess, item: datafiles.Dat
 
 # Web ---------------------------------------------------------------------------------------
 
-@require_GET
+@require_safe
 def data_page(request: HttpRequest, slug: str) -> HttpResponse:
     view, items, notes = _section(request, slug)
     task = view.task
@@ -113,7 +113,7 @@ def data_page(request: HttpRequest, slug: str) -> HttpResponse:
         "phase_query": _query(view), "not_open": view.phase is not None and view.phase.starts_at > timezone.now()})
 
 
-@require_GET
+@require_safe
 def data_file(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     view, items, _ = _section(request, slug)
     item = _find(items, name)
@@ -121,7 +121,7 @@ def data_file(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         if view.sign_in and not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         return render(request, "tasks/unavailable.html", {
-            "title": "Not available", "reason": view.reason,
+            "title": "Not available", "reason": view.reason, "task": view.task,
             "back": reverse("task-data", args=[view.task.slug]) + _query(view)}, status=403)
     return _download(request, view, item)
 
