@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -42,6 +43,7 @@ from tasks.errors import Rejected
 from tasks.models import GENERATED_DATA_FILES, DataFile, GoldVersion, Phase, Task, validate_data_file_name
 
 PARTICIPANT_DATA, FORMAT, SAMPLE_RUN = GENERATED_DATA_FILES
+log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024
 
 
@@ -182,7 +184,13 @@ def section_items(task: Task, phase: Phase | None) -> tuple[list[DataItem], list
                      "with it.")
     else:
         data = participant_data(task, version)
-        if data is None:
+        if data is None and version.source_sha256:
+            notes.append(f"The file of gold version {version.number} is missing from the server's storage, so its "
+                         "participants' data cannot be made: the organisers have been told (loading the same file "
+                         "again restores it).")
+            log.error("%s: the kept gold file %s of version %s is missing", task.slug, version.source_sha256,
+                      version.number)
+        elif data is None:
             notes.append(f"Gold version {version.number} was loaded before the server kept gold files, so its "
                          "participants' data cannot be made here: ask the organisers, who can load the same "
                          "file again to publish it.")

@@ -149,6 +149,17 @@ def test_a_version_loaded_before_gold_files_were_kept_says_it_has_no_participant
 
 
 @pytest.mark.django_db
+def test_a_kept_gold_file_lost_from_storage_is_said_so(world: World) -> None:
+    datafiles.blob_path("gold", world.gold_version.source_sha256).unlink()
+    datafiles._participant_data.cache_clear()
+    listing = Client().get(f"/api/v1/tasks/{world.task.slug}/data/").json()
+    assert [entry["name"] for entry in listing["files"]] == ["format.json", "sample-run.json"]
+    assert listing["notes"] == [
+        "The file of gold version 1 is missing from the server's storage, so its participants' data cannot be made: "
+        "the organisers have been told (loading the same file again restores it)."]
+
+
+@pytest.mark.django_db
 def test_the_kept_gold_file_is_the_upload_byte_for_byte_and_never_served(world: World) -> None:
     content = orjson.dumps(secret_gold(), option=orjson.OPT_INDENT_2)
     with committing():

@@ -294,3 +294,55 @@ def test_create_participant_records_the_affiliation(world: World) -> None:
 
     with pytest.raises(CommandError, match=r"--affiliation: contains U\+202E RIGHT-TO-LEFT OVERRIDE at position 3"):
         call_command("create_participant", "dave", "--team", "Cygnus", "--affiliation", "Ky\u202eoto")
+
+
+ROLES = ("anonymous", "team member", "no team", "organiser", "staff")
+STATES = {"no phases": None, "before start": (1, 2), "open": (-1, 1), "ended": (-2, -1)}
+
+
+@pytest.mark.django_db
+def test_overview_and_terms_access_matrix(world: World) -> None:
+    """Every role x phase state x public or private task: the overview is for everyone who can
+    see the task (404 otherwise, as the task's other pages); accepting terms needs a signed-in
+    user who can see the task, whatever the phases."""
+    from django.contrib.auth import get_user_model
+
+    nora = get_user_model().objects.create_user("nora", password="nora-pass-1")
+    users = {"anonymous": None, "team member": world.alice, "no team": nora, "organiser": world.organiser,
+             "staff": world.staff}
+    world.task.terms = TERMS
+    world.task.save()
+    problems = []
+    for state, window in STATES.items():
+        for registered_only in ((False,) if window is None else (False, True)):
+            Phase.objects.filter(task=world.task).delete()
+            if window is not None:
+                now = timezone.now()
+                with committing():
+                    Phase.objects.create(task=world.task, name="p", gold_version=world.gold_version,
+                                         data_registered_only=registered_only,
+                                         starts_at=now + timedelta(days=window[0]),
+                                         ends_at=now + timedelta(days=window[1]))
+            for public in (True, False):
+                Task.objects.filter(pk=world.task.pk).update(is_public=public)
+                TermsAcceptance.objects.all().delete()
+                for role, user in users.items():
+                    client = Client()
+                    if user is not None:
+                        client.force_login(user)
+                    sees = public or role in ("organiser", "staff")
+                    where = f"{state}, registered only {registered_only}, public {public}, {role}"
+                    got = client.get(f"/tasks/{world.task.slug}/overview/").status_code
+                    if got != (200 if sees else 404):
+                        problems.append(f"{where}: overview {got}")
+                    answer = client.post(f"/tasks/{world.task.slug}/terms/", {
+                        "terms_sha256": world.task.terms_sha256, "accept": "on", "affiliation": "Osaka University"})
+                    wanted = 302 if user is None or sees else 404
+                    if answer.status_code != wanted:
+                        problems.append(f"{where}: terms {answer.status_code}, expected {wanted}")
+                    if user is None and not answer["Location"].startswith("/accounts/login/"):
+                        problems.append(f"{where}: terms sent to {answer['Location']}, not to sign in")
+                    recorded = TermsAcceptance.objects.filter(user=user).exists() if user is not None else False
+                    if recorded != (user is not None and sees):
+                        problems.append(f"{where}: acceptance recorded {recorded}")
+    assert not problems, "\n".join(problems[:30])
