@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -238,8 +239,14 @@ def run_report(run: dict[str, Any], base_url: str, digits: int) -> str:
     return "\n".join(lines)
 
 
-def quota_line(quota: Any) -> str:
+def quota_line(quota: Any, submissions: Any = None) -> str:
+    """The quota left, or why none applies: the server's ``submissions`` says whether runs are
+    accepted (a task without phases accepts them at any time, with no quota)."""
     if not isinstance(quota, dict):
+        if isinstance(submissions, dict) and submissions.get("open"):
+            return f"quota: none; {submissions.get('reason') or 'runs are accepted now'}"
+        if isinstance(submissions, dict):
+            return f"submissions closed: {submissions.get('reason') or 'no phase is open'}"
         return "quota: none applies now (no submission phase is open, or you are not in a team)"
     return (f"quota ({quota.get('phase')} phase): {quota.get('daily_remaining')} of {quota.get('daily_limit')} runs "
             f"left today (resets {timestamp(quota.get('daily_resets_at'))} UTC), "
@@ -298,11 +305,14 @@ class Client:
             return self.get_json(path, authenticated=False)
 
     def request(self, method: str, path: str, body: Body | None = None, content_type: str = "",
-                authenticated: bool = True, progress: Callable[[int], Progress] | None = None) -> Response:
+                authenticated: bool = True, progress: Callable[[int], Progress] | None = None,
+                sink: Callable[[Any], None] | None = None) -> Response:
+        """``sink``: reads a successful answer's body itself (a download, in chunks); the
+        Response then has an empty body."""
         url = self.url(path)
         send_token = authenticated and bool(self.token)
         for _ in range(MAX_REDIRECTS + 1):
-            response = self._send(method, url, body, content_type, send_token, progress)
+            response = self._send(method, url, body, content_type, send_token, progress, sink)
             location = response.headers.get("Location")
             if response.status not in REDIRECTS or not location:
                 if response.status >= 400:
@@ -324,7 +334,7 @@ class Client:
         raise CliError(f"too many redirects (more than {MAX_REDIRECTS}), last {url}", EXIT_NETWORK)
 
     def _send(self, method: str, url: str, body: Body | None, content_type: str, send_token: bool,
-              progress: Callable[[int], Progress] | None) -> Response:
+              progress: Callable[[int], Progress] | None, sink: Callable[[Any], None] | None = None) -> Response:
         parts = urlsplit(url)
         connection, target, headers = self._connection(parts)
         headers.update({"Accept": "application/json", "User-Agent": self.user_agent})
@@ -359,6 +369,9 @@ class Client:
             if bar:
                 bar.finish()
             answer = connection.getresponse()
+            if sink is not None and 200 <= answer.status < 300:
+                sink(answer)
+                return Response(answer.status, answer.reason, answer.headers, b"", url)
             return Response(answer.status, answer.reason, answer.headers, answer.read(), url)
         except (socket.timeout, TimeoutError):  # noqa: UP041  Python < 3.10: socket.timeout is not TimeoutError
             raise CliError(f"no answer from {url} within {self.timeout:g} s (--timeout); the server may be "
@@ -637,7 +650,7 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
     for line in created.get("warnings") or []:
         warn(f"warning: {line}")
     if "quota" in created:
-        warn(quota_line(created.get("quota")))
+        warn(quota_line(created.get("quota"), created.get("submissions")))
     url = client.url(created.get("url") or f"/api/v1/runs/{run_id}/")
     if not args.wait:
         if args.json:
@@ -688,7 +701,7 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
                 + [number(score_value(run.get("scores"), key), args.digits) for key in keys] for run in runs]
         print(render_table(headers, rows, {0} | set(range(6, len(headers)))))
-    print(quota_line(data.get("quota")))
+    print(quota_line(data.get("quota"), data.get("submissions")))
     return EXIT_OK
 
 
@@ -747,6 +760,103 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def safe_data_name(name: Any) -> str:
+    """A file name from the server, checked before anything is written under it: letters, digits,
+    '.', '-' and '_', no '..', no directories (the server allows no other names)."""
+    text = str(name)
+    if not SAFE_NAME.fullmatch(text) or ".." in text:
+        raise CliError(f"the server listed a file named {text[:80]!r}, which is not a safe file name; nothing was "
+                       "written under it", EXIT_NETWORK)
+    return text
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK_SIZE), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_file(client: Client, path: str, target: str, size: int, sha256: str, show: bool) -> None:
+    """Download to ``target`` through a temporary file beside it, checked against the listed size
+    and SHA-256 before it takes the target's place: an interrupted or corrupted download never
+    looks like a complete file."""
+    temporary = f"{target}.part"
+    digest = hashlib.sha256()
+    bar = Progress(size, show)
+
+    def sink(answer: Any) -> None:
+        with open(temporary, "wb") as handle:
+            while True:
+                chunk = answer.read(CHUNK_SIZE)
+                if not chunk:
+                    break
+                digest.update(chunk)
+                handle.write(chunk)
+                bar.update(len(chunk))
+        bar.finish()
+
+    try:
+        client.request("GET", path, authenticated=bool(client.token), sink=sink)
+        if bar.sent != size or digest.hexdigest() != sha256:
+            raise CliError(f"{os.path.basename(target)}: the download does not match the listing ({bar.sent} of "
+                           f"{size} bytes, or another SHA-256); try again", EXIT_NETWORK)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def command_data(args: argparse.Namespace, client: Client) -> int:
+    query = f"?phase={quote(args.phase, safe='')}" if args.phase else ""
+    listing = client.get_public_json(task_path(args.task, "data/") + query)
+    if args.json:
+        print_json(listing)
+        return EXIT_OK
+    phase = listing.get("phase") if isinstance(listing.get("phase"), dict) else None
+    files = [entry for entry in listing.get("files") or [] if isinstance(entry, dict)]
+    where = f"phase {phase.get('name')}" if phase else "no phases"
+    gold = listing.get("gold_version")
+    print(f"{listing.get('task')}: data of {where}" + (f", gold version {gold}" if gold is not None else ""))
+    for note in listing.get("notes") or []:
+        print(f"note: {note}")
+    if args.list:
+        rows = [[str(entry.get("name")), human_size(entry.get("size") or 0), "yes" if entry.get("available") else "no",
+                 clip(entry.get("title"), 40)] for entry in files]
+        print(render_table(["file", "size", "available", "what"], rows, {1}))
+        if not listing.get("available") and listing.get("reason"):
+            print(f"not available: {listing['reason']}")
+        return EXIT_OK
+    if args.out:
+        folder = args.out
+    else:  # one folder name made of the task's and the phase's names, nothing else
+        parts = [str(listing.get("task") or args.task), str(phase.get("name")) if phase else "", "data"]
+        folder = re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(part for part in parts if part)).lstrip(".") or "data"
+    os.makedirs(folder, exist_ok=True)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    refused = []
+    for entry in files:
+        name = safe_data_name(entry.get("name"))
+        if not entry.get("available"):
+            refused.append(name)
+            continue
+        target = os.path.join(folder, name)
+        size, sha256 = int(entry.get("size") or 0), str(entry.get("sha256") or "")
+        if os.path.isfile(target) and os.path.getsize(target) == size and sha256_of(target) == sha256:
+            print(f"{target}: up to date ({human_size(size)})")
+            continue
+        download_file(client, task_path(args.task, f"data/{quote(name)}") + query, target, size, sha256, show)
+        print(f"{target}: {human_size(size)}, SHA-256 checked")
+    if refused:
+        raise CliError(f"not downloaded: {', '.join(refused)}", EXIT_INVALID,
+                       [str(listing.get("reason") or "not available to you")])
+    return EXIT_OK
+
+
 def command_tasks(args: argparse.Namespace, client: Client) -> int:
     data = client.get_public_json("/api/v1/tasks/")
     if args.json:
@@ -780,6 +890,7 @@ examples:
   %(prog)s status 42
   %(prog)s runs stc3-zh
   %(prog)s leaderboard stc3-zh --sort nugget.jsd
+  %(prog)s data stc3-zh --out stc3-zh-data
 """
 
 
@@ -811,8 +922,8 @@ def add_common_options(parser: argparse.ArgumentParser, top: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     prog = os.path.basename(sys.argv[0]) or "evalserver_cli.py"
     parser = argparse.ArgumentParser(
-        prog=prog, description="Submit runs to a DialEval / STC-3 evaluation server, follow their scoring and "
-                               "read the leaderboard.",
+        prog=prog, description="Submit runs to a DialEval / STC-3 evaluation server, follow their scoring, "
+                               "read the leaderboard and download a task's data.",
         epilog=EPILOG % {"prog": prog, "default_server": DEFAULT_SERVER},
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -893,6 +1004,25 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--all", action="store_true", help="show every measure, not only the official ones")
     board.add_argument("--json", action="store_true", help="print the server's JSON (unsorted) instead of a table")
     board.set_defaults(handler=command_leaderboard)
+
+    data = command("data", "download a task's data: participants' data, run format, sample run, files", about(
+        "Download the data section of a task (of its open phase, or --phase): the participants' data (the items "
+        "without any annotation), the run format, a sample run and the organisers' files, into --out (default "
+        "TASK-PHASE-data). Each file is checked against the size and SHA-256 the server lists; files already "
+        "there and identical are not downloaded again. A phase's data may be kept for registered teams: then "
+        "pass your token (exit status 2 names what you could not download, and why).",
+        "data stc3-zh", "data stc3-zh --phase test --out test-data", "data stc3-zh --list"))
+    data.add_argument("task", metavar="TASK", help="the task's short name")
+    data.add_argument("--phase", metavar="NAME", help="a phase's data (default: the open or latest phase)")
+    data.add_argument("--out", metavar="DIR", help="where to save the files (default: TASK-PHASE-data)")
+    data.add_argument("--list", action="store_true", help="only list the files")
+    data.add_argument("--json", action="store_true", help="print the server's listing (JSON) and download nothing")
+    shown_data = data.add_mutually_exclusive_group()
+    shown_data.add_argument("--progress", action="store_const", const=True, default=None,
+                            help="show download progress on stderr (default: only when stderr is a terminal)")
+    shown_data.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                            help="never show progress")
+    data.set_defaults(handler=command_data)
 
     tasks = command("tasks", "list the tasks", about("List the tasks you can see.", "tasks"))
     tasks.add_argument("--json", action="store_true", help="print the server's JSON instead of a table")

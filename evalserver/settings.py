@@ -232,6 +232,8 @@ RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1
 # holds a thread (tasks.submissions.validation_slot; benchmarks/upload_memory.py).
 EVALSERVER_VALIDATION_SLOTS = env_int("EVALSERVER_VALIDATION_SLOTS", default=1, minimum=1, maximum=64)
 EVALSERVER_VALIDATION_WAIT_SECONDS = env_float("EVALSERVER_VALIDATION_WAIT_SECONDS", 20.0, 0.0, 600.0)
+# The largest file organisers may add to a task's data section (admin or add_data_file).
+EVALSERVER_DATA_FILE_MAX_BYTES = env_int("EVALSERVER_DATA_FILE_MAX_BYTES", default=256 * 1024 * 1024, minimum=1024)
 # Django refuses request bodies past this size before a view sees them.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
@@ -323,6 +325,26 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Email (password resets): printed on the console unless an SMTP server is named.
+EMAIL_HOST = env.str("EVALSERVER_EMAIL_HOST", default="").strip()
+EMAIL_BACKEND = ("django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                 else "django.core.mail.backends.console.EmailBackend")
+EMAIL_PORT = env_int("EVALSERVER_EMAIL_PORT", default=587, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env.str("EVALSERVER_EMAIL_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EVALSERVER_EMAIL_PASSWORD", default="")
+EMAIL_USE_TLS = env_bool("EVALSERVER_EMAIL_STARTTLS", default=True)
+EMAIL_USE_SSL = env_bool("EVALSERVER_EMAIL_SSL", default=False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    if os.environ.get("EVALSERVER_EMAIL_STARTTLS", "").strip():
+        raise ImproperlyConfigured("EVALSERVER_EMAIL_STARTTLS and EVALSERVER_EMAIL_SSL are both true; choose one "
+                                   "(STARTTLS on port 587, or TLS from the start on port 465)")
+    EMAIL_USE_TLS = False  # SSL asked for: STARTTLS was only the default
+EMAIL_TIMEOUT = env_int("EVALSERVER_EMAIL_TIMEOUT", default=10, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env.str("EVALSERVER_EMAIL_FROM", default="DialEval server <noreply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+PASSWORD_RESET_TIMEOUT = env_int("EVALSERVER_PASSWORD_RESET_SECONDS", default=3 * 24 * 3600, minimum=300)
+EVALSERVER_PASSWORD_RESET_RATE = env_rate("EVALSERVER_PASSWORD_RESET_RATE", default="5/h")
 
 # Rate limits (requests per period): uploads per user, and sign-in attempts per address.
 # The address is the client's own (evalserver.clientip): X-Forwarded-For is believed only as far

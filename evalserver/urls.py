@@ -9,6 +9,8 @@ from evalserver.health import healthz
 from leaderboard import views as board_views
 from tasks import accounts, organiser
 from tasks import api as task_api
+from tasks import data as task_data
+from tasks import overview as task_overview
 from tasks import views as task_views
 
 handler400 = "evalserver.errors.bad_request"
@@ -23,6 +25,10 @@ urlpatterns = [
     path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", board_views.statistics_export,
          name="statistics-export"),
     path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
+    path("tasks/<slug:slug>/overview/", task_overview.overview, name="task-overview"),
+    path("tasks/<slug:slug>/terms/", task_overview.accept_terms, name="task-terms"),
+    path("tasks/<slug:slug>/data/", task_data.data_page, name="task-data"),
+    path("tasks/<slug:slug>/data/<str:name>", task_data.data_file, name="task-data-file"),
     path("organiser/<slug:slug>/", organiser.dashboard, name="organiser-dashboard"),
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
@@ -35,17 +41,26 @@ urlpatterns = [
     path("accounts/login/", task_views.LoginView.as_view(), name="login"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password-reset/", task_views.PasswordResetView.as_view(), name="password-reset"),
+    path("accounts/password-reset/sent/", task_views.PasswordResetSentView.as_view(), name="password-reset-sent"),
+    path("accounts/password-reset/<uidb64>/<token>/", task_views.PasswordResetConfirmView.as_view(),
+         name="password-reset-confirm"),
+    path("accounts/password-reset/done/", task_views.PasswordResetCompleteView.as_view(),
+         name="password-reset-complete"),
     path("api/v1/tasks/", board_views.tasks_api, name="api-tasks"),
     path("api/v1/tasks/<slug:slug>/leaderboard/", board_views.leaderboard_api, name="api-leaderboard"),
     path("api/v1/tasks/<slug:slug>/runs/", task_api.upload_run, name="api-upload"),
     path("api/v1/tasks/<slug:slug>/my-runs/", task_api.my_runs, name="api-my-runs"),
     path("api/v1/tasks/<slug:slug>/gold-versions/", task_api.gold_versions, name="api-gold-versions"),
+    path("api/v1/tasks/<slug:slug>/data/", task_data.data_api, name="api-task-data"),
+    path("api/v1/tasks/<slug:slug>/data/<str:name>", task_data.data_file_api, name="api-task-data-file"),
     path("api/v1/runs/<int:run_id>/", task_api.run_detail, name="api-run"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", task_views.favicon, name="favicon"),
     path("client/evalserver_cli.py", task_views.client_download, name="client-download"),
     path("admin/", admin.site.urls),
 ]

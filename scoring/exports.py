@@ -103,11 +103,15 @@ def _check_export_matrix(matrix: np.ndarray) -> np.ndarray:
 
 def csv_cell(value: Any, guard_formulas: bool = True) -> str:
     """One CSV cell: empty for None, ``repr`` for floats (the shortest text that reads back to the
-    same number), ``str`` for integers and booleans, and text guarded against formulas."""
+    same number), ``str`` for integers, ``1``/``0`` for booleans, and text guarded against formulas.
+
+    Booleans are ``1`` and ``0`` in every CSV the server writes: the leaderboard CSV wrote its
+    ``baseline`` column so, the organisers' results.csv and manifest.csv wrote ``True``/``False``,
+    and a spreadsheet sums 1/0 columns as they are."""
     if value is None:
         return ""
     if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
+        return "1" if value else "0"
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):

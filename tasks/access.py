@@ -229,3 +229,78 @@ def board_access(user: Any, task: Task, phase_value: str | None, phases: list[Ph
     phase = named_phase(phases, phase_value) or default_phase(phases)
     scope, hidden_reason = board_rule(phases, phase, organiser)
     return BoardAccess(task, phases, phase, organiser, scope, hidden_reason)
+
+
+# Data sections ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DataAccess:
+    """One user's view of a task's data section for one phase (None: a task without phases).
+
+    ``allowed``: whether the user may download the phase's gold-derived files (participants' data,
+    sample run) and the organisers' files of the phase; if not, ``reason`` says why and
+    ``sign_in`` whether signing in could help. ``restricted``: downloads are gold-derived data
+    kept from the public (a phase for registered teams, or one not open yet, which only
+    organisers read), so each is written to the access log. The format description and the
+    task-wide files are for everyone who can see the task.
+    """
+
+    task: Task
+    phases: list[Phase]
+    phase: Phase | None
+    organiser: bool
+    allowed: bool
+    reason: str
+    sign_in: bool
+    restricted: bool
+
+
+def data_phase(phases: list[Phase], value: str | None, now: datetime | None = None) -> Phase | None:
+    """The phase a data section shows: the one ``?phase=`` names exactly (404 otherwise), else
+    the open or latest started phase (``default_phase``), else the first to open."""
+    return (named_phase(phases, value) or default_phase(phases, now)
+            or min(phases, key=lambda phase: phase.starts_at, default=None))
+
+
+def data_rule(user: Any, task: Task, phase: Phase | None, organiser: bool,
+              now: datetime | None = None) -> tuple[bool, str, bool]:
+    """(allowed, why not, whether signing in could help) for a phase's data.
+
+    Organisers always. Otherwise (the task is public, or the caller has answered 404): a task
+    without phases has its data open; a phase's data opens when the phase starts; a phase for
+    registered teams only also needs a signed-in member of a team, approved where the task
+    requires approval, who accepted the task's current terms where it has terms.
+    """
+    if organiser or phase is None:
+        return True, "", False
+    if phase.starts_at > (now or timezone.now()):
+        return False, (f"The data of the {phase.name} phase is published when the phase opens, at "
+                       f"{phase.starts_at:%Y-%m-%d %H:%M} UTC."), False
+    if not phase.data_registered_only:
+        return True, "", False
+    if not user.is_authenticated:
+        return False, (f"The data of the {phase.name} phase is for registered teams only: sign in as a member "
+                       "of a team."), True
+    team = user.teams.order_by("pk").first()
+    if team is None:
+        return False, (f"The data of the {phase.name} phase is for registered teams only, and you are not a "
+                       "member of a team: create or join one on the sign-up page, or ask an organiser."), False
+    if task.requires_team_approval and not team.approved:
+        return False, (f"The data of the {phase.name} phase is for registered teams only, and your team "
+                       f"{team.name!r} is waiting for an organiser's approval."), False
+    if not task.terms_accepted_by(user):
+        return False, (f"The data of the {phase.name} phase is for registered teams only: accept the task's "
+                       "terms on its overview page first."), False
+    return True, "", False
+
+
+def data_access(user: Any, task: Task, phase_value: str | None, phases: list[Phase] | None = None) -> DataAccess:
+    """Resolve a request for a task's data section (``?phase=`` as for boards: exactly a phase's
+    name, else 404; none or empty: ``data_phase``'s default)."""
+    if phases is None:
+        phases = task_phases(task.pk)
+    organiser = is_organiser(user, task)
+    phase = data_phase(phases, phase_value)
+    allowed, reason, sign_in = data_rule(user, task, phase, organiser)
+    restricted = phase is not None and (phase.data_registered_only or phase.starts_at > timezone.now())
+    return DataAccess(task, phases, phase, organiser, allowed, reason, sign_in, restricted)

@@ -1,4 +1,5 @@
-"""Sign-up: a new account that creates a team or joins one with its join code."""
+"""Sign-up: a new account, with the person's affiliation, that creates a team or joins one with its
+join code; signing up from a task's overview also accepts that task's terms (recorded)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods
 from django_ratelimit.decorators import ratelimit
 
+from tasks import access
 from tasks.errors import Rejected
-from tasks.models import Team
+from tasks.models import Task, Team
 from tasks.names import character_problems, confusable_with
+from tasks.registration import affiliation_problems, record_acceptance, set_affiliation
 
 MIN_TEAM_NAME_CHARACTERS = 2
 
@@ -90,19 +93,48 @@ def create_team(name: str, approved: bool = True) -> Team:
         raise Rejected([f"team: a team named {name!r} exists already"]) from None
 
 
+class AffiliationField(forms.CharField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=200, label="Affiliation",
+                         help_text="your university, company or lab (or 'independent'); organisers see it", **kwargs)
+
+    def clean(self, value: Any) -> str:
+        text = unicodedata.normalize("NFC", super().clean(value) or "").strip()
+        problems = affiliation_problems(text)
+        if problems:
+            raise forms.ValidationError([problem[:1].upper() + problem[1:] + "." for problem in problems])
+        return text
+
+
 class SignUpForm(UserCreationForm):
     email = forms.EmailField(required=True)
+    affiliation = AffiliationField()
     team_name = forms.CharField(max_length=100, required=False, label="New team",
                                 help_text="create a team with this name, or")
     join_code = forms.CharField(max_length=32, required=False, label="Join code",
                                 help_text="join an existing team with the code its members see on their team page")
+    accept_terms = forms.BooleanField(required=True)
+
+    field_order = ["username", "email", "affiliation", "password1", "password2", "team_name", "join_code",
+                   "accept_terms"]
 
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
         fields = ("username", "email")
 
+    def __init__(self, *args: Any, task: Task | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Signing up from a task with terms: they are shown above the form and accepted with it.
+        self.task = task if task is not None and task.terms.strip() else None
+        if self.task is None:
+            del self.fields["accept_terms"]
+        else:
+            self.fields["accept_terms"].label = f"I accept the terms of {self.task.title} shown above"
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if self.task is not None and self.data.get("terms_sha256") != self.task.terms_sha256:
+            self.add_error("accept_terms", "The terms changed while you were reading them: read them again.")
         team_name = (data.get("team_name") or "").strip()
         join_code = (data.get("join_code") or "").strip()
         if bool(team_name) == bool(join_code):
@@ -129,23 +161,41 @@ def _form_message(problem: str) -> str:
     return message + "."
 
 
+def signup_task(request: HttpRequest) -> Task | None:
+    """The task a sign-up comes from (``?task=`` on the link of its overview, a hidden field of the
+    form): a task the visitor can see, else none."""
+    slug = (request.POST.get("task") or request.GET.get("task") or "").strip()
+    if not slug:
+        return None
+    try:
+        return access.get_task_for_user(request.user, slug)
+    except Http404:
+        return None
+
+
 @ratelimit(key="ip", rate=settings.EVALSERVER_SIGNUP_RATE, method="POST", block=False)
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     if not settings.EVALSERVER_SIGNUP_OPEN:
         raise Http404("sign-up is closed; ask an organiser for an account")
+    task = signup_task(request)
+    context: dict[str, Any] = {"task_signing_up": task}
     if request.method == "POST" and getattr(request, "limited", False):
-        return render(request, "registration/signup.html", {"form": SignUpForm(), "limited": True}, status=429)
-    form = SignUpForm(request.POST or None)
+        return render(request, "registration/signup.html", {**context, "form": SignUpForm(task=task),
+                                                            "limited": True}, status=429)
+    form = SignUpForm(request.POST or None, task=task)
     if request.method == "POST" and form.is_valid():
         try:
             with transaction.atomic():
                 user = form.save()
+                set_affiliation(user, form.cleaned_data["affiliation"])
                 team = form.cleaned_data.get("team")
                 if team is None:
                     team = create_team(form.cleaned_data["team_name"],
                                        approved=not settings.EVALSERVER_TEAMS_NEED_APPROVAL)
                 team.members.add(user)
+                if form.task is not None:
+                    record_acceptance(request, form.task, user)
         except Rejected as rejected:
             # Another sign-up took the team name (or a confusable one) between the check and now:
             # nothing was kept.
@@ -155,5 +205,8 @@ def signup(request: HttpRequest) -> HttpResponse:
             form.add_error("username", "A user with that username already exists.")
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            if task is not None:
+                return redirect("task-overview", slug=task.slug)
             return redirect("team-page")
-    return render(request, "registration/signup.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "registration/signup.html", {**context, "form": form},
+                  status=400 if form.errors else 200)

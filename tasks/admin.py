@@ -6,7 +6,9 @@ import unicodedata
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -14,8 +16,21 @@ from django.utils import timezone
 from scoring.kinds import KINDS
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
+from tasks.datafiles import data_file_problems, default_data_file_name, forget_unused_blob, store_data_content
 from tasks.errors import Rejected
-from tasks.models import AccessLog, GoldVersion, Phase, ReferencePool, Run, Score, Task, Team
+from tasks.models import (
+    AccessLog,
+    DataFile,
+    GoldVersion,
+    Phase,
+    Profile,
+    ReferencePool,
+    Run,
+    Score,
+    Task,
+    Team,
+    TermsAcceptance,
+)
 from tasks.organising import load_gold_version, rescore_runs, validated_gold
 from tasks.vbleu import store_pool, validate_pool
 
@@ -32,7 +47,7 @@ class TaskForm(forms.ModelForm):
     class Meta:
         model = Task
         fields = ["slug", "title", "description", "kind", "is_public", "organisers", "requires_team_approval",
-                  "permutations", "statistics_seed", "config"]
+                  "permutations", "statistics_seed", "config", "rules", "contact", "citation", "terms"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -296,6 +311,86 @@ class AccessLogAdmin(admin.ModelAdmin):
     list_display = ["at", "user", "task", "what", "ip_address"]
     list_filter = ["task"]
     readonly_fields = ["at", "user", "task", "what", "ip_address"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class DataFileForm(forms.ModelForm):
+    """An organiser's file for a data section: the upload, its name (default: the file's own name)
+    and the phase whose section lists it, checked as ``tasks.datafiles.add_data_file`` checks them
+    (safe, unused name; size limit). A new upload on an existing entry replaces its content."""
+
+    file = forms.FileField(required=False, help_text="the file (on an existing entry: replaces its content)")
+    name = forms.CharField(max_length=100, required=False,
+                           help_text="the download's file name: letters, digits, '.', '-' and '_' (default: the "
+                                     "uploaded file's name)")
+
+    class Meta:
+        model = DataFile
+        fields = ["task", "phase", "file", "name", "description"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("file")
+        if self.instance.pk is None and upload is None:
+            self.add_error("file", "choose the file to add")
+        if upload is not None and upload.size > settings.EVALSERVER_DATA_FILE_MAX_BYTES:
+            limit = settings.EVALSERVER_DATA_FILE_MAX_BYTES
+            self.add_error("file", f"{upload.size:,} bytes is more than the largest data file accepted, "
+                                   f"{limit:,} bytes (EVALSERVER_DATA_FILE_MAX_BYTES)")
+        name = (data.get("name") or "").strip() or (default_data_file_name(upload.name) if upload is not None
+                                                     else self.instance.name)
+        data["name"] = name
+        task = data.get("task") or (self.instance.task if self.instance.pk else None)
+        if task is not None:
+            for problem in data_file_problems(task, name, data.get("phase"), data.get("description") or "",
+                                              keep_pk=self.instance.pk):
+                field, _, message = problem.partition(": ")
+                self.add_error(field if field in ("name", "phase", "description") else None, message)
+        return data
+
+
+@admin.register(DataFile)
+class DataFileAdmin(admin.ModelAdmin):
+    form = DataFileForm
+    list_display = ["task", "name", "phase", "size", "uploaded_at", "uploaded_by"]
+    list_filter = ["task"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["sha256", "size", "uploaded_by", "uploaded_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, "task"] if obj else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: DataFile, form: Any, change: bool) -> None:
+        obj.name = form.cleaned_data["name"]
+        upload = form.cleaned_data.get("file")
+        old_sha = obj.sha256 if change else ""
+        if upload is not None:
+            obj.sha256, obj.size = store_data_content(upload)
+            obj.uploaded_by, obj.uploaded_at = request.user, timezone.now()
+        super().save_model(request, obj, form, change)
+        if old_sha and old_sha != obj.sha256:
+            transaction.on_commit(lambda: forget_unused_blob(old_sha))
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ["user", "affiliation"]
+    search_fields = ["user__username", "affiliation"]
+
+
+@admin.register(TermsAcceptance)
+class TermsAcceptanceAdmin(admin.ModelAdmin):
+    """The record of who accepted which text of a task's terms: read only."""
+
+    list_display = ["accepted_at", "task", "username", "affiliation", "terms_sha256", "ip_address"]
+    list_filter = ["task"]
+    search_fields = ["username", "affiliation"]
+    readonly_fields = ["task", "user", "username", "affiliation", "terms_sha256", "terms", "accepted_at", "ip_address"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -25,7 +25,14 @@ from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import Run
-from tasks.submissions import API_FORM, phase_for_upload, quota_status, submission_from_request, submit_run
+from tasks.submissions import (
+    API_FORM,
+    phase_for_upload,
+    quota_status,
+    submission_from_request,
+    submission_status,
+    submit_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +151,8 @@ def upload_run(request: Request, slug: str) -> Response:
     run = submit_run(task, request.user, submission_from_request(request, API_FORM),
                      phase_for_upload(task, request.user))
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
-                     "warnings": run.warnings, "quota": quota_status(task, request.user)},
+                     "warnings": run.warnings, "quota": quota_status(task, request.user),
+                     "submissions": submission_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
 
 
@@ -168,7 +176,10 @@ def my_runs(request: Request, slug: str) -> Response:
     phases = access.task_phases(task.pk)
     return Response({"runs": [run_data(run, request.user, phases, describe=False) for run in runs[:500]],
                      "measures": [spec.public() for spec in task.measure_specs()],
-                     "quota": quota_status(task, request.user)})
+                     "quota": quota_status(task, request.user),
+                     # Whether runs are accepted now: a null quota alone cannot tell "no phases, no
+                     # quota" from "closed" (the client said "no submission phase is open").
+                     "submissions": submission_status(task, request.user)})
 
 
 @extend_schema(summary="A task's gold versions and how each was made (organisers only)",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 import secrets
 from datetime import datetime
 from typing import Any
@@ -51,6 +53,18 @@ class Task(models.Model):
         default=10_000, validators=[MinValueValidator(100), MaxValueValidator(1_000_000)],
         help_text="B of the randomised Tukey HSD test and of the bootstrap intervals")
     statistics_seed = models.PositiveIntegerField(default=20_190_601, help_text="seed of the randomised tests")
+    # What the overview page says beside the description and the phases.
+    rules = models.TextField(blank=True, validators=[ProhibitNullCharactersValidator()],
+                             help_text="the task's rules, shown on its overview page")
+    contact = models.CharField(max_length=300, blank=True, validators=[ProhibitNullCharactersValidator()],
+                               help_text="how to reach the organisers: an email address, a URL or a sentence")
+    citation = models.TextField(blank=True, validators=[ProhibitNullCharactersValidator()],
+                                help_text="how to cite the task (a reference or BibTeX), shown on its overview page")
+    terms = models.TextField(
+        blank=True, validators=[ProhibitNullCharactersValidator()],
+        help_text="terms participants accept before they submit runs or download data kept for registered "
+                  "teams; every acceptance is recorded with the text accepted. A changed text is a new version "
+                  "that everyone accepts again. Empty: nothing to accept")
     scores_changed_at = models.DateTimeField(default=timezone.now, help_text="bumped whenever a score changes")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -97,6 +111,18 @@ class Task(models.Model):
     def latest_gold(self) -> GoldVersion | None:
         return self.gold_versions.order_by("-number").first()
 
+    @property
+    def terms_sha256(self) -> str:
+        """The version of the terms: the SHA-256 of their text (an edit is a new version)."""
+        return terms_digest(self.terms)
+
+    def terms_accepted_by(self, user: Any) -> bool:
+        """Whether the user accepted the current terms (always true when the task has none)."""
+        if not self.terms.strip():
+            return True
+        return bool(user.is_authenticated and self.terms_acceptances.filter(
+            user=user, terms_sha256=self.terms_sha256).exists())
+
     def is_organiser(self, user: Any) -> bool:
         if not user.is_authenticated:
             return False
@@ -121,6 +147,10 @@ class GoldVersion(models.Model):
         default=dict, blank=True,
         help_text="how the version was made when not uploaded as it is (vBLEU: the version extended, the pool's "
                   "checksum, retrieval and rater settings, held-out accuracy, seed)")
+    source_sha256 = models.CharField(
+        max_length=64, blank=True,
+        help_text="the gold file as uploaded, kept under this SHA-256 (participants' data is made from it); "
+                  "empty for versions loaded before gold files were kept: they have no participants' data")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -202,6 +232,10 @@ class Phase(models.Model):
     requires_method_description = models.BooleanField(default=False)
     results_published = models.BooleanField(
         default=False, help_text="final phase: full-test-set scores and per-item scores are public")
+    data_registered_only = models.BooleanField(
+        default=False, help_text="the phase's data (participants' data, sample run, the organisers' files of the "
+                                 "phase) only for signed-in members of a team, approved where the task requires "
+                                 "approval, who accepted the task's terms where it has terms; organisers always")
 
     class Meta:
         ordering = ["task", "starts_at"]
@@ -353,6 +387,87 @@ class ScoreVector(models.Model):
 
     def array(self) -> np.ndarray:
         return np.frombuffer(bytes(self.values), dtype=np.float64)
+
+
+DATA_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+# The files the server makes for every data section; an organiser's file may not take their names.
+GENERATED_DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
+
+
+def validate_data_file_name(name: str) -> None:
+    """A name that is safe as a URL path part and as a file name on any system (the command-line
+    client saves files under it): letters, digits, ``.``, ``-`` and ``_``, starting with a letter
+    or digit, at most 100 characters, no ``..``; not one of the generated files' names."""
+    if not DATA_FILE_NAME.fullmatch(name or ""):
+        raise ValidationError(f"{name!r} is not a valid file name: use 1-100 letters, digits, '.', '-' and '_', "
+                              "starting with a letter or digit")
+    if ".." in name or name.endswith("."):
+        raise ValidationError(f"{name!r} is not a valid file name: no '..' and no '.' at the end")
+    if name.lower() in GENERATED_DATA_FILES:
+        raise ValidationError(f"{name!r} is the name of a file the server makes itself; choose another name")
+
+
+class DataFile(models.Model):
+    """A file the organisers add to a task's data section (guidelines, a training set, a script),
+    stored unchanged under its SHA-256 (``tasks.datafiles``)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="data_files")
+    phase = models.ForeignKey(
+        Phase, null=True, blank=True, on_delete=models.CASCADE, related_name="data_files",
+        help_text="the phase whose data section lists the file, with that phase's access rule (from its start; "
+                  "registered teams only if the phase says so); empty: the whole task, listed in every data "
+                  "section and available to everyone who can see the task")
+    name = models.CharField(max_length=100, validators=[validate_data_file_name],
+                            help_text="the download's file name, unique in the task")
+    description = models.TextField(blank=True, max_length=2000, validators=[ProhibitNullCharactersValidator()])
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    uploaded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["task", "name"]
+        constraints = [models.UniqueConstraint(fields=["task", "name"], name="unique_data_file_name")]
+
+    def __str__(self) -> str:
+        return f"{self.task.slug}: {self.name}"
+
+
+def terms_digest(text: str) -> str:
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+
+
+class Profile(models.Model):
+    """What a participant says about themselves at sign-up beyond the account."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
+    affiliation = models.CharField(max_length=200, validators=[ProhibitNullCharactersValidator()],
+                                   help_text="university, company or lab")
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.affiliation}"
+
+
+class TermsAcceptance(models.Model):
+    """Who accepted which text of a task's terms, and when: the record organisers can show."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="terms_acceptances")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                             related_name="terms_acceptances")
+    username = models.CharField(max_length=150, help_text="kept if the account is deleted")
+    affiliation = models.CharField(max_length=200, blank=True, help_text="as given then")
+    terms_sha256 = models.CharField(max_length=64, help_text="the version: SHA-256 of the text accepted")
+    terms = models.TextField(help_text="the text accepted, word for word")
+    accepted_at = models.DateTimeField(default=timezone.now)
+    ip_address = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-accepted_at"]
+        constraints = [models.UniqueConstraint(fields=["task", "user", "terms_sha256"], name="unique_terms_acceptance")]
+
+    def __str__(self) -> str:
+        return (f"{self.username} accepted the terms of {self.task.slug} ({self.terms_sha256[:12]}) "
+                f"on {self.accepted_at:%Y-%m-%d}")
 
 
 class AccessLog(models.Model):

@@ -18,14 +18,17 @@ from scoring.kinds import KINDS
 from scoring.kinds.response import store_vector_table
 from scoring.response.nlp import VectorTableError
 from tasks.changes import touch_scores
+from tasks.datafiles import blob_path, store_gold_source
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
 from tasks.models import GoldVersion, Run, Task
 from tasks.runfiles import store_run_file
 
 
-def create_task(slug: str, preset: str = "", title: str = "", description: str = "", kind: str = "stc3") -> Task:
-    """A new task of ``kind`` configured by one of the kind's presets (its default when empty)."""
+def create_task(slug: str, preset: str = "", title: str = "", description: str = "", kind: str = "stc3",
+                **overview: str) -> Task:
+    """A new task of ``kind`` configured by one of the kind's presets (its default when empty);
+    ``overview``: ``rules``, ``contact``, ``citation`` and ``terms`` for its overview page."""
     if kind not in KINDS:
         raise Rejected([f"unknown task kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}"])
     implementation = KINDS[kind]
@@ -33,8 +36,11 @@ def create_task(slug: str, preset: str = "", title: str = "", description: str =
     if preset not in implementation.presets:
         raise Rejected([f"unknown preset {preset!r} for the kind {kind!r}; its presets: "
                         f"{', '.join(sorted(implementation.presets)) or 'none'}"])
+    unknown = sorted(set(overview) - {"rules", "contact", "citation", "terms"})
+    if unknown:
+        raise TypeError(f"create_task() got unexpected fields {unknown}")
     task = Task(slug=slug, title=title or slug, description=description, kind=kind,
-                config=dict(implementation.presets[preset]))
+                config=dict(implementation.presets[preset]), **overview)
     try:
         task.full_clean()
     except ValidationError as error:
@@ -58,16 +64,30 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
     foreign = [phase.name for phase in phases if phase.task_id != task.pk]
     if foreign:
         raise Rejected([f"phase {name!r} belongs to another task" for name in foreign])
+    # The file as uploaded: the participants' data is made from it (tasks.datafiles).
+    source_sha256 = store_gold_source(content)
+    try:
+        return _store_gold_version(task, content, gold, source_sha256, source_name, user, label, phases,
+                                   provenance or {})
+    except BaseException:
+        # Nothing half-written: the kept file goes with the version that was not stored.
+        if not GoldVersion.objects.filter(source_sha256=source_sha256).exists():
+            blob_path("gold", source_sha256).unlink(missing_ok=True)
+        raise
+
+
+def _store_gold_version(task: Task, content: bytes, gold: Any, source_sha256: str, source_name: str, user: Any,
+                        label: str, phases: Any, provenance: dict[str, Any]) -> GoldVersion:
     with transaction.atomic():
         Task.objects.select_for_update().get(pk=task.pk)  # serialise version numbers per task
         number = (task.gold_versions.aggregate(Max("number"))["number__max"] or 0) + 1
         version = GoldVersion.objects.create(
             task=task, number=number, label=label, compiled=gold.to_bytes(),
-            sha256=hashlib.sha256(content).hexdigest(), source_name=source_name[:255],
+            sha256=hashlib.sha256(content).hexdigest(), source_sha256=source_sha256, source_name=source_name[:255],
             n_items=len(gold.item_ids),
             measure_keys=[spec.key for spec in task.kind_impl.measures(task.kind_config, gold)],
             warnings=list(gold.warnings), created_by=user if user is not None and user.is_authenticated else None,
-            provenance=provenance or {},
+            provenance=provenance,
         )
         for phase in phases:
             phase.gold_version = version

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from tasks.changes import board_changed, phase_published
+from tasks.datafiles import forget_unused_blob
 from tasks.lookup import forget_task
-from tasks.models import Phase, Run, Task, Team
+from tasks.models import DataFile, Phase, Run, Task, Team
 from tasks.organising import rescore_runs
 
 
@@ -73,3 +75,10 @@ def _team_changed(sender: type, instance: Team, created: bool, **kwargs: Any) ->
     if not created:
         for task in Task.objects.filter(runs__team=instance).distinct():
             board_changed(task)
+
+
+@receiver(post_delete, sender=DataFile)
+def _data_file_deleted(sender: type, instance: DataFile, **kwargs: Any) -> None:
+    """A removed organiser's file: its stored copy goes too once no other file shares it (after
+    the commit, so that a replacement with the same content in the same transaction keeps it)."""
+    transaction.on_commit(lambda sha=instance.sha256: forget_unused_blob(sha))

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from scoring import ValidationFailed, parse_json
@@ -149,6 +150,32 @@ def quota_status(task: Task, user: Any) -> dict[str, Any] | None:
     return quota_numbers(team, phase)
 
 
+def submission_status(task: Task, user: Any) -> dict[str, Any]:
+    """Whether ``user`` can submit to the task now and, if not, why: what the API's ``my-runs``
+    and the upload's answer say beside the quota. A task without phases accepts runs at any time
+    with no quota (``quota`` is then null, which is not "closed")."""
+    team = participant_team(user)
+    reason = ""
+    if team is None:
+        reason = "you are not a member of any team; ask an organiser to add you to one"
+    elif task.requires_team_approval and not team.approved:
+        reason = f"team {team.name!r} is waiting for an organiser's approval"
+    elif not task.terms_accepted_by(user):
+        reason = f"accept the terms of {task.slug} first, on its overview page"
+    elif task.latest_gold() is None:
+        reason = "this task has no gold data yet; runs cannot be scored"
+    if reason:
+        return {"open": False, "phase": None, "reason": reason}
+    if not task.phases.exists():
+        return {"open": True, "phase": None, "reason": "this task has no phases: it accepts runs at any time, "
+                                                       "with no quota"}
+    try:
+        phase = phase_for_upload(task, user)
+    except Rejected as rejected:
+        return {"open": False, "phase": None, "reason": rejected.errors[0]}
+    return {"open": True, "phase": phase.name if phase else None, "reason": ""}
+
+
 def check_quota(team: Team, phase: Phase) -> None:
     """Refuse an upload past the daily or total quota. Call inside the transaction that creates the
     run, after locking the team row, so concurrent uploads are counted one after another."""
@@ -247,6 +274,10 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
         raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
     if not team.approved and task.requires_team_approval:
         raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
+    if not task.terms_accepted_by(user):
+        raise Rejected([f"terms: accept the terms of {task.slug} first, on its overview page "
+                        f"({reverse('task-overview', args=[task.slug])}); every member who submits accepts them"],
+                       status=403)
     name = clean_text(submission.name, "name", MAX_NAME_LENGTH, errors, single_line=True)
     description = clean_text(submission.description, "description", MAX_DESCRIPTION_LENGTH, errors,
                              single_line=False)

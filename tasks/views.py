@@ -11,6 +11,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -42,6 +43,9 @@ class LoginView(auth_views.LoginView):
     # site name: the page title read "Sign in · 127.0.0.1:8000".
     extra_context = {"site_name": settings.SITE_NAME}
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "signup_open": settings.EVALSERVER_SIGNUP_OPEN}
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if getattr(request, "limited", False):
             form = self.get_form()
@@ -49,6 +53,43 @@ class LoginView(auth_views.LoginView):
             return render(request, "registration/login.html",
                           {"form": form, "limited": True}, status=429)
         return super().post(request, *args, **kwargs)
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's password reset, with a limit on requests per address (each sends an email) and the
+    site's name in the email. Unknown addresses get the same answer as known ones."""
+
+    template_name = "registration/password_reset_form.html"
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject.txt"
+    success_url = reverse_lazy("password-reset-sent")
+    extra_email_context = {"site_title": settings.SITE_NAME}
+
+    @method_decorator(ratelimit(key="ip", rate=lambda group, request: settings.EVALSERVER_PASSWORD_RESET_RATE,
+                                method="POST", block=False))
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(request, "limited", False):
+            return render(request, self.template_name, {"form": self.get_form_class()(), "limited": True},
+                          status=429)
+        return super().post(request, *args, **kwargs)
+
+
+class PasswordResetSentView(auth_views.PasswordResetDoneView):
+    template_name = "registration/password_reset_done.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        # Without an SMTP server the email is printed on the server's console: say where it went.
+        return {**super().get_context_data(**kwargs),
+                "console_email": settings.EMAIL_BACKEND.endswith("console.EmailBackend")}
+
+
+class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
+    template_name = "registration/password_reset_confirm.html"
+    success_url = reverse_lazy("password-reset-complete")
+
+
+class PasswordResetCompleteView(auth_views.PasswordResetCompleteView):
+    template_name = "registration/password_reset_complete.html"
 
 
 @require_http_methods(["GET", "POST"])
@@ -66,7 +107,8 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
             closed = rejected.errors[0]
     context: dict[str, Any] = {"task": task, "team": participant_team(request.user), "phase": phase,
                                "closed": closed, "quota": quota_status(task, request.user),
-                               "max_bytes": settings.RUN_UPLOAD_MAX_BYTES}
+                               "max_bytes": settings.RUN_UPLOAD_MAX_BYTES,
+                               "terms_needed": not task.terms_accepted_by(request.user)}
     if request.method == "GET":
         return render(request, "tasks/upload.html", context)
     if getattr(request, "limited", False):  # the same limit per user as the API's uploads
@@ -200,4 +242,15 @@ def client_download(request: HttpRequest) -> HttpResponse:
     """The single-file participant client (standard library only)."""
     response = HttpResponse(CLIENT_PATH.read_bytes(), content_type="text/x-python; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="evalserver_cli.py"'
+    return response
+
+
+FAVICON_PATH = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers ask for whatever the page links (it was a 404 in every log)."""
+    response = HttpResponse(FAVICON_PATH.read_bytes(), content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
     return response

@@ -40,7 +40,7 @@ def served(transactional_db: Any, live_server: Any) -> Served:
 
 
 def cli(*args: str, server: str | None = None, token: str | None = None, timeout: float = 30,
-        python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+        python: str = sys.executable, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The client in a fresh interpreter, with no settings leaking in from this machine."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("EVALSERVER_") and not key.lower().endswith("_proxy")}
@@ -50,7 +50,7 @@ def cli(*args: str, server: str | None = None, token: str | None = None, timeout
     if token:
         env["EVALSERVER_TOKEN"] = token
     return subprocess.run([python, str(CLI), *args], capture_output=True, text=True, encoding="utf-8",
-                          env=env, timeout=timeout, check=False)
+                          env=env, timeout=timeout, check=False, cwd=cwd)
 
 
 def api(served: Served, path: str, token: str | None = None) -> Any:
@@ -231,7 +231,9 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     assert row[header.index("JSD")] == f"{scores['measures']['nugget.jsd']:.4f}"
     assert [name for name in header if "." in name] == ["A.RSNOD", "A.NMD", "S.RSNOD", "S.NMD", "E.RSNOD", "E.NMD"]
     assert table_row(runs.stdout, str(second))[1] == "aurora-noisy"
-    assert runs.stdout.splitlines()[-1].startswith("quota: ")
+    # A task without phases takes runs at any time: no quota, and not "no submission phase is open".
+    assert runs.stdout.splitlines()[-1] == ("quota: none; this task has no phases: it accepts runs at any time, "
+                                            "with no quota")
 
     board = api(served, f"/api/v1/tasks/{SLUG}/leaderboard/")
     by_jsd = sorted(board["runs"], key=lambda entry: (entry["scores"]["measures"]["nugget.jsd"], entry["id"]))
@@ -349,7 +351,7 @@ def test_the_server_serves_this_client_for_download(served: Served) -> None:
 
 
 def test_every_command_has_help() -> None:
-    for command in ("submit", "status", "runs", "leaderboard", "tasks"):
+    for command in ("submit", "status", "runs", "leaderboard", "tasks", "data"):
         result = cli(command, "--help")
         assert result.returncode == 0
         assert "example" in result.stdout
@@ -380,6 +382,10 @@ def test_the_client_runs_under_python_3_8(served: Served, tmp_path: Path) -> Non
     assert "100%" in submitted.stderr
     board = cli("leaderboard", SLUG, "--sort", "nugget.jsd", server=served.url, python=python)
     assert "py38" in board.stdout
+    data = cli("data", SLUG, "--out", str(tmp_path / "data"), server=served.url, python=python)
+    assert data.returncode == 0, data.stderr
+    assert sorted(path.name for path in (tmp_path / "data").iterdir()) == [
+        "format.json", "participant-data.json", "sample-run.json"]
     refused = cli("--server", f"http://127.0.0.1:{closed_port()}", "tasks", python=python)
     assert (refused.returncode, "connection refused" in refused.stderr) == (3, True)
     with socket.socket() as listener:
@@ -411,3 +417,142 @@ def test_submit_sends_the_file_again_when_the_server_is_busy_validating(served: 
     from tasks.models import Run
 
     assert list(Run.objects.filter(name="patient").values_list("status", flat=True)) == ["done"]
+
+
+# data --------------------------------------------------------------------------------------
+
+def api_bytes(served: Served, path: str, token: str | None = None) -> bytes:
+    headers = {"Authorization": f"Token {token}"} if token else {}
+    with urlopen(Request(served.url + path, headers=headers), timeout=15) as response:
+        return response.read()
+
+
+def add_file(served: Served, name: str, content: bytes, phase: Any = None) -> None:
+    import io
+
+    from tasks.datafiles import add_data_file
+
+    add_data_file(served.world.task, name, io.BytesIO(content), phase=phase)
+
+
+def test_data_downloads_every_file_checked_and_skips_what_is_there(served: Served, tmp_path: Path) -> None:
+    add_file(served, "guidelines.txt", "Annotate with care: ✓\n".encode())
+    out = tmp_path / "data"
+    result = cli("data", SLUG, "--out", str(out), server=served.url)
+    assert result.returncode == 0, result.stderr
+    names = ["participant-data.json", "format.json", "sample-run.json", "guidelines.txt"]
+    assert sorted(path.name for path in out.iterdir()) == sorted(names)
+    for name in names:
+        assert (out / name).read_bytes() == api_bytes(served, f"/api/v1/tasks/{SLUG}/data/{name}")
+        assert re.search(rf"^{re.escape(str(out / name))}: [0-9.]+ (kB|B), SHA-256 checked$", result.stdout,
+                         re.MULTILINE), result.stdout
+    data = json.loads((out / "participant-data.json").read_text())
+    assert [entry["id"] for entry in data] == [dialogue["id"] for dialogue in served.world.gold]
+    assert "annotations" not in (out / "participant-data.json").read_text()
+    assert result.stdout.splitlines()[0] == f"{SLUG}: data of no phases, gold version 1"
+    again = cli("data", SLUG, "--out", str(out), server=served.url)
+    assert again.returncode == 0
+    assert again.stdout.count(": up to date (") == 4
+    # The default folder: the task's (and the phase's) name.
+    default = cli("data", SLUG, server=served.url, cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    assert sorted(path.name for path in (tmp_path / f"{SLUG}-data").iterdir()) == sorted(names)
+
+
+def test_data_of_a_phase_for_registered_teams_needs_the_token(served: Served, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.models import Phase
+
+    now = timezone.now()
+    Phase.objects.create(task=served.world.task, name="test 1", kind=Phase.TEST, data_registered_only=True,
+                         gold_version=served.world.gold_version, starts_at=now - timedelta(hours=1),
+                         ends_at=now + timedelta(days=1))
+    anonymous = cli("data", SLUG, "--out", str(tmp_path / "a"), "--no-progress", server=served.url)
+    assert anonymous.returncode == 2
+    assert sorted(path.name for path in (tmp_path / "a").iterdir()) == ["format.json"]
+    assert anonymous.stderr.splitlines() == [
+        "error: not downloaded: participant-data.json, sample-run.json",
+        "  The data of the test 1 phase is for registered teams only: sign in as a member of a team."]
+    member = cli("data", SLUG, "--phase", "test 1", "--progress", server=served.url,
+                 token=served.world.alice_token, cwd=tmp_path)
+    assert member.returncode == 0, member.stderr
+    assert sorted(path.name for path in (tmp_path / f"{SLUG}-test_1-data").iterdir()) == [
+        "format.json", "participant-data.json", "sample-run.json"]
+    assert "100%" in member.stderr
+    assert member.stdout.splitlines()[0] == f"{SLUG}: data of phase test 1, gold version 1"
+    listed = cli("data", SLUG, "--list", server=served.url)
+    assert listed.returncode == 0
+    assert table_row(listed.stdout, "participant-data.json")[-3:] == ["no", "Participants'", "data"]
+    assert "not available: The data of the test 1 phase is for registered teams only" in listed.stdout
+    as_json = cli("data", SLUG, "--json", server=served.url, token=served.world.alice_token)
+    assert json.loads(as_json.stdout) == api(served, f"/api/v1/tasks/{SLUG}/data/", served.world.alice_token)
+    unknown = cli("data", SLUG, "--phase", "Test 1", server=served.url)
+    assert unknown.returncode == 2
+    assert "  no such phase in this task" in unknown.stderr.splitlines()
+    from tasks.models import AccessLog
+
+    assert list(AccessLog.objects.values_list("what", flat=True).order_by("pk")) == [
+        "data file participant-data.json of phase test 1", "data file sample-run.json of phase test 1"]
+
+
+class LyingServer(BaseHTTPRequestHandler):
+    """A listing whose files do not match it, or whose names are not safe."""
+
+    files: dict[str, bytes] = {}
+    listed: list[dict[str, Any]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the handler's API
+        path = self.path.split("?")[0]
+        if path.endswith("/data/"):
+            content = json.dumps({"task": SLUG, "phase": None, "files": self.listed, "notes": []}).encode()
+        else:
+            content = self.files.get(path.rsplit("/", 1)[-1], b"")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_data_refuses_a_corrupted_download_and_unsafe_names(tmp_path: Path) -> None:
+    import hashlib
+
+    entry = {"name": "data.json", "size": 4, "sha256": hashlib.sha256(b"[1]\n").hexdigest(), "available": True}
+    cases = [({"data.json": b"[2]\n"}, [entry], "data.json: the download does not match the listing"),
+             ({"data.json": b"[1]"}, [entry], "(3 of 4 bytes, or another SHA-256)"),
+             ({}, [{**entry, "name": "../evil.json"}], "which is not a safe file name"),
+             ({}, [{**entry, "name": "sub/evil.json"}], "which is not a safe file name")]
+    for files, listed, message in cases:
+        handler = type("Lying", (LyingServer,), {"files": files, "listed": listed})
+        with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            out = tmp_path / "out"
+            result = cli("data", SLUG, "--out", str(out), server=f"http://127.0.0.1:{server.server_address[1]}")
+            server.shutdown()
+        assert result.returncode == 3, result.stderr
+        assert message in result.stderr
+        assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == []  # no partial file anywhere
+
+
+def test_runs_says_why_submissions_are_closed_and_submit_shows_the_quota(served: Served, tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tasks.models import Phase
+
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+    phase = Phase.objects.create(task=served.world.task, name="test", kind=Phase.TEST, daily_quota=2, total_quota=5,
+                                 gold_version=served.world.gold_version, starts_at=start,
+                                 ends_at=start + timedelta(days=1))
+    closed = cli("runs", SLUG, server=served.url, token=served.world.alice_token)
+    assert closed.stdout.splitlines()[-1] == (f"submissions closed: no phase of {SLUG} is open for submissions now; "
+                                              f"the next phase, test, opens at {start:%Y-%m-%d %H:%M} UTC")
+    Phase.objects.filter(pk=phase.pk).update(starts_at=start - timedelta(days=3))
+    submitted = cli("submit", SLUG, str(write_run(tmp_path, served.world)), "--description", "a method",
+                    server=served.url, token=served.world.alice_token)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "quota (test phase): 1 of 2 runs left today" in submitted.stderr

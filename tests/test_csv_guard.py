@@ -8,6 +8,7 @@ import csv
 import io
 import zipfile
 
+import numpy as np
 import pytest
 from django.test import Client
 
@@ -22,7 +23,8 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def test_the_writer_guards_text_and_leaves_numbers_alone() -> None:
     assert [csv_cell(value) for value in ("=1+1", "+x", "-x", "@x", "\tx", "\rx", "plain", -0.5, -3, None, True)] == [
-        "'=1+1", "'+x", "'-x", "'@x", "'\tx", "'\rx", "plain", "-0.5", "-3", "", "True"]
+        "'=1+1", "'+x", "'-x", "'@x", "'\tx", "'\rx", "plain", "-0.5", "-3", "", "1"]
+    assert [csv_cell(value) for value in (False, np.bool_(True), np.bool_(False), 1, 0)] == ["0", "1", "0", "1", "0"]
     assert csv_text([["a", "=b"], [0.1, None]]) == "a,'=b\n0.1,\n"
     assert csv_text([["=b"]], guard_formulas=False) == "=b\n"
 
@@ -70,3 +72,30 @@ def test_every_csv_the_project_serves_is_guarded(world: World, settings) -> None
     rows = list(csv.DictReader(io.StringIO(organiser.get(f"/organiser/{slug}/results.csv").content.decode())))
     hostile_row = next(row for row in rows if row["team"] == "'" + HOSTILE)
     assert hostile_row["run"] == "'" + HOSTILE and 0 < float(hostile_row["nugget.jsd"]) < 1
+
+
+@pytest.mark.django_db
+def test_booleans_are_written_alike_in_the_public_and_the_organisers_csvs(world: World) -> None:
+    """The public leaderboard CSV wrote ``baseline`` as 0/1, results.csv and manifest.csv as
+    True/False (issue 17, item 9): every CSV now writes 1 and 0."""
+    with committing():
+        submissions.submit_run(world.task, world.alice, submissions.Submission(
+            content=run_bytes(world.gold, 0.2, 3), name="shown"))
+        submissions.submit_run(world.task, world.bob, submissions.Submission(
+            content=run_bytes(world.gold, 0.3, 4), name="hidden", is_public=False))
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    slug = world.task.slug
+    public = {row["run"]: row for row in csv.DictReader(io.StringIO(
+        Client().get(f"/tasks/{slug}/leaderboard.csv").content.decode()))}
+    results = {row["run"]: row for row in csv.DictReader(io.StringIO(
+        organiser.get(f"/organiser/{slug}/results.csv").content.decode()))}
+    assert {run: row["baseline"] for run, row in public.items()} == {
+        "shown": "0", "baseline-uniform-v1": "1", "baseline-popularity-v1": "1"}
+    assert {run: (row["baseline"], row["public"], row["withdrawn"]) for run, row in results.items()} == {
+        "shown": ("0", "1", "0"), "hidden": ("0", "0", "0"), "baseline-uniform-v1": ("1", "1", "0"),
+        "baseline-popularity-v1": ("1", "1", "0")}
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(organiser.get(f"/organiser/{slug}/runs.zip").streaming_content)))
+    manifest = {row["name"]: row for row in csv.DictReader(io.StringIO(archive.read("manifest.csv").decode()))}
+    assert {name: (row["public"], row["withdrawn"]) for name, row in manifest.items()} == {
+        "shown": ("1", "0"), "hidden": ("0", "0")}

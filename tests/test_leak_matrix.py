@@ -56,6 +56,7 @@ ORGANISER_API = "organiser-api"  # organiser-only API answers about a task (slug
 PAGE = "page"  # no task data beyond names: still searched, without a phase parameter
 POST = "post"  # changes something; a GET is refused (still searched)
 ADMIN = "admin"  # the Django admin: staff accounts only, outside the participant rules
+DATA = "data"  # a task's data section (participants' data, format, sample run): takes ?phase=
 
 URL_KINDS: dict[str, str] = {
     "home": PAGE, "task-page": BOARD, "leaderboard-csv": BOARD, "statistics-page": BOARD,
@@ -67,7 +68,11 @@ URL_KINDS: dict[str, str] = {
     "team-page": PAGE, "token-regenerate": POST, "token-revoke": POST, "login": PAGE, "signup": PAGE,
     "logout": POST, "api-tasks": PAGE, "api-upload": POST, "api-schema": PAGE, "api-docs": PAGE,
     "api-redoc": PAGE, "api-not-found": PAGE, "healthz": PAGE, "client-download": PAGE,
+    "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
+    "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
+    "password-reset-complete": PAGE, "favicon": PAGE,
 }
+DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
 EXPORT_KINDS = ("matrix.csv", "matrix.txt", "runs.txt", "pvalues.txt", "pvalues.csv")
 
@@ -313,9 +318,14 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=[slug, "csv"]), reverse(name, args=[slug, "json"])]
     if name == "api-not-found":
         return ["/api/v1/nothing/"]
+    if name == "password-reset-confirm":
+        return [reverse(name, args=["MQ", "set-password"])]
+    if name in ("task-data-file", "api-task-data-file"):
+        return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
     if kind == RUN or name == "run-visibility":
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
-    if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API) or name in ("upload", "organiser-rescore", "api-upload"):
+    if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
+            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 
@@ -341,7 +351,7 @@ def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, ki
             leak.numbers[role] = numbers_for(leak, user, state)
         forbidden = forbidden_strings(leak.numbers[role])
         for kind, url in targets:
-            takes_phase = kind in (BOARD, ORGANISER)
+            takes_phase = kind in (BOARD, ORGANISER, DATA)
             statuses: dict[str, int] = {}
             for label in classes if takes_phase else ("absent",):
                 query, meaning = PHASE_VALUES[label]
@@ -400,7 +410,7 @@ def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None
     problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
     compute_task_statistics(leak.world.task.pk)
     problems += walk(leak, state, tuple(PHASE_VALUES), "fresh",
-                     (BOARD, ORGANISER, RUN, TASK_RUNS, ORGANISER_API, PAGE, POST))
+                     (BOARD, ORGANISER, RUN, TASK_RUNS, ORGANISER_API, PAGE, POST, DATA))
     assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
 
 

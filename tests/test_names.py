@@ -69,7 +69,7 @@ def test_real_names_in_any_script_pass() -> None:
 def _sign_up(team_name: str) -> tuple[int, str]:
     response = Client().post("/accounts/signup/", {
         "username": "dora", "email": "dora@example.org", "password1": "a-long-pass-123",
-        "password2": "a-long-pass-123", "team_name": team_name})
+        "password2": "a-long-pass-123", "affiliation": "Kyoto University", "team_name": team_name})
     return response.status_code, response.content.decode().replace("&#x27;", "'")
 
 

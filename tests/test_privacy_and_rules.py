@@ -388,7 +388,7 @@ def test_odd_requests_get_a_precise_answer_not_500(world: World) -> None:
 def sign_up(team_name: str, username: str = "lee"):
     return Client(raise_request_exception=False).post("/accounts/signup/", {
         "username": username, "email": f"{username}@example.org", "password1": "a-long-pass-123",
-        "password2": "a-long-pass-123", "team_name": team_name})
+        "password2": "a-long-pass-123", "affiliation": "Kyoto University", "team_name": team_name})
 
 
 @pytest.mark.django_db

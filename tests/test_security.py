@@ -53,6 +53,17 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "api-not-found": ("GET", dict.fromkeys(ROLES, 404)),
     "client-download": ("GET", dict.fromkeys(ROLES, 200)),
     "healthz": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-overview": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-terms": ("POST", dict.fromkeys(ROLES, 302)),  # sign in first; a task without terms: back to its overview
+    "task-data": ("GET", dict.fromkeys(ROLES, 200)),
+    "task-data-file": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-task-data": ("GET", dict.fromkeys(ROLES, 200)),
+    "api-task-data-file": ("GET", dict.fromkeys(ROLES, 200)),
+    "password-reset": ("GET", dict.fromkeys(ROLES, 200)),
+    "password-reset-sent": ("GET", dict.fromkeys(ROLES, 200)),
+    "password-reset-confirm": ("GET", dict.fromkeys(ROLES, 200)),  # a link that does not work: says so
+    "password-reset-complete": ("GET", dict.fromkeys(ROLES, 200)),
+    "favicon": ("GET", dict.fromkeys(ROLES, 200)),
 }
 ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200}
 
@@ -76,7 +87,8 @@ def project_patterns() -> list[tuple[str, str]]:
 
 def concrete(route: str, world: World, run: Run) -> str:
     values = {"<slug:slug>": world.task.slug, "<int:run_id>": str(run.pk), "<str:key>": "quality.A.rsnod",
-              "<str:kind>": "pvalues.txt", "<str:fmt>": "csv"}
+              "<str:kind>": "pvalues.txt", "<str:fmt>": "csv", "<str:name>": "participant-data.json",
+              "<uidb64>": "MQ", "<token>": "set-password"}
     path = route
     for placeholder, value in values.items():
         path = path.replace(placeholder, value)
@@ -134,7 +146,7 @@ def test_authorization_matrix(scored: tuple[World, Run], role: str) -> None:
 def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
     world, run = scored
     posts = [concrete(route, world, run) for name, route in project_patterns() if EXPECTED[name][0] == "POST"]
-    posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/",
+    posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/", "/accounts/password-reset/",
               f"/organiser/{world.task.slug}/"]  # the dashboard's actions (publish, approve)
     for url in posts:
         client = Client(enforce_csrf_checks=True)

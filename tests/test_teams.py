@@ -14,7 +14,7 @@ from tests.conftest import World, run_bytes
 
 def sign_up(client: Client, **fields: str):
     data = {"username": "dora", "email": "dora@example.org", "password1": "a-long-pass-123",
-            "password2": "a-long-pass-123", **fields}
+            "password2": "a-long-pass-123", "affiliation": "Kyoto University", **fields}
     return client.post("/accounts/signup/", data)
 
 

@@ -13,6 +13,7 @@ from django.db import transaction
 from tasks.accounts import MIN_TEAM_NAME_CHARACTERS, create_team, team_slug
 from tasks.errors import Rejected
 from tasks.models import Team
+from tasks.registration import affiliation_problems, set_affiliation
 from tasks.tokens import issue_token
 
 
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--team", required=True)
         parser.add_argument("--email", default="")
+        parser.add_argument("--affiliation", default="", help="university, company or lab (shown to organisers)")
         parser.add_argument("--password", default=None, help="default: a random one, printed once")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,6 +40,9 @@ class Command(BaseCommand):
                     validate(value)
             except ValidationError as error:
                 problems.append(f"{field} {value!r}: {' '.join(error.messages)}")
+        affiliation = unicodedata.normalize("NFC", options["affiliation"]).strip()
+        if affiliation:
+            problems += [f"--affiliation: {problem}" for problem in affiliation_problems(affiliation)]
         if problems:
             raise CommandError("; ".join(problems), returncode=2)
         if team_slug(team_name) is None:
@@ -48,6 +53,8 @@ class Command(BaseCommand):
                 user = users.objects.create_user(username=username, email=options["email"], password=password)
                 team = Team.objects.filter(name=team_name).first() or create_team(team_name)
                 team.members.add(user)
+                if affiliation:
+                    set_affiliation(user, affiliation)
                 token = issue_token(user)
         except Rejected as error:
             raise CommandError("; ".join(error.errors) + "; nothing was created", returncode=2) from None

@@ -39,6 +39,9 @@ class Command(BaseCommand):
                             dest="no_per_item_feedback",
                             help="development phases: no per-item scores for the run's owner (test and final "
                                  "phases never show them to participants before the results are published)")
+        parser.add_argument("--data-registered-only", action="store_true",
+                            help="the phase's data only for signed-in members of a team (approved where the task "
+                                 "requires approval, having accepted the task's terms where it has terms)")
         described = parser.add_mutually_exclusive_group()
         described.add_argument("--require-description", dest="require_description", action="store_const",
                                const=True, default=None,
@@ -60,6 +63,7 @@ class Command(BaseCommand):
                       daily_quota=options["daily_quota"], total_quota=options["total_quota"],
                       live_subset_size=options["live_subset"], live_subset_seed=options["subset_seed"],
                       per_item_feedback=not options["no_per_item_feedback"],
+                      data_registered_only=options["data_registered_only"],
                       requires_method_description=(options["kind"] == Phase.TEST
                                                    if options["require_description"] is None
                                                    else options["require_description"]))

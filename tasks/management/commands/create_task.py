@@ -1,5 +1,7 @@
-"""``manage.py create_task SLUG [--kind stc3] [--preset P] [--title T]``."""
+"""``manage.py create_task SLUG [--kind stc3] [--preset P] [--title T] [--contact C] [--rules-file F]
+[--citation-file F] [--terms-file F]``."""
 
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -23,6 +25,12 @@ class Command(BaseCommand):
         parser.add_argument("--title", default="")
         parser.add_argument("--description", default="")
         parser.add_argument("--organiser", action="append", default=[], help="username of an organiser (repeatable)")
+        parser.add_argument("--contact", default="", help="how to reach the organisers (email address or URL)")
+        parser.add_argument("--rules-file", type=Path, help="the rules, shown on the overview page (UTF-8 text)")
+        parser.add_argument("--citation-file", type=Path, help="how to cite the task (UTF-8 text, e.g. BibTeX)")
+        parser.add_argument("--terms-file", type=Path,
+                            help="terms participants accept before they submit or download data kept for "
+                                 "registered teams (UTF-8 text)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         organisers = []
@@ -31,9 +39,17 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"no user named {username!r}", returncode=2)
             organisers.append(user)
+        texts = {"contact": options["contact"]}
+        for field in ("rules", "citation", "terms"):
+            path = options[f"{field}_file"]
+            if path is not None:
+                try:
+                    texts[field] = path.read_text(encoding="utf-8-sig").strip()
+                except (OSError, UnicodeDecodeError) as error:
+                    raise CommandError(f"{path}: cannot be read as UTF-8 text ({error})", returncode=2) from None
         try:
             task = create_task(options["slug"], options["preset"], options["title"], options["description"],
-                               kind=options["kind"])
+                               kind=options["kind"], **texts)
         except Rejected as error:
             raise CommandError("; ".join(error.errors), returncode=2) from None
         task.organisers.add(*organisers)
