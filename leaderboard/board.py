@@ -29,6 +29,11 @@ class Board:
     columns: list[MeasureSpec] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     item_noun: str = "item"
+    # The scoring settings every run on the board was scored with (``Scored.settings``: variant,
+    # aggregation, ...), and the keys whose values differ between its runs (each run's own are in
+    # its scores).
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_differ: list[str] = field(default_factory=list)
 
     def groups(self) -> list[MeasureGroup]:
         return grouped(self.columns)
@@ -101,7 +106,23 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
             "scores": summary, "values": values,
         })
     _rank(board)
+    board.settings, board.settings_differ = common_settings([row["scores"].get("settings") or {}
+                                                             for row in board.rows])
     return board
+
+
+def common_settings(settings: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The settings shared by every run (in the order the first run lists them), and the keys whose
+    values differ between runs (a task re-configured without re-scoring, say)."""
+    keys = list(dict.fromkeys(key for entry in settings for key in entry))
+    common, differ = {}, []
+    for key in keys:
+        values = {repr(entry.get(key)) for entry in settings}
+        if len(values) == 1:
+            common[key] = settings[0][key]
+        else:
+            differ.append(key)
+    return common, differ
 
 
 def _rank(board: Board) -> None:

@@ -201,8 +201,18 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
                                "priority": run.priority, "gold_version": score.gold_version.number,
                                "scope": score.scope, "submitted_at": run.created_at.isoformat()}
         row.update(score.summary.get("measures", {}))
+        # How the numbers were made (variant, aggregation, ...), named in every row.
+        row.update({f"setting:{key}": _setting_value(value)
+                    for key, value in sorted((score.summary.get("settings") or {}).items())})
         rows.append(row)
     return rows
+
+
+def _setting_value(value: Any) -> Any:
+    """A scoring setting as one cell: numbers and text as they are, anything else as its JSON."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 @require_GET

@@ -12,6 +12,7 @@ from scoring.kinds.base import (
     MeasureSpec,
     Scored,
     ValidationFailed,
+    describe_value,
     grouped,
     measure_key,
 )
@@ -39,5 +40,5 @@ def get_kind(name: str) -> Kind:
 register(Stc3Kind())
 register(MetricKind())
 
-__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
-           "grouped", "measure_key", "register"]
+__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value",
+           "get_kind", "grouped", "measure_key", "register"]
