@@ -137,6 +137,65 @@ def _rank(board: Board) -> None:
                                                        else bisect.bisect_left(values, sign * value) + 1)
 
 
+def standing(board: Board, run_id: int, values: dict[str, float | None] | None = None) -> list[dict[str, Any]]:
+    """Where a run stands on a board, per measure and in each measure's direction: its value, its
+    rank (1 + the runs strictly better, as on the board), the number of runs ranked, the best value
+    and how far the run is behind it, and its margin over each baseline (positive: better).
+
+    A run on the board is read from its row; a run the board does not show (hidden by its team)
+    is placed among the board's runs with ``values``, scores of the scope the board shows.
+    """
+    row = next((row for row in board.rows if row["id"] == run_id), None)
+    own = row["values"] if row is not None else (values or {})
+    others = [other for other in board.rows if other["id"] != run_id]
+    measures = []
+    for column in board.columns:
+        value = own.get(column.key)
+        if value is None:
+            continue
+        sign = 1.0 if column.higher_is_better else -1.0
+        rivals = [other["values"][column.key] for other in others if other["values"].get(column.key) is not None]
+        best = max([value, *rivals], key=lambda v: sign * v)
+        baselines = [{"name": other["name"], "value": other["values"][column.key],
+                      "margin": sign * (value - other["values"][column.key])}
+                     for other in others if other["is_baseline"] and other["values"].get(column.key) is not None]
+        measures.append({"spec": column, "value": value,
+                         "rank": 1 + sum(1 for rival in rivals if sign * rival > sign * value),
+                         "ranked": len(rivals) + 1, "best": best, "behind": sign * (best - value),
+                         "baselines": baselines})
+    return measures
+
+
+def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | None:
+    """Where a run stands on the board of its phase, as this user may see that board (the public
+    one for its team, the organisers' for organisers): None for a run that is on no board (not
+    scored, withdrawn, or scored on another gold than its board shows); ``hidden`` with the reason
+    while the board shows no run to this user; else ``standing`` per measure. A run its team hid
+    from the public board is placed among that board's runs with its own score of the board's
+    scope, which its team may see (``tasks.access.visible_score``)."""
+    if run.status != Run.DONE or run.is_withdrawn or run.gold_version_id is None:
+        return None
+    task = run.task
+    organiser = access.is_organiser(user, task)
+    phase = run.phase if run.phase_id else None
+    if phase is None and phases:
+        return None  # a run from before the phases (or a baseline): only phase boards are shown
+    board = get_board(task, phase, organiser)
+    if board.hidden_reason:
+        return {"board": board, "phase": phase, "hidden": board.hidden_reason}
+    if board.gold_version_id != run.gold_version_id:
+        return None
+    on_board = any(row["id"] == run.pk for row in board.rows)
+    values = None
+    if not on_board:
+        score = access.visible_score(run, user, phases)
+        if score is None or score.scope != board.scope or score.gold_version_id != board.gold_version_id:
+            return None
+        values = score.summary.get("measures", {})
+    return {"board": board, "phase": phase, "on_board": on_board, "scope": board.scope,
+            "measures": standing(board, run.pk, values)}
+
+
 def sort_rows(rows: list[dict[str, Any]], column: MeasureSpec | None) -> list[dict[str, Any]]:
     """Rows best first on ``column`` (in its direction), runs without a value last, ties by id."""
     if column is None:

@@ -128,6 +128,20 @@ def may_see_per_item(run: Run, user: Any, phases: list[Phase] | None = None) -> 
     return phase is None or phase.per_item_feedback or phase.results_published
 
 
+def per_item_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
+    """The score whose per-item values a user may see for a run (its run page's per-item table and
+    CSV, a comparison with another run): ``may_see_per_item`` and then ``visible_score``."""
+    if run.status != Run.DONE or not may_see_per_item(run, user, phases):
+        return None
+    return visible_score(run, user, phases)
+
+
+def per_item_is_logged(run: Run, phases: list[Phase] | None = None) -> bool:
+    """Whether reading a run's per-item scores goes to the access log: gold-derived data of test
+    data whose results are not published (only organisers may read them then)."""
+    return on_test_data(run, phases) and not test_results_published(run, phases)
+
+
 # Boards --------------------------------------------------------------------------------------
 
 FINAL_HIDDEN = "The organisers have not published the final results yet."
