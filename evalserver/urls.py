@@ -24,6 +24,7 @@ urlpatterns = [
          name="statistics-export"),
     path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
     path("organiser/<slug:slug>/", organiser.dashboard, name="organiser-dashboard"),
+    path("organiser/<slug:slug>/preview/", board_views.preview_page, name="organiser-preview"),
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),

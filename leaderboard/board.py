@@ -45,28 +45,35 @@ class Board:
         return next((column for column in self.columns if column.key == key), None)
 
 
-def board_cache_key(task: Task, phase: Phase | None, organiser: bool) -> str:
+def board_cache_key(task: Task, phase: Phase | None, organiser: bool, preview: bool = False) -> str:
     """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
     boards never need deleting: stale keys simply stop being asked for and expire."""
     return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}"
+            + (":preview" if preview else ""))
 
 
-def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:
-    key = board_cache_key(task, phase, organiser)
+def get_board(task: Task, phase: Phase | None = None, organiser: bool = False, preview: bool = False) -> Board:
+    key = board_cache_key(task, phase, organiser, preview)
     board = cache.get(key)
     if board is None:
-        board = build_board(task, phase, organiser)
+        board = build_board(task, phase, organiser, preview)
         cache.set(key, board, CACHE_SECONDS)
     return board
 
 
-def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
+def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool = False) -> Board:
     """The board of ``phase`` (None: the phase-less board of a task without phases) as the public
     (``organiser`` False) or the task's organisers see it; ``tasks.access.board_rule`` decides
-    its scope and whether it shows any run."""
+    its scope and whether it shows any run. ``preview``: the board of a test or final phase as
+    the public will see it once its results are published (``tasks.access.preview_rule``; the
+    caller checks the reader organises the task), with the runs the public sees."""
     phases = list(task.phases.all())
-    scope, hidden_reason = access.board_rule(phases, phase, organiser)
+    if preview:
+        scope, hidden_reason = access.preview_rule(phase)
+        organiser = False
+    else:
+        scope, hidden_reason = access.board_rule(phases, phase, organiser)
     version: GoldVersion | None = phase.gold_version if phase else (None if phases else task.latest_gold())
     board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
                   gold_version=version.number if version else None, scope=scope,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
@@ -147,6 +148,47 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
                             "" if show == "all" else "all"),
         "tabs": [(g.name, g.title, sort_link(phase_name, g.name, "", show)) for g in groups if len(groups) > 1],
     })
+
+
+@require_GET
+@login_required
+def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The final results of a test or final phase as everyone will see them once they are
+    published (scores on the whole test set, the runs the public sees), for the task's organisers
+    only, with the confirmation that publishes them."""
+    found = cached_task(slug)
+    if found is None or not access.is_organiser(request.user, found[0]):
+        raise Http404("no such task")
+    task, phases = found
+    phase = access.named_phase(phases, request.GET.get("phase")) or access.preview_phase(phases)
+    board = get_board(task, phase, organiser=False, preview=True)
+    groups = board.groups()
+    tab = request.GET.get("tab", "")
+    group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
+    every = board.columns_for(group)
+    official = [column for column in every if column.official]
+    show = "all" if request.GET.get("show") == "all" or not official else ""
+    columns = every if show else official
+    sorted_column = board.column(request.GET.get("sort", ""))
+    if sorted_column is None or sorted_column.group != group:
+        sorted_column = columns[0] if columns else None
+    elif sorted_column not in columns:
+        columns, show = every, "all"
+    sort_key = sorted_column.key if sorted_column else ""
+    rows = sort_rows([row for row in board.rows if group in row["groups"]], sorted_column)
+    phase_name = phase.name if phase else None
+    shown = {row["id"] for row in board.rows}
+    left_out = [] if board.hidden_reason else [
+        row for row in get_board(task, phase, organiser=True).rows if row["id"] not in shown]
+    return render(request, "leaderboard/preview.html", {
+        "task": task, "phase": phase, "phases": [item for item in phases if item.kind != "development"],
+        "board": board, "group": group, "columns": columns, "show": show,
+        "table": board_table(rows, columns, sort_key, group, phase_name, [], None, show) if rows else "",
+        "tabs": [(g.name, g.title, sort_link(phase_name, g.name, "", show)) for g in groups if len(groups) > 1],
+        "toggle": sort_link(phase_name, group, sort_key if not show or sorted_column in official else "",
+                            "" if show else "all"),
+        "has_unofficial": len(official) not in (0, len(every)), "left_out": left_out,
+        "settings": _settings_lines(task, board)})
 
 
 @require_GET

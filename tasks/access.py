@@ -191,6 +191,30 @@ def board_rule(phases: list[Phase], phase: Phase | None, organiser: bool) -> tup
     return scope, ""
 
 
+PREVIEW_DEVELOPMENT = "A development phase has no final results: its board is public already."
+
+
+def preview_phase(phases: list[Phase]) -> Phase | None:
+    """The phase a preview of final results shows without ``?phase=``: the latest final phase,
+    else the latest test phase; None if the task has neither."""
+    for kinds in ((Phase.FINAL,), (Phase.TEST,)):
+        found = [phase for phase in phases if phase.kind in kinds]
+        if found:
+            return max(found, key=lambda phase: phase.starts_at)
+    return None
+
+
+def preview_rule(phase: Phase | None) -> tuple[str, str]:
+    """The scope of an organiser's preview of a phase's results and, if it shows none, why: the
+    whole test set of a test or final phase, as the public sees it once the results are published
+    (whether they are yet or not). Only organisers may see a preview (``get_preview``)."""
+    if phase is None:
+        return Score.FULL, "This task has no test or final phase: there are no final results to preview."
+    if phase.kind not in TEST_KINDS:
+        return Score.FULL, PREVIEW_DEVELOPMENT
+    return Score.FULL, ""
+
+
 def matrices_allowed(phases: list[Phase], gold_version_id: int | None, organiser: bool) -> bool:
     """Per-dialogue matrices (and so every per-dialogue score) of a board's gold: organisers, or
     anyone once that gold is not test data with unpublished results (whichever board shows it)."""
