@@ -636,4 +636,5 @@ def _latex(task: Task, board: Board, record: Any, keys: list[str]) -> str:
                  for key in keys},
         groups={key: columns[key].group_title or columns[key].group for key in keys},
         subgroups={key: columns[key].subgroup for key in keys},
+        descriptions={key: f"{columns[key].title}; {columns[key].direction}" for key in keys},
         name_notes=[f"run {run_id} on the board" for run_id in run_ids], note=note)

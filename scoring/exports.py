@@ -366,14 +366,16 @@ def latex_means_tables(
     groups: Mapping[str, str] | None = None,
     subgroups: Mapping[str, str] | None = None,
     name_notes: Sequence[str] | None = None,
+    descriptions: Mapping[str, str] | None = None,
     max_columns: int = LATEX_MAX_COLUMNS,
 ) -> str:
     """:func:`latex_means_table` split so that each ``tabular`` fits a page: one table per measure
     group (``groups`` maps a measure to its group's title), cut into tables of at most
     ``max_columns`` measures (whole subgroups where they fit). A run without any value in a table
     is left out of it. ``name_notes[k]`` is what a run's pdflatex fallback adds when characters of
-    its name are lost (its id on the board, say). One leading comment gives the legend, ``note``
-    and how names outside pdflatex's characters are typeset."""
+    its name are lost (its id on the board, say); ``descriptions`` says in a comment above each
+    table what its columns are. One leading comment gives the legend, ``note`` and how names
+    outside pdflatex's characters are typeset."""
     ids = list(range(len(run_names))) if run_ids is None else list(run_ids)
     names = _check_latex_arguments(run_names, ids, measures, means, top_groups, digits)
     if max_columns < 1:
@@ -416,7 +418,14 @@ def latex_means_tables(
     name_column = r"p{4cm}" if any(len(name) > _LATEX_LONG_NAME for name in names) else "l"
     for number, (title, chunk) in enumerate(chunks, start=1):
         keep = [k for k, run_id in enumerate(ids) if any(run_id in means[m] for m in chunk)]
-        lines += ["", f"% Table {number} of {len(chunks)}" + (f": {latex_escape(title)}" if title else ""),
+        lines += ["", f"% Table {number} of {len(chunks)}" + (f": {latex_escape(title)}" if title else "")]
+        for measure in chunk:
+            if descriptions and descriptions.get(measure):
+                heading = (headers or {}).get(measure, measure)
+                above = (subgroups or {}).get(measure, "")
+                lines.append(f"% {latex_escape(heading)}{f' ({latex_escape(above)})' if above else ''}: "
+                             f"{latex_escape(descriptions[measure])}")
+        lines += [
                   r"\begin{tabular}{" + name_column + "r" * len(chunk) + "}", r"\hline",
                   *_header_rows(chunk, headers, subgroups), r"\hline",
                   *_latex_rows([ids[k] for k in keep], [rendered[k] for k in keep], chunk, means, top_groups,

@@ -132,6 +132,9 @@ def test_the_latex_table_shows_the_official_measures_under_their_names(cjk_board
     assert headers == [r"Run & RSNOD & NMD & RSNOD & NMD & RSNOD & NMD \\", r"Run & JSD & RNSS \\"]
     assert r" & \multicolumn{2}{c}{A} & \multicolumn{2}{c}{S} & \multicolumn{2}{c}{E} \\" in latex
     assert "Scored with variant: paper (the overview papers' formulas); ND averaging: macro" in latex
+    # What each column is, above its table.
+    assert ("% Table 1 of 2: Dialogue quality (DQ)\n% RSNOD (A): Root Symmetric Normalised Order-aware "
+            "Divergence, A (task accomplishment); lower is better\n") in latex
     # Every run, and the Chinese team's name for xelatex with an ASCII fallback for pdflatex.
     run_id = next(int(key) for key, label in record.run_labels.items() if label.startswith("清华"))
     assert rf"\evalname{{清华对话组/thu-roberta}}{{?/thu-roberta (run {run_id} on the board)}}" in latex
