@@ -19,6 +19,8 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
+from leaderboard.board import run_standing
+from leaderboard.charts import line_chart, scatter
 from scoring import exports
 from scoring.kinds import MeasureSpec, grouped
 from tasks import access
@@ -96,8 +98,6 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 @login_required
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    from leaderboard.board import run_standing
-
     run = access.get_run_for_user(request.user, run_id)
     phases = access.task_phases(run.task_id)
     per_item = None
@@ -292,8 +292,6 @@ def compare_runs(first: Score, second: Score, measure: str) -> dict[str, Any]:
     """The comparison of two scores on the same items: on one measure (the first official one by
     default), per item which run is better in the measure's direction, the scatter and the sorted
     differences (positive: the first run better), and the items where they differ most."""
-    from leaderboard.charts import line_chart, scatter
-
     gold, indices, ids = item_ids(first)
     specs, vectors = _vectors(first)
     _, others = _vectors(second)
