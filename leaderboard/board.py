@@ -14,6 +14,9 @@ from tasks import access
 from tasks.models import GoldVersion, Phase, Run, Score, Task
 
 CACHE_SECONDS = 600
+# Part of every board's cache key: a new layout of Board (or of its rows) is never read from a
+# board cached by the previous code in a shared cache, whose pickle would lack the new fields.
+BOARD_LAYOUT = 2
 
 
 @dataclass
@@ -48,7 +51,7 @@ class Board:
 def board_cache_key(task: Task, phase: Phase | None, organiser: bool, preview: bool = False) -> str:
     """Changes whenever a score, a run's visibility or a phase's publication changes, so cached
     boards never need deleting: stale keys simply stop being asked for and expire."""
-    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
+    return (f"board{BOARD_LAYOUT}:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
             f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}"
             + (":preview" if preview else ""))
 
