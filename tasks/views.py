@@ -122,6 +122,9 @@ def _log_per_item(request: HttpRequest, run: Run, score: Score, phases: list[Any
                                              f"gold v{score.gold_version.number})")
 
 
+MAX_BASELINE_COLUMNS = 3
+
+
 def _standing_rows(standing: dict[str, Any] | None) -> dict[str, Any] | None:
     """Where the run stands, split into the official measures and the others (the board's view)."""
     if standing is None or "measures" not in standing:
@@ -134,7 +137,8 @@ def _standing_rows(standing: dict[str, Any] | None) -> dict[str, Any] | None:
         entry["against"] = [by_name.get(name) for name in baselines]
     return {**standing, "official": official or measures,
             "others": [entry for entry in measures if entry not in official] if official else [],
-            "baseline_names": baselines}
+            # Beyond a few baselines (the metric kind builds seven) one column lists them all.
+            "baseline_names": baselines, "many_baselines": len(baselines) > MAX_BASELINE_COLUMNS}
 
 
 def score_groups(run: Run, summary: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -289,3 +289,39 @@ def test_per_item_scores_follow_the_privacy_rules(db: Any) -> None:
     with committing():
         test.save()
     assert alice.get(f"/runs/{test_run.pk}/items.csv").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_metric_run_stands_against_its_seven_baselines_in_one_column(db: Any) -> None:
+    """The metric kind (higher is better, seven reference baselines): the margins over every
+    baseline are listed in one column, each from the API's numbers in the measure's direction."""
+    from fixtures.metric_demo import generate_gold, generate_runs
+    from tasks.models import Team
+
+    world = make_world(n_dialogues=10, seed=1)
+    task = organising.create_task("metric-walk", "", "Metric walk", kind="metric")
+    task.config = {**task.config, "n_resamples": 50}
+    task.save()
+    gold = generate_gold(12, 4, seed=2)
+    with committing():
+        organising.load_gold_version(task, orjson.dumps(gold), "gold.json")
+    assert Team.objects.get(name="Aurora").members.filter(pk=world.alice.pk).exists()
+    with committing():
+        run = submissions.submit_run(task, world.alice, submissions.Submission(
+            content=orjson.dumps(generate_runs(gold, seed=2)["noisy"]), name="noisy"))
+    board = Client().get("/api/v1/tasks/metric-walk/leaderboard/").json()
+    baselines = [entry for entry in board["runs"] if entry["is_baseline"]]
+    assert len(baselines) == 7
+    page = signed_in(world.alice).get(f"/runs/{run.pk}/").content.decode()
+    assert "<th>Against the baselines</th>" in page
+    pp = next(spec for spec in board["measures"] if spec["key"] == "predictive_power")
+    assert pp["higher_is_better"]
+    own = next(entry for entry in board["runs"] if entry["id"] == run.pk)["scores"]["measures"]["predictive_power"]
+    row = page[page.index(f">{pp['short_title']} <small>"):]
+    row = row[:row.index("</tr>")]
+    listed = re.findall(r'<span class="(?:better|worse|)">([^<]+) ([+−]?)([0-9.]+)</span>', row)
+    expected = []
+    for entry in baselines:
+        margin = own - entry["scores"]["measures"]["predictive_power"]  # higher is better
+        expected.append((entry["name"], "+" if margin > 0 else "−" if margin < 0 else "", f"{abs(margin):.4f}"))
+    assert listed == expected
