@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evalserver.health import healthz
+from leaderboard import runs as run_views
 from leaderboard import views as board_views
 from tasks import accounts, organiser
 from tasks import api as task_api
@@ -30,11 +31,14 @@ urlpatterns = [
     path("tasks/<slug:slug>/data/", task_data.data_page, name="task-data"),
     path("tasks/<slug:slug>/data/<str:name>", task_data.data_file, name="task-data-file"),
     path("organiser/<slug:slug>/", organiser.dashboard, name="organiser-dashboard"),
+    path("organiser/<slug:slug>/preview/", board_views.preview_page, name="organiser-preview"),
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
-    path("runs/<int:run_id>/", task_views.run_page, name="run-page"),
+    path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
+    path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),
+    path("runs/<int:run_id>/compare/", run_views.run_compare, name="run-compare"),
     path("team/", task_views.team_page, name="team-page"),
     path("team/token/regenerate/", task_views.regenerate_token, name="token-regenerate"),
     path("team/token/revoke/", task_views.revoke_token, name="token-revoke"),

@@ -29,6 +29,11 @@ class Board:
     columns: list[MeasureSpec] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     item_noun: str = "item"
+    # The scoring settings every run on the board was scored with (``Scored.settings``: variant,
+    # aggregation, ...), and the keys whose values differ between its runs (each run's own are in
+    # its scores).
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_differ: list[str] = field(default_factory=list)
 
     def groups(self) -> list[MeasureGroup]:
         return grouped(self.columns)
@@ -43,21 +48,27 @@ class Board:
 board_cache_key = cachekeys.board
 
 
-def get_board(task: Task, phase: Phase | None = None, organiser: bool = False) -> Board:
-    key = board_cache_key(task, phase, organiser)
+def get_board(task: Task, phase: Phase | None = None, organiser: bool = False, preview: bool = False) -> Board:
+    key = board_cache_key(task, phase, organiser, preview)
     board = cache.get(key)
     if board is None:
-        board = build_board(task, phase, organiser)
+        board = build_board(task, phase, organiser, preview)
         cache.set(key, board, CACHE_SECONDS)
     return board
 
 
-def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
+def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool = False) -> Board:
     """The board of ``phase`` (None: the phase-less board of a task without phases) as the public
     (``organiser`` False) or the task's organisers see it; ``tasks.access.board_rule`` decides
-    its scope and whether it shows any run."""
+    its scope and whether it shows any run. ``preview``: the board of a test or final phase as
+    the public will see it once its results are published (``tasks.access.preview_rule``; the
+    caller checks the reader organises the task), with the runs the public sees."""
     phases = list(task.phases.all())
-    scope, hidden_reason = access.board_rule(phases, phase, organiser)
+    if preview:
+        scope, hidden_reason = access.preview_rule(phase)
+        organiser = False
+    else:
+        scope, hidden_reason = access.board_rule(phases, phase, organiser)
     version: GoldVersion | None = phase.gold_version if phase else (None if phases else task.latest_gold())
     board = Board(task_id=task.pk, phase_id=phase.pk if phase else None,
                   gold_version=version.number if version else None, scope=scope,
@@ -97,7 +108,23 @@ def build_board(task: Task, phase: Phase | None, organiser: bool) -> Board:
             "scores": summary, "values": values,
         })
     _rank(board)
+    board.settings, board.settings_differ = common_settings([row["scores"].get("settings") or {}
+                                                             for row in board.rows])
     return board
+
+
+def common_settings(settings: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The settings shared by every run (in the order the first run lists them), and the keys whose
+    values differ between runs (a task re-configured without re-scoring, say)."""
+    keys = list(dict.fromkeys(key for entry in settings for key in entry))
+    common, differ = {}, []
+    for key in keys:
+        values = {repr(entry.get(key)) for entry in settings}
+        if len(values) == 1:
+            common[key] = settings[0][key]
+        else:
+            differ.append(key)
+    return common, differ
 
 
 def _rank(board: Board) -> None:
@@ -110,6 +137,65 @@ def _rank(board: Board) -> None:
             value = row["values"][column.key]
             row.setdefault("ranks", {})[column.key] = (None if value is None
                                                        else bisect.bisect_left(values, sign * value) + 1)
+
+
+def standing(board: Board, run_id: int, values: dict[str, float | None] | None = None) -> list[dict[str, Any]]:
+    """Where a run stands on a board, per measure and in each measure's direction: its value, its
+    rank (1 + the runs strictly better, as on the board), the number of runs ranked, the best value
+    and how far the run is behind it, and its margin over each baseline (positive: better).
+
+    A run on the board is read from its row; a run the board does not show (hidden by its team)
+    is placed among the board's runs with ``values``, scores of the scope the board shows.
+    """
+    row = next((row for row in board.rows if row["id"] == run_id), None)
+    own = row["values"] if row is not None else (values or {})
+    others = [other for other in board.rows if other["id"] != run_id]
+    measures = []
+    for column in board.columns:
+        value = own.get(column.key)
+        if value is None:
+            continue
+        sign = 1.0 if column.higher_is_better else -1.0
+        rivals = [other["values"][column.key] for other in others if other["values"].get(column.key) is not None]
+        best = max([value, *rivals], key=lambda v: sign * v)
+        baselines = [{"name": other["name"], "value": other["values"][column.key],
+                      "margin": sign * (value - other["values"][column.key])}
+                     for other in others if other["is_baseline"] and other["values"].get(column.key) is not None]
+        measures.append({"spec": column, "value": value,
+                         "rank": 1 + sum(1 for rival in rivals if sign * rival > sign * value),
+                         "ranked": len(rivals) + 1, "best": best, "behind": sign * (best - value),
+                         "baselines": baselines})
+    return measures
+
+
+def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | None:
+    """Where a run stands on the board of its phase, as this user may see that board (the public
+    one for its team, the organisers' for organisers): None for a run that is on no board (not
+    scored, withdrawn, or scored on another gold than its board shows); ``hidden`` with the reason
+    while the board shows no run to this user; else ``standing`` per measure. A run its team hid
+    from the public board is placed among that board's runs with its own score of the board's
+    scope, which its team may see (``tasks.access.visible_score``)."""
+    if run.status != Run.DONE or run.is_withdrawn or run.gold_version_id is None:
+        return None
+    task = run.task
+    organiser = access.is_organiser(user, task)
+    phase = run.phase if run.phase_id else None
+    if phase is None and phases:
+        return None  # a run from before the phases (or a baseline): only phase boards are shown
+    board = get_board(task, phase, organiser)
+    if board.hidden_reason:
+        return {"board": board, "phase": phase, "hidden": board.hidden_reason}
+    if board.gold_version_id != run.gold_version_id:
+        return None
+    on_board = any(row["id"] == run.pk for row in board.rows)
+    values = None
+    if not on_board:
+        score = access.visible_score(run, user, phases)
+        if score is None or score.scope != board.scope or score.gold_version_id != board.gold_version_id:
+            return None
+        values = score.summary.get("measures", {})
+    return {"board": board, "phase": phase, "on_board": on_board, "scope": board.scope,
+            "measures": standing(board, run.pk, values)}
 
 
 def sort_rows(rows: list[dict[str, Any]], column: MeasureSpec | None) -> list[dict[str, Any]]:

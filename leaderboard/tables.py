@@ -60,8 +60,10 @@ def board_table(rows: list[dict[str, Any]], columns: list[MeasureSpec], sort_key
         heads = "".join(f'<th colspan="{span}" class="group" title="{escape(title)}">{escape(name)}'
                         f'{f" <small>{escape(title)}</small>" if title and title != name else ""}</th>'
                         for name, title, span in spans)
-        parts.append(f'<tr><th colspan="3"></th>{heads}</tr>')
-    parts.append('<tr><th>Rank</th><th>Team</th><th>Run</th>')
+        parts.append(f'<tr><th class="rank"></th><th class="team"></th><th class="run"></th>{heads}</tr>')
+    # On a phone the team column is hidden and its name shown under the run's (site.css), and the
+    # rank and run columns stay in view while the scores scroll sideways.
+    parts.append('<tr><th class="rank">Rank</th><th class="team">Team</th><th class="run">Run</th>')
     for column in columns:
         sorted_class = " sorted" if column.key == sort_key else ""
         arrow = (" ▼" if column.higher_is_better else " ▲") if column.key == sort_key else ""
@@ -81,11 +83,15 @@ def board_table(rows: list[dict[str, Any]], columns: list[MeasureSpec], sort_key
             tags += ' <span class="tag">hidden</span>'
         priority = f' <span class="tag">#{row["priority"]}</span>' if row["priority"] else ""
         row_class = ' class="baseline"' if row["is_baseline"] else ""
+        # Shown under the run's name where the team column is hidden (a phone; CSS content, so
+        # the cell's text stays the run's name).
+        team_note = row["team"] if row["is_baseline"] else row["team"] + ("" if row["is_public"] else " · hidden")
         parts.append(
             f'<tr{row_class} data-run="{row["id"]}">'
-            f'<td class="num">{"" if rank is None else rank}{mark if row["id"] in top else ""}</td>'
-            f"<td>{escape(row['team'])}{tags}</td>"
-            f'<td><span title="{escape(row["description"])}">{escape(row["name"])}</span>{priority}</td>')
+            f'<td class="num rank">{"" if rank is None else rank}{mark if row["id"] in top else ""}</td>'
+            f"<td class=\"team\">{escape(row['team'])}{tags}</td>"
+            f'<td class="run" data-team="{escape(team_note)}"><span title="{escape(row["description"])}">'
+            f'{escape(row["name"])}</span>{priority}</td>')
         for column in columns:
             value = values.get(column.key)
             sorted_class = " sorted" if column.key == sort_key else ""

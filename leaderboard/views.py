@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
@@ -27,12 +28,13 @@ from rest_framework.response import Response
 
 from leaderboard import scheduling
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, get_board, sort_rows
-from leaderboard.charts import interval_chart
+from leaderboard.charts import asl_chart, bar_chart, heat_map, interval_chart
 from leaderboard.jobs import wake_statistics
 from leaderboard.scheduling import board_status
 from leaderboard.tables import SHADE_BOUNDS, board_table, pvalue_table, sort_link
 from scoring import exports
-from scoring.stats import TukeyHSDResult, alpha_suffix
+from scoring.kinds import MeasureSpec
+from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
 from tasks.lookup import cached_task
 from tasks.models import Task
@@ -140,6 +142,7 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
         "task": task, "phase": phase, "board": board, "group": group, "organiser": organiser,
         "table": table, "top_group": top_group, "alpha": alpha, "chart": chart,
         "status": status, "runs_on_board": len(board.rows), "columns": columns, "show": show,
+        "settings": _settings_lines(task, board),
         "has_unofficial": len(official) not in (0, len(every)),
         "toggle": sort_link(phase_name, group, sort_key if show != "all" or sorted_column in official else "",
                             "" if show == "all" else "all"),
@@ -148,17 +151,63 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
 
 
 @require_GET
+@login_required
+def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The final results of a test or final phase as everyone will see them once they are
+    published (scores on the whole test set, the runs the public sees), for the task's organisers
+    only, with the confirmation that publishes them."""
+    found = cached_task(slug)
+    if found is None or not access.is_organiser(request.user, found[0]):
+        raise Http404("no such task")
+    task, phases = found
+    phase = access.named_phase(phases, request.GET.get("phase")) or access.preview_phase(phases)
+    board = get_board(task, phase, organiser=False, preview=True)
+    groups = board.groups()
+    tab = request.GET.get("tab", "")
+    group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
+    every = board.columns_for(group)
+    official = [column for column in every if column.official]
+    show = "all" if request.GET.get("show") == "all" or not official else ""
+    columns = every if show else official
+    sorted_column = board.column(request.GET.get("sort", ""))
+    if sorted_column is None or sorted_column.group != group:
+        sorted_column = columns[0] if columns else None
+    elif sorted_column not in columns:
+        columns, show = every, "all"
+    sort_key = sorted_column.key if sorted_column else ""
+    rows = sort_rows([row for row in board.rows if group in row["groups"]], sorted_column)
+    phase_name = phase.name if phase else None
+    shown = {row["id"] for row in board.rows}
+    left_out = [] if board.hidden_reason else [
+        row for row in get_board(task, phase, organiser=True).rows if row["id"] not in shown]
+    return render(request, "leaderboard/preview.html", {
+        "task": task, "phase": phase, "phases": [item for item in phases if item.kind != "development"],
+        "board": board, "group": group, "columns": columns, "show": show,
+        "table": board_table(rows, columns, sort_key, group, phase_name, [], None, show) if rows else "",
+        "tabs": [(g.name, g.title, sort_link(phase_name, g.name, "", show)) for g in groups if len(groups) > 1],
+        "toggle": sort_link(phase_name, group, sort_key if not show or sorted_column in official else "",
+                            "" if show else "all"),
+        "has_unofficial": len(official) not in (0, len(every)), "left_out": left_out,
+        "settings": _settings_lines(task, board)})
+
+
+@require_GET
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     view, board = _board_for(request, slug)
     task, phase = view.task, view.phase
+    # Every scoring setting (variant, aggregation, ...) per run: a CSV on its own says how it was made.
+    settings = list(dict.fromkeys(key for row in board.rows for key in sorted(row["scores"].get("settings") or {})))
     rows: list[list[Any]] = [["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
                              + [column.key for column in board.columns]
-                             + [f"rank:{column.key}" for column in board.columns]]
+                             + [f"rank:{column.key}" for column in board.columns]
+                             + [f"setting:{key}" for key in settings]]
     for row in board.rows:
+        run_settings = row["scores"].get("settings") or {}
         rows.append([row["id"], row["team"], row["name"], int(row["is_baseline"]), row["submitted_at"],
                      board.gold_version, board.scope]
                     + [row["values"][column.key] for column in board.columns]
-                    + [row["ranks"][column.key] or None for column in board.columns])
+                    + [row["ranks"][column.key] or None for column in board.columns]
+                    + [_setting_cell(run_settings.get(key)) for key in settings])
     # The project's one CSV writer: participant text cannot become a spreadsheet formula.
     response = HttpResponse(exports.csv_text(rows), content_type="text/csv; charset=utf-8")
     suffix = f"-{phase.name}" if phase else ""
@@ -166,11 +215,20 @@ def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
+def _setting_cell(value: Any) -> Any:
+    """A setting in a CSV cell: numbers and text as they are, anything else as its JSON."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return orjson.dumps(value).decode()
+
+
 @extend_schema(
     summary="A task's public leaderboard",
     description="Every visible run with team, name, description, baseline flag, submission time, its scores "
                 "in the structure of `score --format json` and its rank per measure; `measures` says what each "
-                "measure key means and whether higher or lower is better.",
+                "measure key means and whether higher or lower is better; `settings` the scoring settings "
+                "(variant, aggregation, ...) every run shares, `settings_described` the same in words, "
+                "`settings_differ` the keys whose values differ between runs (each run's are in its scores).",
     parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
                                                          "open phase, else the latest that started)")],
     responses={200: OpenApiTypes.OBJECT},
@@ -210,6 +268,9 @@ def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str,
         "note": board.hidden_reason or None,
         # What each key in the runs' scores means, and which way is better (ranks follow it).
         "measures": [column.public() for column in board.columns],
+        "settings": board.settings, "settings_differ": board.settings_differ,
+        "settings_described": [{"label": label, "value": value}
+                               for label, value in task.kind_impl.describe_settings(board.settings)],
         "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
                                                   "submitted_at", "scores", "ranks")} for row in board.rows],
     })
@@ -276,32 +337,28 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     view, board, record = _statistics_for(request, slug)
     task, phase = view.task, view.phase
     measures = []
-    taus = []
     levels: list[float] = []
+    charts: dict[str, Any] = {}
     if record is not None:
         summaries = record.summaries()
         # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
-        groups = [group.name for group in board.groups()]
-        for group in groups:
-            levels = levels or record.meta.get(group, {}).get("alphas", [])
+        for group in board.groups():
+            levels = levels or record.meta.get(group.name, {}).get("alphas", [])
         suffixes = [alpha_suffix(level) for level in levels]
         for column in board.columns:
             summary = summaries.get(column.key)
             if summary is None:
                 continue
             meta = record.meta.get(column.group, {}).get("measures", {}).get(column.key, {})
-            measures.append({"key": column.key, "title": column.column_title, "long_title": column.title,
-                             "direction": column.direction, "runs": len(summary["run_ids"]),
+            measures.append({"key": column.key, "spec": column, "runs": len(summary["run_ids"]),
                              "top_group": len(summary["top_group"]),
                              "powers": [meta.get(f"discriminative_power_{suffix}") for suffix in suffixes],
                              "deltas": [meta.get(f"delta_required_{suffix}") for suffix in suffixes]})
-        titles = {column.key: column.column_title for column in board.columns}
-        for group in groups:
-            taus += [{**tau, "a": titles.get(tau["a"], tau["a"]), "b": titles.get(tau["b"], tau["b"])}
-                     for tau in record.meta.get(group, {}).get("kendall_tau", [])]
+        charts = _statistics_charts(view, board, record, measures, levels)
     return render(request, "leaderboard/statistics.html", {
-        "task": task, "phase": phase, "board": board, "record": record, "measures": measures, "taus": taus,
-        "levels": levels, "kind_tables": _kind_tables(task, board, record),
+        "task": task, "phase": phase, "board": board, "record": record, "measures": measures,
+        "levels": levels, "settings": _settings_lines(task, board), **charts,
+        "columns": [measure["spec"] for measure in measures], "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
@@ -335,6 +392,85 @@ def _cell(value: Any, shade: bool) -> dict[str, Any]:
     # Shading in five steps of a single blue (readable without telling hues apart).
     level = min(4, max(0, int(float(value) * 5))) if shade and 0.0 <= value <= 1.0 else None
     return {"text": text, "number": True, "level": level}
+
+
+def _settings_lines(task: Task, board: Board) -> dict[str, Any]:
+    """The scoring settings of a board in the kind's words, and which ones differ between its runs."""
+    return {"shared": task.kind_impl.describe_settings(board.settings), "differ": board.settings_differ}
+
+
+# At most this many curves share one ASL chart: each has its own colour (series_style), so that
+# a reader can tell them apart; a group with more measures is drawn in several charts.
+CURVES_PER_CHART = 7
+
+
+def _statistics_charts(view: access.BoardAccess, board: Board, record: Any, measures: list[dict[str, Any]],
+                       levels: list[float]) -> dict[str, Any]:
+    """The pictures of the statistics page, drawn from the stored numbers: discriminative power as
+    bars, the ASL curves of each measure group (by subgroup), Kendall's tau as a heat map per group."""
+    titles = {column.key: column.column_title for column in board.columns}
+    power = bar_chart([measure["spec"].column_title for measure in measures],
+                      [(f"pairs with p < {level:g}", [measure["powers"][i] for measure in measures])
+                       for i, level in enumerate(levels)],
+                      titles=[measure["spec"].title for measure in measures]) if measures and levels else None
+    curves = _asl_curves(view, board, record, [measure["key"] for measure in measures])
+    asl = []
+    for group in board.groups():
+        sets: dict[str, list[MeasureSpec]] = {}
+        for spec in group.measures:
+            if spec.key in curves:
+                named = spec.subgroup_title and spec.subgroup_title != spec.subgroup
+                sets.setdefault(f"{spec.subgroup} ({spec.subgroup_title})" if named else spec.subgroup, []).append(spec)
+        for subgroup, specs in sets.items():
+            for start in range(0, len(specs), CURVES_PER_CHART):
+                chunk = specs[start:start + CURVES_PER_CHART]
+                title = group.title + (f", {subgroup}" if subgroup else "")
+                asl.append({"title": title, "chart": asl_chart(
+                    [(spec.column_title, curves[spec.key]) for spec in chunk], levels=levels or (0.05,),
+                    titles=[spec.title for spec in chunk])})
+    heat_maps = []
+    for group in board.groups():
+        taus = record.meta.get(group.name, {}).get("kendall_tau", [])
+        keys = [spec.key for spec in group.measures if any(spec.key in (tau["a"], tau["b"]) for tau in taus)]
+        if len(keys) < 2:
+            continue
+        where = {key: i for i, key in enumerate(keys)}
+        values: list[list[float | None]] = [[1.0 if i == j else None for j in range(len(keys))]
+                                            for i in range(len(keys))]
+        notes = [["the same measure" if i == j else "" for j in range(len(keys))] for i in range(len(keys))]
+        for tau in taus:
+            if tau["a"] in where and tau["b"] in where:
+                i, j = where[tau["a"]], where[tau["b"]]
+                values[i][j] = values[j][i] = tau["tau"]
+                if tau.get("low") is not None and tau.get("high") is not None:
+                    notes[i][j] = notes[j][i] = (f"{tau.get('level', 0.95):.0%} interval [{tau['low']:.3f}, "
+                                                 f"{tau['high']:.3f}]")
+        long_titles = [board.column(key).title for key in keys]
+        heat_maps.append({"title": group.title, "n_resamples": taus[0].get("n_resamples"), "seed": taus[0].get("seed"),
+                          "chart": heat_map([titles[key] for key in keys], [titles[key] for key in keys], values,
+                                            row_titles=long_titles, column_titles=long_titles, notes=notes,
+                                            what="Kendall's tau")})
+    return {"power_chart": power, "asl_charts": asl, "heat_maps": heat_maps}
+
+
+def _asl_curves(view: access.BoardAccess, board: Board, record: Any, keys: list[str]) -> dict[str, list[float]]:
+    """Per measure, the p-values of every pair of the runs the board shows, smallest first
+    (``scoring.stats.asl_curve``), from the stored counts; cached with the record and the board
+    (500 runs and 22 measures are 2.7 million p-values rebuilt from 11 MB of counts)."""
+    key = cachekeys.asl_curves(board_cache_key(view.task, view.phase, view.organiser), record.pk, record.generation,
+                               record.computed_at.timestamp())
+    curves = cache.get(key)
+    if curves is None:
+        curves = {}
+        shown = {row["id"] for row in board.rows}
+        for stored in record.measures.filter(key__in=keys).order_by("pk"):
+            stored.statistics = record
+            keep = [i for i, run_id in enumerate(stored.summary["run_ids"]) if run_id in shown]
+            if len(keep) >= 2:
+                pvalues = stored.result().pvalues
+                curves[stored.key] = asl_curve(pvalues[np.ix_(keep, keep)]).tolist()
+        cache.set(key, curves, CACHE_SECONDS)
+    return curves
 
 
 def _other_scope(view: access.BoardAccess, board: Board, record: Any) -> str:
@@ -446,7 +582,10 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
         content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
     elif kind == "means.tex":
-        body, content_type = _latex(board, record), "text/x-tex"
+        keys = _latex_measures(board, record, request.GET.get("measures", ""))
+        if isinstance(keys, HttpResponse):
+            return keys
+        body, content_type = _latex(view.task, board, record, keys), "text/x-tex"
     else:
         raise Http404("unknown export")
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
@@ -480,20 +619,51 @@ def _result_from(entry: dict, record: Any) -> Any:
                                       n_dialogues=record.n_items)
 
 
-def _latex(board: Board, record: Any) -> str:
+def _latex_measures(board: Board, record: Any, chosen: str) -> list[str] | HttpResponse:
+    """The measures of the LaTeX table: the official ones by default (all where the kind names
+    none), every one for ``all``, or a comma-separated list of measure keys (400 naming every key
+    that has no statistics on this board)."""
+    summaries = set(record.summaries())
+    available = [column for column in board.columns if column.key in summaries]
+    chosen = chosen.strip()
+    if chosen == "all":
+        return [column.key for column in available]
+    if chosen in ("", "official"):
+        official = [column.key for column in available if column.official]
+        return official or [column.key for column in available]
+    asked = [key.strip() for key in chosen.split(",") if key.strip()]
+    known = {column.key for column in available}
+    unknown = [key for key in asked if key not in known]
+    if unknown or not asked:
+        message = (f"measures: no statistics on this board for {', '.join(repr(key[:64]) for key in unknown[:20])}"
+                   if unknown else "measures: name at least one measure key")
+        return HttpResponse(f"{message}; use 'official', 'all' or a comma-separated list of: "
+                            f"{', '.join(column.key for column in available)}\n", status=400,
+                            content_type="text/plain; charset=utf-8")
+    return [column.key for column in available if column.key in set(asked)]
+
+
+def _latex(task: Task, board: Board, record: Any, keys: list[str]) -> str:
     summaries = record.summaries()
-    keys = [column.key for column in board.columns if column.key in summaries]
     names = _run_names(board)
     # Runs hidden or withdrawn since the computation are left out, not named by their ids.
     run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
+    settings = "; ".join(f"{label}: {value}" for label, value in task.kind_impl.describe_settings(board.settings))
     note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; "
             f"top group at alpha = {record.alpha:g}; "
             f"{record.n_items} {board.item_noun}s ({board.scope} scores, gold version {board.gold_version}); "
-            f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC.")
-    return exports.latex_means_table(
+            f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC."
+            + (f" Scored with {settings}." if settings else ""))
+    columns = {column.key: column for column in board.columns}
+    return exports.latex_means_tables(
         [names[run_id] for run_id in run_ids], keys,
         {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
         {key: set(summaries[key]["top_group"]) for key in keys}, run_ids,
         # Bold marks the best run in each measure's direction, as its top group was drawn.
-        lower_is_better={column.key: not column.higher_is_better for column in board.columns if column.key in keys},
-        note=note)
+        lower_is_better={key: not columns[key].higher_is_better for key in keys},
+        headers={key: columns[key].short_title if columns[key].subgroup else columns[key].column_title
+                 for key in keys},
+        groups={key: columns[key].group_title or columns[key].group for key in keys},
+        subgroups={key: columns[key].subgroup for key in keys},
+        descriptions={key: f"{columns[key].title}; {columns[key].direction}" for key in keys},
+        name_notes=[f"run {run_id} on the board" for run_id in run_ids], note=note)

@@ -14,7 +14,9 @@ Run names come from participants, so they are treated as untrusted text:
   guarded. ``guard_formulas=False`` turns the guard off.
 * Whitespace-separated formats (Discpower, p-value lines) cannot hold whitespace in a name:
   each whitespace character becomes ``_``; two names that become equal raise ValueError.
-* LaTeX escapes ``& % $ # _ { } ~ ^ \\`` and ``< > |``.
+* LaTeX escapes ``& % $ # _ { } ~ ^ \\`` and ``< > |``; a name with characters pdflatex cannot
+  print (Chinese, Greek, ...) is written ``\\evalname{name}{ASCII fallback}``, which xelatex and
+  lualatex print as the name and pdflatex as the fallback (``latex_name``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -37,6 +40,8 @@ __all__ = [
     "latex_escape",
     "latex_means_table",
     "latex_means_table_from_results",
+    "latex_means_tables",
+    "latex_name",
     "matrix_csv",
     "pvalue_csv",
     "pvalue_lines",
@@ -199,56 +204,62 @@ def latex_escape(text: str) -> str:
     return str(text).translate(_LATEX_SPECIAL)
 
 
-def latex_means_table(
-    run_names: Sequence[str],
+# What pdflatex prints with its default set-up (UTF-8 input, OT1 or T1 fonts): printable ASCII
+# and the Latin-1 letters. Anything else (Chinese, Greek, emoji) stops it with "Unicode character
+# ... not set up for use with LaTeX".
+def _pdflatex_prints(char: str) -> bool:
+    code = ord(char)
+    return 0x20 <= code < 0x7F or (0xC0 <= code <= 0xFF and char not in "×÷")
+
+
+# Defined (if the document has not) before the first table that needs it: xelatex and lualatex
+# print the name itself, pdflatex the ASCII fallback. Skipped branches are not expanded, so pdflatex
+# never meets the characters it cannot print.
+LATEX_NAME_MACRO = (r"\providecommand{\evalname}[2]{\ifdefined\XeTeXversion#1\else"
+                    r"\ifdefined\directlua#1\else#2\fi\fi}")
+
+
+def latex_name(text: str, note: str = "") -> str:
+    r"""``text`` escaped for LaTeX; a name pdflatex cannot print is written ``\evalname{name}{fallback}``
+    (see :data:`LATEX_NAME_MACRO`), the fallback being the name with accents dropped and every
+    other character it cannot print replaced by ``?``, followed by `` (note)`` if any was."""
+    text = str(text).translate({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})
+    if all(_pdflatex_prints(char) for char in text):
+        return latex_escape(text)
+    fallback, lost = [], False
+    for char in text:
+        if _pdflatex_prints(char):
+            fallback.append(char)
+            continue
+        folded = "".join(c for c in unicodedata.normalize("NFKD", char) if _pdflatex_prints(c))
+        if not folded:
+            lost = True
+            if fallback and fallback[-1] == "?":
+                continue
+            folded = "?"
+        fallback.append(folded)
+    plain = "".join(fallback) + (f" ({note})" if lost and note else "")
+    return rf"\evalname{{{latex_escape(text)}}}{{{latex_escape(plain)}}}"
+
+
+def _latex_rows(
+    ids: Sequence[Hashable],
+    names: Sequence[str],
     measures: Sequence[str],
     means: Mapping[str, Mapping[Hashable, float]],
     top_groups: Mapping[str, Collection[Hashable]],
-    run_ids: Sequence[Hashable] | None = None,
-    *,
-    lower_is_better: bool | Mapping[str, bool] = True,
-    digits: int = 4,
-    note: str = "",
-) -> str:
-    """A LaTeX ``tabular`` of mean scores: one row per run, one column per measure.
-
-    Rows follow ``run_ids`` (default ``0..len(run_names)-1``), labelled by the parallel
-    ``run_names``. ``means[measure][run_id]`` is the run's mean (a missing run gets an en
-    dash); ``top_groups[measure]`` holds the run ids not significantly different from the best
-    run (best included), e.g. ``TukeyHSDResult.top_group``. Per measure the best mean is bold
-    (lowest, or highest where ``lower_is_better`` is False; one flag or one per measure) and
-    every top-group run gets ``$^\\dagger$``. A leading LaTeX comment gives the legend and
-    ``note``. Works from stored numbers; :func:`latex_means_table_from_results` builds the
-    arguments from test results.
-    """
-    ids = list(range(len(run_names))) if run_ids is None else list(run_ids)
-    names = _check_names(run_names, len(ids), "run names")
-    if len(set(ids)) != len(ids):
-        raise ValueError("run_ids must be unique")
-    if not measures:
-        raise ValueError("measures must name at least one measure")
-    if digits < 0:
-        raise ValueError(f"digits must be >= 0; got {digits}")
-    missing = [m for m in measures if m not in means or m not in top_groups]
-    if missing:
-        raise ValueError(f"means and top_groups need an entry for every measure; missing: {missing}")
+    lower_is_better: bool | Mapping[str, bool],
+    digits: int,
+) -> list[str]:
     best: dict[str, Hashable | None] = {}
     for measure in measures:
         lower = lower_is_better if isinstance(lower_is_better, bool) else lower_is_better[measure]
         present = [run_id for run_id in ids if run_id in means[measure]]
         sign = 1.0 if lower else -1.0
         best[measure] = min(present, key=lambda r: sign * means[measure][r]) if present else None
-
-    legend = "Bold: best run; $^\\dagger$: not significantly different from the best run."
-    lines = [
-        "% " + legend + (" " + latex_escape(note) if note else ""),
-        r"\begin{tabular}{l" + "r" * len(measures) + "}",
-        r"\hline",
-        " & ".join(["Run", *(latex_escape(m) for m in measures)]) + r" \\",
-        r"\hline",
-    ]
+    lines = []
     for run_id, name in zip(ids, names):
-        cells = [latex_escape(name)]
+        cells = [name]
         for measure in measures:
             if run_id not in means[measure]:
                 cells.append("--")
@@ -260,7 +271,170 @@ def latex_means_table(
                 text += r"$^\dagger$"
             cells.append(text)
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\hline", r"\end{tabular}"]
+    return lines
+
+
+def _check_latex_arguments(run_names: Sequence[str], ids: list[Hashable], measures: Sequence[str],
+                           means: Mapping[str, Any], top_groups: Mapping[str, Any], digits: int) -> list[str]:
+    names = _check_names(run_names, len(ids), "run names")
+    if len(set(ids)) != len(ids):
+        raise ValueError("run_ids must be unique")
+    if not measures:
+        raise ValueError("measures must name at least one measure")
+    if digits < 0:
+        raise ValueError(f"digits must be >= 0; got {digits}")
+    missing = [m for m in measures if m not in means or m not in top_groups]
+    if missing:
+        raise ValueError(f"means and top_groups need an entry for every measure; missing: {missing}")
+    return names
+
+
+def _header_rows(measures: Sequence[str], headers: Mapping[str, str] | None,
+                 subgroups: Mapping[str, str] | None) -> list[str]:
+    r"""The heading rows: subgroups (``\multicolumn`` over their measures) if any, then the measures."""
+    rows = []
+    if subgroups and any(subgroups.get(m) for m in measures):
+        spans: list[list[Any]] = []
+        for measure in measures:
+            name = subgroups.get(measure, "")
+            if spans and spans[-1][0] == name:
+                spans[-1][1] += 1
+            else:
+                spans.append([name, 1])
+        rows.append(" & ".join(["", *(rf"\multicolumn{{{n}}}{{c}}{{{latex_name(name)}}}" if name else
+                                      " & ".join([""] * n) for name, n in spans)]) + r" \\")
+    titles = [latex_name(headers.get(m, m) if headers else m) for m in measures]
+    rows.append(" & ".join(["Run", *titles]) + r" \\")
+    return rows
+
+
+def latex_means_table(
+    run_names: Sequence[str],
+    measures: Sequence[str],
+    means: Mapping[str, Mapping[Hashable, float]],
+    top_groups: Mapping[str, Collection[Hashable]],
+    run_ids: Sequence[Hashable] | None = None,
+    *,
+    lower_is_better: bool | Mapping[str, bool] = True,
+    digits: int = 4,
+    note: str = "",
+    headers: Mapping[str, str] | None = None,
+    subgroups: Mapping[str, str] | None = None,
+) -> str:
+    """A LaTeX ``tabular`` of mean scores: one row per run, one column per measure.
+
+    Rows follow ``run_ids`` (default ``0..len(run_names)-1``), labelled by the parallel
+    ``run_names`` (:func:`latex_name`: a name pdflatex cannot print comes with a fallback).
+    ``means[measure][run_id]`` is the run's mean (a missing run gets an en dash);
+    ``top_groups[measure]`` holds the run ids not significantly different from the best run
+    (best included), e.g. ``TukeyHSDResult.top_group``. Per measure the best mean is bold
+    (lowest, or highest where ``lower_is_better`` is False; one flag or one per measure) and
+    every top-group run gets ``$^\\dagger$``. ``headers`` maps a measure to its column heading
+    (default: the measure itself), ``subgroups`` to a heading over a run of columns. A leading
+    LaTeX comment gives the legend and ``note``. Works from stored numbers;
+    :func:`latex_means_table_from_results` builds the arguments from test results and
+    :func:`latex_means_tables` splits many measures into tables that fit a page.
+    """
+    ids = list(range(len(run_names))) if run_ids is None else list(run_ids)
+    names = _check_latex_arguments(run_names, ids, measures, means, top_groups, digits)
+    legend = "Bold: best run; $^\\dagger$: not significantly different from the best run."
+    rendered = [latex_name(name) for name in names]
+    lines = ["% " + legend + (" " + latex_escape(note) if note else "")]
+    if any(name.startswith(r"\evalname") for name in rendered):
+        lines.append(LATEX_NAME_MACRO)
+    lines += [r"\begin{tabular}{l" + "r" * len(measures) + "}", r"\hline",
+              *_header_rows(measures, headers, subgroups), r"\hline",
+              *_latex_rows(ids, rendered, measures, means, top_groups, lower_is_better, digits),
+              r"\hline", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+# Columns of numbers per table: at 4 decimals with a dagger about 1.5 cm each, so seven and a
+# 4 cm column of run names fit the 15-16 cm text width of A4 and letter papers (ACL, ACM, LNCS).
+LATEX_MAX_COLUMNS = 7
+# Names longer than this wrap in a 4 cm column instead of widening the table.
+_LATEX_LONG_NAME = 28
+
+
+def latex_means_tables(
+    run_names: Sequence[str],
+    measures: Sequence[str],
+    means: Mapping[str, Mapping[Hashable, float]],
+    top_groups: Mapping[str, Collection[Hashable]],
+    run_ids: Sequence[Hashable] | None = None,
+    *,
+    lower_is_better: bool | Mapping[str, bool] = True,
+    digits: int = 4,
+    note: str = "",
+    headers: Mapping[str, str] | None = None,
+    groups: Mapping[str, str] | None = None,
+    subgroups: Mapping[str, str] | None = None,
+    name_notes: Sequence[str] | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    max_columns: int = LATEX_MAX_COLUMNS,
+) -> str:
+    """:func:`latex_means_table` split so that each ``tabular`` fits a page: one table per measure
+    group (``groups`` maps a measure to its group's title), cut into tables of at most
+    ``max_columns`` measures (whole subgroups where they fit). A run without any value in a table
+    is left out of it. ``name_notes[k]`` is what a run's pdflatex fallback adds when characters of
+    its name are lost (its id on the board, say); ``descriptions`` says in a comment above each
+    table what its columns are. One leading comment gives the legend, ``note`` and how names
+    outside pdflatex's characters are typeset."""
+    ids = list(range(len(run_names))) if run_ids is None else list(run_ids)
+    names = _check_latex_arguments(run_names, ids, measures, means, top_groups, digits)
+    if max_columns < 1:
+        raise ValueError(f"max_columns must be >= 1; got {max_columns}")
+    notes = list(name_notes) if name_notes is not None else [""] * len(ids)
+    if len(notes) != len(ids):
+        raise ValueError(f"{len(notes)} name notes given for {len(ids)} runs")
+    rendered = [latex_name(name, note) for name, note in zip(names, notes)]
+    chunks: list[tuple[str, list[str]]] = []
+    for title in dict.fromkeys((groups or {}).get(m, "") for m in measures):
+        in_group = [m for m in measures if (groups or {}).get(m, "") == title]
+        blocks: list[list[str]] = []
+        for measure in in_group:
+            name = (subgroups or {}).get(measure, "")
+            if blocks and name and (subgroups or {}).get(blocks[-1][0], "") == name:
+                blocks[-1].append(measure)
+            else:
+                blocks.append([measure])
+        current: list[str] = []
+        for block in blocks:
+            while len(block) > max_columns:  # a subgroup wider than a table is cut
+                if current:
+                    chunks.append((title, current))
+                    current = []
+                chunks.append((title, block[:max_columns]))
+                block = block[max_columns:]
+            if len(current) + len(block) > max_columns:
+                chunks.append((title, current))
+                current = []
+            current += block
+        if current:
+            chunks.append((title, current))
+    legend = "Bold: best run; $^\\dagger$: not significantly different from the best run."
+    lines = ["% " + legend + (" " + latex_escape(note) if note else "")]
+    if any(name.startswith(r"\evalname") for name in rendered):
+        lines += ["% Some names have characters pdflatex cannot print: they are written \\evalname{name}{fallback}.",
+                  "% xelatex or lualatex print the name (load a font that has its characters, e.g.",
+                  "% \\usepackage{xeCJK} for Chinese, Japanese or Korean); pdflatex prints the ASCII fallback.",
+                  LATEX_NAME_MACRO]
+    name_column = r"p{4cm}" if any(len(name) > _LATEX_LONG_NAME for name in names) else "l"
+    for number, (title, chunk) in enumerate(chunks, start=1):
+        keep = [k for k, run_id in enumerate(ids) if any(run_id in means[m] for m in chunk)]
+        lines += ["", f"% Table {number} of {len(chunks)}" + (f": {latex_escape(title)}" if title else "")]
+        for measure in chunk:
+            if descriptions and descriptions.get(measure):
+                heading = (headers or {}).get(measure, measure)
+                above = (subgroups or {}).get(measure, "")
+                lines.append(f"% {latex_escape(heading)}{f' ({latex_escape(above)})' if above else ''}: "
+                             f"{latex_escape(descriptions[measure])}")
+        lines += [
+                  r"\begin{tabular}{" + name_column + "r" * len(chunk) + "}", r"\hline",
+                  *_header_rows(chunk, headers, subgroups), r"\hline",
+                  *_latex_rows([ids[k] for k in keep], [rendered[k] for k in keep], chunk, means, top_groups,
+                               lower_is_better, digits),
+                  r"\hline", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 

@@ -71,6 +71,7 @@ __all__ = [
     "KendallTauResult",
     "TukeyHSDResult",
     "alpha_suffix",
+    "asl_curve",
     "bootstrap_confidence_intervals",
     "delta_required",
     "discriminative_power",
@@ -929,6 +930,13 @@ def discriminative_power(pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL)
     _check_alpha(alpha)
     upper = _upper_triangle(pvalues)
     return float(np.count_nonzero(upper < alpha) / upper.size)
+
+
+def asl_curve(pvalues: np.ndarray) -> np.ndarray:
+    """The achieved significance levels of every run pair (i < j), smallest first: the ASL curve
+    of a measure (Sakai, SIGIR 2006; seed 003 Figure 5: y the ASL, x the run pairs sorted by it).
+    A curve closer to the origin belongs to a more discriminative measure."""
+    return np.sort(_upper_triangle(pvalues))
 
 
 def delta_required(differences: np.ndarray, pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float | None:

@@ -128,6 +128,20 @@ def may_see_per_item(run: Run, user: Any, phases: list[Phase] | None = None) -> 
     return phase is None or phase.per_item_feedback or phase.results_published
 
 
+def per_item_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
+    """The score whose per-item values a user may see for a run (its run page's per-item table and
+    CSV, a comparison with another run): ``may_see_per_item`` and then ``visible_score``."""
+    if run.status != Run.DONE or not may_see_per_item(run, user, phases):
+        return None
+    return visible_score(run, user, phases)
+
+
+def per_item_is_logged(run: Run, phases: list[Phase] | None = None) -> bool:
+    """Whether reading a run's per-item scores goes to the access log: gold-derived data of test
+    data whose results are not published (only organisers may read them then)."""
+    return on_test_data(run, phases) and not test_results_published(run, phases)
+
+
 # Boards --------------------------------------------------------------------------------------
 
 FINAL_HIDDEN = "The organisers have not published the final results yet."
@@ -175,6 +189,30 @@ def board_rule(phases: list[Phase], phase: Phase | None, organiser: bool) -> tup
     if scope is None:
         return Score.FULL, ("" if organiser else TEST_DATA_HIDDEN)
     return scope, ""
+
+
+PREVIEW_DEVELOPMENT = "A development phase has no final results: its board is public already."
+
+
+def preview_phase(phases: list[Phase]) -> Phase | None:
+    """The phase a preview of final results shows without ``?phase=``: the latest final phase,
+    else the latest test phase; None if the task has neither."""
+    for kinds in ((Phase.FINAL,), (Phase.TEST,)):
+        found = [phase for phase in phases if phase.kind in kinds]
+        if found:
+            return max(found, key=lambda phase: phase.starts_at)
+    return None
+
+
+def preview_rule(phase: Phase | None) -> tuple[str, str]:
+    """The scope of an organiser's preview of a phase's results and, if it shows none, why: the
+    whole test set of a test or final phase, as the public sees it once the results are published
+    (whether they are yet or not). Only organisers may see a preview (``get_preview``)."""
+    if phase is None:
+        return Score.FULL, "This task has no test or final phase: there are no final results to preview."
+    if phase.kind not in TEST_KINDS:
+        return Score.FULL, PREVIEW_DEVELOPMENT
+    return Score.FULL, ""
 
 
 def matrices_allowed(phases: list[Phase], gold_version_id: int | None, organiser: bool) -> bool:

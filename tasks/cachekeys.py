@@ -27,10 +27,22 @@ def task_route(slug: str, token: str) -> str:
     return f"task-route:{slug}:{token}"
 
 
-def board(task: Any, phase: Any, organiser: bool) -> str:
-    """A board: changes whenever a score, a run's visibility or a phase's publication changes."""
-    return (f"board:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}")
+# Part of every board's key: a new layout of leaderboard.board.Board (or of its rows) is never read
+# from a board the previous code pickled into a shared cache, which would lack the new fields.
+BOARD_LAYOUT = 2
+
+
+def board(task: Any, phase: Any, organiser: bool, preview: bool = False) -> str:
+    """A board (the public's, an organiser's, or the organisers' preview of published results):
+    changes whenever a score, a run's visibility or a phase's publication changes."""
+    return (f"board{BOARD_LAYOUT}:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
+            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}"
+            + (":preview" if preview else ""))
+
+
+def asl_curves(board_key: str, record_pk: int, generation: int, computed_at: float) -> str:
+    """A statistics page's ASL curves, rebuilt from stored counts for the runs a board shows."""
+    return f"asl:{board_key}:{record_pk}:{generation}:{computed_at}"
 
 
 def board_section(board_key: str, tab: str, sort: str, show: str, statistics_token: str) -> str:

@@ -16,7 +16,7 @@ from django.db.models import Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from scoring import exports
 from tasks import access
@@ -95,6 +95,11 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
             messages.error(request, f"The {phase.name} phase is a development phase: it has no results to publish.")
             return
         publish = action == "publish"
+        if publish and request.POST.get("confirm") != "yes":
+            # A publication is confirmed on the preview page, which shows what it will show.
+            messages.error(request, f"The results of the {phase.name} phase were not published: tick the "
+                                    "confirmation below the preview of the results first.")
+            return
         if phase.results_published == publish:
             messages.info(request, f"The results of the {phase.name} phase are {'already' if publish else 'not'} "
                                    "published; nothing changed.")
@@ -123,21 +128,37 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
         messages.error(request, "Unknown action: choose publish, unpublish or approve.")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def rescore(request: HttpRequest, slug: str) -> HttpResponse:
+    """Re-score one run (a POST with ``run``), or every run of the task or of one phase after a
+    confirmation: the GET shows what would be re-scored and a required checkbox; a POST without
+    the box ticked changes nothing."""
     task = _get_task_for_organiser(request, slug)
     run_id = _param(request.POST, "run")
-    if run_id:
+    if request.method == "POST" and run_id:
         runs = Run.objects.filter(task=task, pk=int(run_id)) if re.fullmatch(r"[0-9]{1,18}", run_id) \
             else Run.objects.none()
         if not runs.exists():
             raise Http404("no such run in this task")
-    else:
-        runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
-    count = rescore_runs(runs)
-    messages.success(request, f"{count} run(s) queued for re-scoring.")
-    return redirect("organiser-dashboard", slug=task.slug)
+        count = rescore_runs(runs)
+        messages.success(request, f"{count} run(s) queued for re-scoring.")
+        return redirect("organiser-dashboard", slug=task.slug)
+    source = request.POST if request.method == "POST" else request.GET
+    phase = access.named_phase(access.task_phases(task.pk), source.get("phase"))
+    runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
+    if phase is not None:
+        runs = runs.filter(phase=phase)
+    if request.method == "POST" and source.get("confirm") == "yes":
+        count = rescore_runs(runs)
+        access.log_access(request, task, f"re-scored {count} runs ({phase.name if phase else 'every phase'})")
+        messages.success(request, f"{count} run(s) queued for re-scoring.")
+        return redirect("organiser-dashboard", slug=task.slug)
+    counts = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
+    return render(request, "tasks/rescore_confirm.html", {
+        "task": task, "phase": phase, "phases": access.task_phases(task.pk), "counts": counts,
+        "total": sum(counts.values()), "baselines": runs.filter(is_baseline=True).count(),
+        "unconfirmed": request.method == "POST"}, status=400 if request.method == "POST" else 200)
 
 
 @require_GET
@@ -201,8 +222,18 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
                                "priority": run.priority, "gold_version": score.gold_version.number,
                                "scope": score.scope, "submitted_at": run.created_at.isoformat()}
         row.update(score.summary.get("measures", {}))
+        # How the numbers were made (variant, aggregation, ...), named in every row.
+        row.update({f"setting:{key}": _setting_value(value)
+                    for key, value in sorted((score.summary.get("settings") or {}).items())})
         rows.append(row)
     return rows
+
+
+def _setting_value(value: Any) -> Any:
+    """A scoring setting as one cell: numbers and text as they are, anything else as its JSON."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 @require_GET

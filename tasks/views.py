@@ -1,4 +1,7 @@
-"""Participant pages: sign-in, uploading a run through the web form, a run's page, the team page."""
+"""Participant pages: sign-in, uploading a run through the web form, the team page, run visibility.
+
+A run's own pages (where it stands, its per-item scores, comparisons) are ``leaderboard.runs``:
+they read boards, which live above this layer."""
 
 from __future__ import annotations
 
@@ -17,12 +20,10 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from scoring.kinds import grouped
 from tasks import access
-from tasks.api import run_data
 from tasks.changes import board_changed
 from tasks.errors import Rejected
-from tasks.models import Run, Score
+from tasks.models import Run
 from tasks.submissions import (
     WEB_FORM,
     open_phase,
@@ -128,59 +129,6 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
         return response
     messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
     return redirect("run-page", run_id=run.pk)
-
-
-@require_GET
-@login_required
-def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = access.get_run_for_user(request.user, run_id)
-    per_item = None
-    phases = access.task_phases(run.task_id)
-    if run.status == Run.DONE and access.may_see_per_item(run, request.user, phases):
-        score = access.visible_score(run, request.user, phases)
-        if score is not None:
-            per_item = _per_item_rows(score)
-            if access.on_test_data(run, phases) and not access.test_results_published(run, phases):
-                # Gold-derived data that only organisers may see yet: the access log says who did.
-                access.log_access(request, run.task, f"per-item scores of run #{run.pk} ({run.label[:100]}, "
-                                                     f"gold v{score.gold_version.number})")
-    data = run_data(run, request.user, phases)
-    return render(request, "tasks/run.html", {"run": run, "data": data, "per_item": per_item,
-                                              "score_groups": score_groups(run, data["scores"]),
-                                              "finished": run.status not in Run.UNFINISHED})
-
-
-def score_groups(run: Run, summary: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """A run's figures as the kind groups its measures: per group either a subgroups x names
-    table (DQ: dimensions x measures) or one row of measures, each with its direction."""
-    if not summary:
-        return []
-    values = summary.get("measures", {})
-    specs = run.task.measure_specs(run.gold_version.measure_keys if run.gold_version_id else None)
-    groups = []
-    for group in grouped([spec for spec in specs if values.get(spec.key) is not None]):
-        names = group.names
-        if group.subgroups:
-            by_cell = {(spec.subgroup, spec.name): values[spec.key] for spec in group.measures}
-            rows = [(f"{name} ({title})" if title and title != name else name,
-                     [by_cell.get((name, spec.name)) for spec in names]) for name, title in group.subgroups]
-        else:
-            rows = [("", [values[spec.key] for spec in names])]
-        groups.append({"title": group.title, "measures": names, "rows": rows})
-    return groups
-
-
-def _per_item_rows(score: Score) -> dict[str, Any]:
-    gold = score.gold_version.load()
-    vectors = {vector.key: vector.array() for vector in score.vectors.all()}
-    ids = list(gold.item_ids)
-    if score.scope == Score.LIVE:
-        subset = score.run.phase.live_subset()
-        ids = [ids[i] for i in subset] if subset is not None else ids
-    specs = [spec for spec in score.run.task.measure_specs() if spec.key in vectors]
-    return {"measures": specs, "rows": [(item_id, [vectors[spec.key][row] for spec in specs])
-                                        for row, item_id in enumerate(ids[:2000])], "total": len(ids),
-            "noun": score.run.task.item_noun}
 
 
 @require_GET

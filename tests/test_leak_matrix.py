@@ -61,7 +61,8 @@ DATA = "data"  # a task's data section (participants' data, format, sample run):
 URL_KINDS: dict[str, str] = {
     "home": PAGE, "task-page": BOARD, "leaderboard-csv": BOARD, "statistics-page": BOARD,
     "pvalues-page": BOARD, "statistics-export": BOARD, "api-leaderboard": BOARD,
-    "upload": PAGE, "organiser-dashboard": ORGANISER, "organiser-rescore": POST,
+    "upload": PAGE, "organiser-dashboard": ORGANISER, "organiser-rescore": ORGANISER, "organiser-preview": ORGANISER,
+    "run-items-csv": RUN, "run-compare": RUN,
     "organiser-runs-zip": ORGANISER, "organiser-results": ORGANISER,
     "run-page": RUN, "run-visibility": POST, "api-run": RUN, "api-my-runs": TASK_RUNS,
     "api-gold-versions": ORGANISER_API,
@@ -293,6 +294,29 @@ def forbidden_strings(numbers: list[Number]) -> dict[str, str]:
 
 
 NUMBER = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?")
+RUN_IDS = re.compile(r"^/runs/(\d+)/(?:.*[?&]with=(\d+))?")
+
+
+def derived_strings(numbers: list[Number], url: str) -> set[str]:
+    """What a run's page (or a comparison of two runs) may derive from numbers its reader may
+    see: the difference between the run's mean and any other allowed mean of the same measure,
+    scope and gold (how far behind the best, the margin over a baseline, the mean advantage of
+    one run over the other). At four decimals such a difference can equal a forbidden number by
+    chance; it tells nothing, so it is not a leak."""
+    match = RUN_IDS.match(url)
+    if match is None:
+        return set()
+    names = {run.name for run in Run.objects.filter(pk__in=[int(group) for group in match.groups() if group])}
+    allowed: dict[str, list[Number]] = {}
+    for number in numbers:
+        if not number.forbidden and not number.what.startswith("per-dialogue"):
+            allowed.setdefault(number.what, []).append(number)
+    found: set[str] = set()
+    for group in allowed.values():
+        for own in (number for number in group if number.run in names):
+            for other in group:
+                found |= _four_decimals(abs(own.value - other.value))
+    return found
 
 
 def body_of(response: Any) -> str:
@@ -322,6 +346,15 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=["MQ", "set-password"])]
     if name in ("task-data-file", "api-task-data-file"):
         return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
+    if name == "run-compare":
+        # Each run with a run of its own team and with a run of another team (or a baseline).
+        runs = list(Run.objects.order_by("pk").values_list("pk", "team_id"))
+        targets = []
+        for run_id, team in runs:
+            mate = next((other for other, other_team in runs if other != run_id and other_team == team), None)
+            stranger = next((other for other, other_team in runs if other_team != team), None)
+            targets += [f"{reverse(name, args=[run_id])}?with={other}" for other in (mate, stranger) if other]
+        return targets
     if kind == RUN or name == "run-visibility":
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
@@ -368,7 +401,8 @@ def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, ki
                     problems.append(f"{where}: {response.status_code}, not 404, for a phase that does not exist")
                 if meaning == DEFAULT and response.status_code != statuses["absent"]:
                     problems.append(f"{where}: {response.status_code}, not {statuses['absent']} as without ?phase=")
-                leaked = sorted(set(NUMBER.findall(body_of(response))) & forbidden.keys())
+                leaked = sorted(set(NUMBER.findall(body_of(response))) & forbidden.keys()
+                                - (derived_strings(leak.numbers[role], url) if kind == RUN else set()))
                 if leaked:
                     problems.append(f"{where}: {response.status_code} with {len(leaked)} forbidden number(s), "
                                     f"e.g. {forbidden[leaked[0]]}")

@@ -215,7 +215,7 @@ def test_organiser_dashboard_and_exports(world: World) -> None:
             assert other.get(url).status_code == 404
     assert Client().get(f"/organiser/{world.task.slug}/").status_code == 302
     with committing():
-        response = organiser.post(f"/organiser/{world.task.slug}/rescore/")
+        response = organiser.post(f"/organiser/{world.task.slug}/rescore/", {"confirm": "yes"})
     assert response.status_code == 302
     assert set(Run.objects.filter(task=world.task).values_list("status", flat=True)) == {Run.DONE}
 

@@ -51,9 +51,10 @@ def signed_in(user) -> Client:
 
 
 def publish(world: World, phase: Phase, client: Client | None = None, action: str = "publish"):
+    """The organiser's publication as the preview page sends it (its confirmation box ticked)."""
     with committing():
         return (client or signed_in(world.organiser)).post(f"/organiser/{world.task.slug}/",
-                                                           {"action": action, "phase": phase.name})
+                                                           {"action": action, "phase": phase.name, "confirm": "yes"})
 
 
 # Privacy: per-dialogue and whole-set scores on test data ----------------------------------------
@@ -296,7 +297,7 @@ def test_organisers_publish_and_withdraw_results_from_the_dashboard(world: World
     assert Client().get(board).json()["runs"] == []
     organiser = signed_in(world.organiser)
     page = organiser.get(f"/organiser/{world.task.slug}/").content.decode()
-    assert 'value="publish">Publish results</button>' in page
+    assert f'href="/organiser/{world.task.slug}/preview/?phase=final">Preview and publish' in page
     # Only the task's organisers, and only with the form's CSRF token.
     for user in (world.alice, world.bob):
         assert publish(world, final, signed_in(user)).status_code == 404

@@ -31,6 +31,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "statistics-export": ("GET", dict.fromkeys(ROLES, 200)),
     "upload": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
     "run-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "run-items-csv": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
     "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403}),
     "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
     "token-regenerate": ("POST", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
@@ -39,7 +41,9 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "signup": ("GET", dict.fromkeys(ROLES, 200)),
     "logout": ("POST", dict.fromkeys(ROLES, 302)),
     "organiser-dashboard": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
-    "organiser-rescore": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302}),
+    # A GET shows what would be re-scored and the confirmation; only the confirmed POST re-scores.
+    "organiser-rescore": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-preview": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "organiser-runs-zip": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "organiser-results": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "api-tasks": ("GET", dict.fromkeys(ROLES, 200)),
@@ -147,7 +151,8 @@ def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
     world, run = scored
     posts = [concrete(route, world, run) for name, route in project_patterns() if EXPECTED[name][0] == "POST"]
     posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/", "/accounts/password-reset/",
-              f"/organiser/{world.task.slug}/"]  # the dashboard's actions (publish, approve)
+              f"/organiser/{world.task.slug}/",  # the dashboard's actions (publish, approve)
+              f"/organiser/{world.task.slug}/rescore/"]  # one run, or every run once confirmed
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)

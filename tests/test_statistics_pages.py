@@ -255,7 +255,7 @@ def test_meta_evaluation_page_shows_both_alphas_and_the_tau_intervals(board: Wor
     page = Client().get(f"/tasks/{board.task.slug}/statistics/").content.decode()
     assert "Delta required (0.05)" in page and "Delta required (0.01)" in page
     entry = record.meta["nugget"]["measures"]["nugget.jsd"]
-    row = page[page.index("<td>JSD</td>"):].split("</tr>")[0]
+    row = page[page.index('>JSD <span class="tag">official</span></th>'):].split("</tr>")[0]
     cells = [cell.split("</td>")[0] for cell in row.split('<td class="num">')[1:]]
     # runs, power at 0.05, power at 0.01, delta at 0.05, delta at 0.01, top group
     assert cells[1:5] == [f"{entry['discriminative_power_05']:.3f}", f"{entry['discriminative_power_01']:.3f}",
@@ -265,11 +265,12 @@ def test_meta_evaluation_page_shows_both_alphas_and_the_tau_intervals(board: Wor
     assert f"B = {tau['n_resamples']} resamples, seed {tau['seed']}" in page
 
 
-def _latex_best_and_marks(latex: str, key: str) -> tuple[list[str], list[str]]:
-    """Rows of the LaTeX table in bold and with the dagger on measure ``key``: (bold, marked) row names."""
+def _latex_best_and_marks(latex: str, title: str) -> tuple[list[str], list[str]]:
+    """Rows of the LaTeX table in bold and with the dagger in the column headed ``title``: (bold,
+    marked) row names."""
     lines = latex.splitlines()
     header = next(line for line in lines if line.startswith("Run & "))
-    column = [cell.strip() for cell in header.removesuffix(r" \\").split(" & ")].index(exports.latex_escape(key))
+    column = [cell.strip() for cell in header.removesuffix(r" \\").split(" & ")].index(title)
     rows = [line.removesuffix(r" \\").split(" & ") for line in lines
             if line.endswith(r" \\") and line != header and " & " in line]
     bold = [row[0] for row in rows if r"\textbf" in row[column]]
@@ -332,8 +333,8 @@ def test_a_higher_is_better_measure_gets_its_best_run_and_top_group_from_its_dir
     jsd = record.measure("nugget.jsd").summary
     assert jsd["top_group"][0] == jsd["run_ids"][int(np.argmin(jsd["means"]))]
 
-    latex = Client().get(f"/tasks/{board.task.slug}/statistics/all/means.tex").content.decode()
-    bold, marked = _latex_best_and_marks(latex, key)
+    latex = Client().get(f"/tasks/{board.task.slug}/statistics/all/means.tex?measures={key}").content.decode()
+    bold, marked = _latex_best_and_marks(latex, "RSNOD")
     assert bold == [exports.latex_escape(record.run_labels[str(highest)])]
     assert sorted(marked) == sorted(exports.latex_escape(record.run_labels[str(run_id)])
                                     for run_id in summary["top_group"])

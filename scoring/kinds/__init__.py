@@ -12,6 +12,7 @@ from scoring.kinds.base import (
     MeasureSpec,
     Scored,
     ValidationFailed,
+    describe_value,
     grouped,
     measure_key,
 )
@@ -41,5 +42,5 @@ register(Stc3Kind())
 register(MetricKind())
 register(ResponseKind())
 
-__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "get_kind",
-           "grouped", "measure_key", "register"]
+__all__ = ["KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value",
+           "get_kind", "grouped", "measure_key", "register"]

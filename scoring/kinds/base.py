@@ -25,7 +25,8 @@ import numpy as np
 
 from scoring.formats import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
 
-__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "grouped", "measure_key"]
+__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value", "grouped",
+           "measure_key"]
 
 # How a run's headline figure is made from its items: the mean of the per-item scores; a
 # ``corpus`` formula over summed per-item sufficient statistics (BLEU); or ``run``: the kind
@@ -44,6 +45,18 @@ def measure_key(*parts: str) -> str:
     if not _KEY.match(key) or len(key) > 64:
         raise ValueError(f"not a valid measure key: {key!r}")
     return key
+
+
+def describe_value(value: Any) -> str:
+    """A setting's value as text: ``true``/``false`` as in JSON, numbers as Python prints them,
+    lists joined by commas, anything else as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ", ".join(describe_value(item) for item in value)
+    if value is None:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @dataclass(frozen=True)
@@ -275,6 +288,13 @@ class Kind(ABC):
     def describe_item(self, gold: Any, index: int) -> str:
         """A short text a run page shows for one item."""
         return str(gold.item_ids[index])
+
+    def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(label, value) of each scoring setting a board, export or run page names beside the
+        numbers (``Scored.settings`` as stored with the scores): by default each key and its value
+        in key order (stored JSON may come back in another order); a kind may give human labels
+        and say what a value means (the DQ/ND kind: the variant and the ND aggregation)."""
+        return [(str(key), describe_value(settings[key])) for key in sorted(settings)]
 
     # What participants get -------------------------------------------------------------------
     @abstractmethod

@@ -17,7 +17,7 @@ from scoring.baselines import popularity_run, uniform_run
 from scoring.config import PRESETS, TaskConfig
 from scoring.evaluate import Result, evaluate, normalise
 from scoring.formats import Gold, Run, check_run_shape, load_gold, load_run, restrict
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, measure_key
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, describe_value, measure_key
 from scoring.measures import MEASURES
 
 # The official measures of STC-3 and DialEval (overview papers): RSNOD and NMD for DQ, JSD and
@@ -27,6 +27,10 @@ OFFICIAL = {"quality": ("rsnod", "nmd"), "nugget": ("jsd", "rnss")}
 # What the STC-3 dimensions mean (Zeng et al., NTCIR-14 STC-3 overview); a task with other
 # dimensions shows their names.
 DIMENSION_TITLES = {"A": "task accomplishment", "S": "customer satisfaction", "E": "dialogue effectiveness"}
+
+# What the scoring settings stored with every score mean (docs/scoring.md, "Variants" and "Aggregation").
+VARIANT_TITLES = {"paper": "the overview papers' formulas", "stc3-2018": "the 2018 STC-3 script's SNOD/RSNOD"}
+AVERAGING_TITLES = {"macro": "every dialogue weighs the same", "micro": "every turn of a side weighs the same"}
 
 
 def _micro_nugget(alpha: float) -> Any:
@@ -184,6 +188,24 @@ class Stc3Kind(Kind):
                 f"alpha = {config.alpha}). Every measure is a distance: lower is better.",
             ],
         }
+
+    def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        described = []
+        # In this order whatever order the stored JSON kept (PostgreSQL's jsonb sorts keys).
+        for key in ("variant", "averaging", "alpha", *sorted(set(settings) - {"variant", "averaging", "alpha"})):
+            if key not in settings:
+                continue
+            value = settings[key]
+            if key == "variant":
+                described.append(("variant", f"{value} ({VARIANT_TITLES.get(value, 'see docs/scoring.md')})"))
+            elif key == "averaging":
+                described.append(("ND averaging", f"{value} ({AVERAGING_TITLES.get(value, 'see docs/scoring.md')})"))
+            elif key == "alpha":
+                described.append(("ND alpha", f"{describe_value(value)} (the weight of customer turns; helpdesk "
+                                              "turns get 1 - alpha)"))
+            else:
+                described.append((str(key), describe_value(value)))
+        return described
 
     def describe_item(self, gold: Gold, index: int) -> str:
         turns = int(gold.turn_counts[index])

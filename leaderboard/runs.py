@@ -1,0 +1,269 @@
+"""A run's pages: where it stands on the board its reader may see, its scores by measure group,
+every per-item score (sortable, paginated, as CSV) and two runs compared item by item.
+
+Here and not in ``tasks``: a run's standing is read from its board, and boards live in this layer
+(``tasks`` never imports the leaderboard). Who may see what is ``tasks.access`` throughout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from leaderboard.board import run_standing
+from leaderboard.charts import line_chart, scatter
+from scoring import exports
+from scoring.kinds import MeasureSpec, grouped
+from tasks import access
+from tasks.api import run_data
+from tasks.models import Run, Score
+from tasks.runfiles import download_name
+
+
+@require_GET
+@login_required
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run_for_user(request.user, run_id)
+    phases = access.task_phases(run.task_id)
+    per_item = None
+    score = access.per_item_score(run, request.user, phases)
+    if score is not None:
+        per_item = per_item_table(score, request.GET)
+        _log_per_item(request, run, score, phases, "per-item scores")
+    data = run_data(run, request.user, phases)
+    standing = run_standing(request.user, run, phases)
+    return render(request, "tasks/run.html", {
+        "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
+        "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
+                     "differ": []},
+        "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
+        "finished": run.status not in Run.UNFINISHED})
+
+
+def _log_per_item(request: HttpRequest, run: Run, score: Score, phases: list[Any], what: str) -> None:
+    if access.per_item_is_logged(run, phases):
+        # Gold-derived data that only organisers may see yet: the access log says who did.
+        access.log_access(request, run.task, f"{what} of run #{run.pk} ({run.label[:100]}, "
+                                             f"gold v{score.gold_version.number})")
+
+
+MAX_BASELINE_COLUMNS = 3
+
+
+def _standing_rows(standing: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the run stands, split into the official measures and the others (the board's view)."""
+    if standing is None or "measures" not in standing:
+        return standing
+    measures = standing["measures"]
+    official = [entry for entry in measures if entry["spec"].official]
+    baselines = list(dict.fromkeys(baseline["name"] for entry in measures for baseline in entry["baselines"]))
+    for entry in measures:
+        by_name = {baseline["name"]: baseline for baseline in entry["baselines"]}
+        entry["against"] = [by_name.get(name) for name in baselines]
+    return {**standing, "official": official or measures,
+            "others": [entry for entry in measures if entry not in official] if official else [],
+            # Beyond a few baselines (the metric kind builds seven) one column lists them all.
+            "baseline_names": baselines, "many_baselines": len(baselines) > MAX_BASELINE_COLUMNS}
+
+
+def score_groups(run: Run, summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A run's figures as the kind groups its measures: per group either a subgroups x names
+    table (DQ: dimensions x measures) or one row of measures, each with its direction."""
+    if not summary:
+        return []
+    values = summary.get("measures", {})
+    specs = run.task.measure_specs(run.gold_version.measure_keys if run.gold_version_id else None)
+    groups = []
+    for group in grouped([spec for spec in specs if values.get(spec.key) is not None]):
+        names = group.names
+        if group.subgroups:
+            by_cell = {(spec.subgroup, spec.name): values[spec.key] for spec in group.measures}
+            rows = [(f"{name} ({title})" if title and title != name else name,
+                     [by_cell.get((name, spec.name)) for spec in names]) for name, title in group.subgroups]
+        else:
+            rows = [("", [values[spec.key] for spec in names])]
+        groups.append({"title": group.title, "measures": names, "rows": rows, "specs": group.measures})
+    return groups
+
+
+# Per-item scores ------------------------------------------------------------------------------
+
+PER_ITEM_PAGE = 100
+
+
+def item_ids(score: Score) -> tuple[Any, list[int], list[str]]:
+    """The compiled gold of a score, the gold indices of its items and their ids, in the order
+    of its per-item vectors (the live subset's items for a live score)."""
+    gold = score.gold_version.load()
+    indices = list(range(len(gold.item_ids)))
+    if score.scope == Score.LIVE and score.run.phase_id:
+        subset = score.run.phase.live_subset()
+        if subset is not None:
+            indices = subset.tolist()
+    return gold, indices, [gold.item_ids[i] for i in indices]
+
+
+def _vectors(score: Score) -> tuple[list[MeasureSpec], dict[str, np.ndarray]]:
+    vectors = {vector.key: vector.array() for vector in score.vectors.all()}
+    return [spec for spec in score.run.task.measure_specs() if spec.key in vectors], vectors
+
+
+def best_first(values: np.ndarray, spec: MeasureSpec, worst: bool = False) -> np.ndarray:
+    """Item positions best first in the measure's direction (worst first if asked); ties keep
+    the gold's order."""
+    oriented = -values if spec.higher_is_better else values
+    return np.argsort(-oriented if worst else oriented, kind="stable")
+
+
+def per_item_table(score: Score, query: Any) -> dict[str, Any]:
+    """One page of a run's per-item scores: every item of the score (not a first few), sorted on
+    the server by a measure (best or worst first, in its direction) or in the gold's order, the
+    official measures by default and every one with ``show=all``."""
+    gold, indices, ids = item_ids(score)
+    specs, vectors = _vectors(score)
+    official = [spec for spec in specs if spec.official]
+    show = "all" if query.get("show") == "all" or not official else ""
+    shown = specs if show else official
+    sort_spec = next((spec for spec in specs if spec.key == query.get("sort")), None)
+    if sort_spec is not None and sort_spec not in shown:
+        shown, show = specs, "all"  # a link sorted by a measure the default leaves out shows them all
+    worst = query.get("order") == "worst"
+    order = best_first(vectors[sort_spec.key], sort_spec, worst) if sort_spec else np.arange(len(ids))
+    page = Paginator(range(len(ids)), PER_ITEM_PAGE).get_page(query.get("page"))
+    positions = order[page.start_index() - 1:page.end_index()].tolist() if ids else []
+    kind = score.run.task.kind_impl
+    rows = [{"id": ids[k], "about": kind.describe_item(gold, indices[k]),
+             "values": [float(vectors[spec.key][k]) for spec in shown]} for k in positions]
+    sort_key = sort_spec.key if sort_spec else ""
+
+    def link(**changes: Any) -> str:
+        params = {"sort": sort_key, "order": "worst" if worst else "", "show": show, **changes}
+        return "?" + urlencode({name: value for name, value in params.items() if value}) + "#per-item"
+
+    return {"measures": shown, "rows": rows, "total": len(ids), "noun": score.run.task.item_noun, "page": page,
+            "sort": sort_key, "worst": worst, "show": show, "has_unofficial": 0 < len(official) < len(specs),
+            "columns": [(spec, link(sort=spec.key, order="worst" if spec.key == sort_key and not worst else "",
+                                    page="")) for spec in shown],
+            "gold_order": link(sort="", order="", page=""),
+            # Back to the official measures keeps the sort only if its measure is one of them.
+            "toggle": link(show="" if show else "all", page="",
+                           sort=sort_key if not show or sort_spec is None or sort_spec.official else ""),
+            "previous": link(page=page.previous_page_number()) if page.has_previous() else "",
+            "next": link(page=page.next_page_number()) if page.has_next() else "",
+            "scope": score.scope}
+
+
+@require_GET
+@login_required
+def run_items_csv(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Every per-item score of a run the user may see, in the gold's order, one column per measure key."""
+    run = access.get_run_for_user(request.user, run_id)
+    phases = access.task_phases(run.task_id)
+    score = access.per_item_score(run, request.user, phases)
+    if score is None:
+        raise Http404("no per-item scores of this run for you: it has none yet, or they are not shown "
+                      "(on test data they come with the published results)")
+    _, _, ids = item_ids(score)
+    specs, vectors = _vectors(score)
+    rows: list[list[Any]] = [[f"{run.task.item_noun}_id", *(spec.key for spec in specs)]]
+    rows += [[item, *(float(vectors[spec.key][k]) for spec in specs)] for k, item in enumerate(ids)]
+    _log_per_item(request, run, score, phases, "per-item scores CSV")
+    response = HttpResponse(exports.csv_text(rows), content_type="text/csv; charset=utf-8")
+    name = download_name(f"{run.task.slug}-run{run.pk}-{run.name}", 120)
+    response["Content-Disposition"] = f'attachment; filename="{name}-{score.scope}-items.csv"'
+    return response
+
+
+def comparable_runs(run: Run, user: Any) -> list[Run]:
+    """Runs the user may compare with ``run`` item by item: their team's other scored runs of the
+    task on the same gold version (every such run of the task for its organisers)."""
+    runs = Run.objects.filter(task_id=run.task_id, status=Run.DONE, gold_version_id=run.gold_version_id,
+                              withdrawn_at__isnull=True).exclude(pk=run.pk).select_related("team")
+    if not access.is_organiser(user, run.task):
+        runs = runs.filter(team_id=run.team_id, team__members=user) if run.team_id else runs.none()
+    return list(runs.order_by("-created_at")[:200])
+
+
+@require_GET
+@login_required
+def run_compare(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Two runs item by item on one measure: a scatter of their per-item scores and the sorted
+    differences. Each run is one the user may open, and both per-item scores must be visible to
+    the user (``tasks.access.per_item_score``), on the same gold and scope."""
+    run = access.get_run_for_user(request.user, run_id)
+    other_id = request.GET.get("with", "")
+    if not other_id:
+        return render(request, "tasks/compare.html", {"run": run, "comparable": comparable_runs(run, request.user),
+                                                      "choose": True})
+    if not other_id.isascii() or not other_id.isdigit() or len(other_id) > 18:
+        raise Http404("no such run to compare with: ?with= takes a run id")
+    other = access.get_run_for_user(request.user, int(other_id))
+    if other.task_id != run.task_id or other.pk == run.pk:
+        raise Http404("compare two different runs of the same task")
+    phases = access.task_phases(run.task_id)
+    scores = [access.per_item_score(item, request.user, phases) for item in (run, other)]
+    context: dict[str, Any] = {"run": run, "other": other, "comparable": comparable_runs(run, request.user)}
+    if any(score is None for score in scores):
+        missing = " and ".join(item.label for item, score in zip((run, other), scores, strict=True) if score is None)
+        context["problem"] = (f"The per-item scores of both runs are needed, and those of {missing} are not "
+                              "available to you (on test data they come with the published results).")
+        return render(request, "tasks/compare.html", context)
+    if scores[0].gold_version_id != scores[1].gold_version_id or scores[0].scope != scores[1].scope:
+        context["problem"] = "The two runs were scored on different gold data or different items: nothing to pair."
+        return render(request, "tasks/compare.html", context)
+    for item, score, partner in ((run, scores[0], other), (other, scores[1], run)):
+        _log_per_item(request, item, score, phases, f"per-item comparison with run #{partner.pk}")
+    context.update(compare_runs(scores[0], scores[1], request.GET.get("measure", "")))
+    return render(request, "tasks/compare.html", context)
+
+
+def compare_runs(first: Score, second: Score, measure: str) -> dict[str, Any]:
+    """The comparison of two scores on the same items: on one measure (the first official one by
+    default), per item which run is better in the measure's direction, the scatter and the sorted
+    differences (positive: the first run better), and the items where they differ most."""
+    gold, indices, ids = item_ids(first)
+    specs, vectors = _vectors(first)
+    _, others = _vectors(second)
+    specs = [spec for spec in specs if spec.key in others]
+    spec = next((item for item in specs if item.key == measure), None) or next(
+        (item for item in specs if item.official), specs[0] if specs else None)
+    if spec is None:
+        return {"problem": "The two runs have no measure in common."}
+    a, b = vectors[spec.key], others[spec.key]
+    sign = 1.0 if spec.higher_is_better else -1.0
+    advantage = sign * (a - b)  # positive where the first run is better on the item
+    categories = np.where(advantage > 0, 0, np.where(advantage < 0, 1, 2)).tolist()
+    first_name, second_name = first.run.label, second.run.label
+    order = np.argsort(-advantage, kind="stable")
+    kind = first.run.task.kind_impl
+
+    def items(positions: Any) -> list[dict[str, Any]]:
+        return [{"id": ids[k], "about": kind.describe_item(gold, indices[k]), "a": float(a[k]), "b": float(b[k]),
+                 "advantage": float(advantage[k])} for k in positions]
+
+    low, high = spec.value_range
+    both = np.concatenate([a, b])
+    value_range = (max(low, float(both.min())), min(high, float(both.max())))
+    spread = float(np.abs(advantage).max()) or 1.0
+    return {
+        "spec": spec, "specs": specs, "n": len(ids), "noun": first.run.task.item_noun,
+        "first_better": int((advantage > 0).sum()), "second_better": int((advantage < 0).sum()),
+        "ties": int((advantage == 0).sum()), "mean_a": float(a.mean()), "mean_b": float(b.mean()),
+        "mean_advantage": float(advantage.mean()), "scope": first.scope,
+        "scatter": scatter(a, b, labels=ids, categories=categories,
+                           category_names=[f"{first_name} better", f"{second_name} better", "equal"],
+                           x_label=first_name, y_label=second_name, value_range=value_range),
+        "differences": line_chart([(f"{first_name} minus {second_name}, oriented", advantage[order].tolist())],
+                                  y_range=(-spread, spread), x_label=f"{first.run.task.item_noun}s sorted by the "
+                                  "difference", y_label="advantage of the first run",
+                                  references=[(0.0, "no difference")]),
+        "most_first": items(order[:10][advantage[order[:10]] > 0]),
+        "most_second": items(order[::-1][:10][advantage[order[::-1][:10]] < 0]),
+    }
