@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
+import orjson
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -22,7 +23,7 @@ from leaderboard.charts import line_chart, scatter
 from scoring import exports
 from scoring.kinds import MeasureSpec, grouped
 from tasks import access
-from tasks.api import run_data
+from tasks.api import details_payload, run_data
 from tasks.models import Run, Score
 from tasks.runfiles import download_name
 
@@ -41,10 +42,76 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     standing = run_standing(request.user, run, phases)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
+        "breakdown": breakdown(run, access.visible_score(run, request.user, phases)),
+        "segments": item_segments(run, score, request.GET) if score is not None else None,
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
         "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
         "finished": run.status not in Run.UNFINISHED})
+
+
+# Shades of a value in [0, 1] (nugget scores): five steps of a diverging orange-to-purple scale that
+# colour-blind readers tell apart (ColorBrewer PuOr), each step's text colour chosen for contrast.
+SEGMENT_STEPS = 5
+SEGMENTS_PER_PAGE = 20
+
+
+def breakdown(run: Run, score: Score | None) -> dict[str, Any] | None:
+    """The kind's run-level breakdown (the response kind: mean NS per dialogue act) of the score
+    the reader may see, lowest first."""
+    spec = run.task.kind_impl.detail_breakdown
+    if score is None or spec is None:
+        return None
+    values = (score.details or {}).get(spec[0])
+    if not values:
+        return None
+    return {"title": spec[1], "note": spec[2], "rows": sorted(values.items(), key=lambda item: (item[1], item[0]))}
+
+
+def item_segments(run: Run, score: Score, query: Any) -> dict[str, Any] | None:
+    """Each item's details as shaded segments (nuggets by NS), 20 items a page, in the data's
+    order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none."""
+    kind, details = run.task.kind_impl, score.details or {}
+    ids = [item for item in item_ids(score)[2]]
+    items = [(item, kind.item_segments(details, item)) for item in ids]
+    items = [(item, segments) for item, segments in items if segments]
+    if not items:
+        return None
+    lowest = query.get("segments") == "lowest"
+    if lowest:
+        items.sort(key=lambda entry: min(segment["value"] for segment in entry[1]))
+    page = Paginator(items, SEGMENTS_PER_PAGE).get_page(query.get("segments_page"))
+    for _, segments in page:
+        for segment in segments:
+            segment["step"] = min(SEGMENT_STEPS - 1, max(0, int(segment["value"] * SEGMENT_STEPS)))
+
+    def link(**changes: Any) -> str:
+        params = {"segments": "lowest" if lowest else "", **changes}
+        return "?" + urlencode({key: value for key, value in params.items() if value}) + "#segments"
+
+    return {"page": page, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
+            "order_link": link(segments="" if lowest else "lowest"),
+            "previous": link(segments_page=page.previous_page_number()) if page.has_previous() else "",
+            "next": link(segments_page=page.next_page_number()) if page.has_next() else "",
+            "steps": [(step, f"{step / SEGMENT_STEPS:.1f}–{(step + 1) / SEGMENT_STEPS:.1f}")
+                      for step in range(SEGMENT_STEPS)]}
+
+
+@require_GET
+@login_required
+def run_details_json(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Everything the kind reports per item beside the numbers (nugget scores), as JSON: the
+    per-item rule, like the per-item table and its CSV."""
+    run = access.get_run_for_user(request.user, run_id)
+    phases = access.task_phases(run.task_id)
+    score = access.per_item_score(run, request.user, phases)
+    if score is None:
+        raise Http404("no per-item details of this run are visible to you")
+    _log_per_item(request, run, score, phases, "per-item details")
+    body = orjson.dumps(details_payload(run, score))
+    response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-{download_name(run.name, 60)}-details.json"'
+    return response
 
 
 def _log_per_item(request: HttpRequest, run: Run, score: Score, phases: list[Any], what: str) -> None:

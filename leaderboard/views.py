@@ -37,7 +37,7 @@ from scoring.kinds import MeasureSpec
 from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
 from tasks.lookup import cached_task
-from tasks.models import Task
+from tasks.models import Score, Task
 from tasks.runfiles import download_name
 from tasks.submissions import quota_status
 
@@ -142,7 +142,7 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
         "task": task, "phase": phase, "board": board, "group": group, "organiser": organiser,
         "table": table, "top_group": top_group, "alpha": alpha, "chart": chart,
         "status": status, "runs_on_board": len(board.rows), "columns": columns, "show": show,
-        "settings": _settings_lines(task, board),
+        "settings": _settings_lines(task, board), "breakdown": _board_breakdown(task, board),
         "has_unofficial": len(official) not in (0, len(every)),
         "toggle": sort_link(phase_name, group, sort_key if show != "all" or sorted_column in official else "",
                             "" if show == "all" else "all"),
@@ -363,6 +363,24 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _board_breakdown(task: Task, board: Board) -> dict[str, Any] | None:
+    """The kind's run-level breakdown (the response kind: mean nugget score per dialogue act) of
+    every run on the board, on the board's scope and gold version: one query reading only that
+    key of each score's details."""
+    spec = task.kind_impl.detail_breakdown
+    if spec is None or not board.rows or board.gold_version_id is None:
+        return None
+    found = dict(Score.objects.filter(run_id__in=[row["id"] for row in board.rows], scope=board.scope,
+                                      gold_version_id=board.gold_version_id)
+                 .values_list("run_id", f"details__{spec[0]}"))
+    rows = [(f"{row['team']} / {row['name']}", found.get(row["id"]) or {}) for row in board.rows]
+    labels = sorted({label for _, values in rows for label in values})
+    if not labels:
+        return None
+    return {"title": spec[1], "note": spec[2], "labels": labels,
+            "rows": [(name, [values.get(label) for label in labels]) for name, values in rows if values]}
 
 
 def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:

@@ -156,6 +156,32 @@ def upload_run(request: Request, slug: str) -> Response:
                     status=status.HTTP_202_ACCEPTED)
 
 
+def details_payload(run: Run, score: Any) -> dict[str, Any]:
+    """A run's per-item details (``Score.details``: the response kind's nugget scores and per-act
+    means) as the API and the run page's JSON download give them."""
+    return {"run": run.pk, "task": run.task.slug, "gold_version": score.gold_version.number, "scope": score.scope,
+            "details": score.details or {}}
+
+
+@extend_schema(summary="A run's per-item details (nugget scores per response and per dialogue act)",
+               description="Visible to whom the run's per-item scores are (its team where the phase gives per-item "
+                           "feedback or the results are published, and organisers); test data before publication "
+                           "is for organisers only, and their reading is logged.",
+               responses={200: OpenApiTypes.OBJECT, 401: _errors, 404: _errors})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def run_details(request: Request, run_id: int) -> Response:
+    run = access.get_run_for_user(request.user, run_id)
+    phases = access.task_phases(run.task_id)
+    score = access.per_item_score(run, request.user, phases)
+    if score is None:
+        raise Http404("no per-item details of this run are visible to you")
+    if access.per_item_is_logged(run, phases):
+        access.log_access(request, run.task, f"per-item details of run #{run.pk} ({run.label[:100]}, "
+                                             f"gold v{score.gold_version.number})")
+    return Response(details_payload(run, score))
+
+
 @extend_schema(summary="A run's status, errors and scores (its team and the task's organisers only)",
                responses={200: OpenApiTypes.OBJECT, 401: _errors, 404: _errors})
 @api_view(["GET"])

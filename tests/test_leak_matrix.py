@@ -62,7 +62,7 @@ URL_KINDS: dict[str, str] = {
     "home": PAGE, "task-page": BOARD, "leaderboard-csv": BOARD, "statistics-page": BOARD,
     "pvalues-page": BOARD, "statistics-export": BOARD, "api-leaderboard": BOARD,
     "upload": PAGE, "organiser-dashboard": ORGANISER, "organiser-rescore": ORGANISER, "organiser-preview": ORGANISER,
-    "run-items-csv": RUN, "run-compare": RUN,
+    "run-items-csv": RUN, "run-compare": RUN, "run-details": RUN, "api-run-details": RUN,
     "organiser-runs-zip": ORGANISER, "organiser-results": ORGANISER,
     "run-page": RUN, "run-visibility": POST, "api-run": RUN, "api-my-runs": TASK_RUNS,
     "api-gold-versions": ORGANISER_API,

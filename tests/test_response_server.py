@@ -127,3 +127,65 @@ def test_a_gold_for_a_configuration_this_machine_cannot_score_is_refused_by_name
         load_gold_version(task, orjson.dumps(response_demo.generate_gold(4, seed=1)), "gold.json")
     assert "'no_such_spacy_pipeline_package' is not installed" in refused.value.errors[0]
     assert not GoldVersion.objects.filter(task=task).exists()
+
+
+@pytest.mark.django_db
+def test_nugget_scores_are_shown_served_and_kept_from_whom_per_item_rules_exclude(
+        response_task: dict[str, Any]) -> None:
+    import re
+
+    from django.utils import timezone
+
+    from tasks.models import AccessLog, Phase, Score
+
+    task = response_task["task"]
+    run_id = upload(response_task, "strong", response_task["runs"]["strong"]).json()["id"]
+    stored = Score.objects.get(run_id=run_id, scope=Score.FULL).details
+    owner = Client()
+    owner.force_login(response_task["user"])
+    page = owner.get(f"/runs/{run_id}/").content.decode()
+    # The per-act means, lowest first, to four places.
+    acts = sorted(stored["acts"].items(), key=lambda item: (item[1], item[0]))
+    table = page[page.index('id="breakdown"'):page.index("</section>", page.index('id="breakdown"'))]
+    assert re.findall(r"<td>([^<]+)</td><td class=\"num\">([0-9.]+)</td>", table) == [
+        (act, f"{value:.4f}") for act, value in acts]
+    # Every nugget shaded by its NS (five steps of 0.2), its act and NS in its title.
+    shown = re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', page)
+    first_item = stored["nuggets"][next(e["id"] for e in response_task["gold"] if e["id"] in stored["nuggets"])]
+    assert shown[:len(first_item)] == [(str(min(4, int(n["NS"] * 5))), _title(n)) for n in first_item]
+    lowest = owner.get(f"/runs/{run_id}/?segments=lowest").content.decode()
+    values = [float(title.split("NS ")[1].split(" ")[0]) for _, title in
+              re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', lowest)]
+    lowest_ns = min(n["NS"] for item in stored["nuggets"].values() for n in item)
+    assert values and min(values) == float(f"{lowest_ns:.4f}")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {response_task['token']}")
+    served = client.get(f"/api/v1/runs/{run_id}/details/").json()
+    assert served["details"] == stored and served["scope"] == "full"
+    assert orjson.loads(owner.get(f"/runs/{run_id}/details.json").content)["details"] == stored
+    board = Client().get("/tasks/response-task/").content.decode()
+    assert "Mean nugget score (NS) per dialogue act, per run" in board
+    assert f"{stored['acts'][acts[0][0]]:.3f}" in board
+
+    # A test phase whose results are not published: per-item details are the organisers' only.
+    now = timezone.now()
+    Phase.objects.create(task=task, name="test", kind=Phase.TEST, gold_version=task.latest_gold(),
+                         starts_at=now - timezone.timedelta(hours=1), ends_at=now + timezone.timedelta(days=1),
+                         per_item_feedback=True)
+    secret = upload(response_task, "medium", response_task["runs"]["medium"]).json()["id"]
+    assert client.get(f"/api/v1/runs/{secret}/details/").status_code == 404
+    assert 'class="seg ' not in owner.get(f"/runs/{secret}/").content.decode()
+    from django.contrib.auth import get_user_model
+
+    organiser = get_user_model().objects.create_user("olivia", password="organiser-pass-1")
+    task.organisers.add(organiser)
+    staff = Client()
+    staff.force_login(organiser)
+    assert staff.get(f"/runs/{secret}/details.json").status_code == 200
+    assert AccessLog.objects.filter(user=organiser, what__startswith=f"per-item details of run #{secret} ").exists()
+
+
+def _title(nugget: dict[str, Any]) -> str:
+    parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same") if nugget.get(name) is not None]
+    act = nugget.get("act") or "sentence (no act given)"
+    return f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")

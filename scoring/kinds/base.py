@@ -321,6 +321,15 @@ class Kind(ABC):
         """
         return {}
 
+    # A run-level breakdown the kind puts in its details (``details[key]``: {label: value}), shown
+    # on run pages and across a board's runs: (key, title, what the values mean). None: no breakdown.
+    detail_breakdown: ClassVar[tuple[str, str, str] | None] = None
+
+    def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
+        """One item's details as shaded text segments for its run page: ``[{"text", "value" (in
+        [0, 1]), "label", "title"}]`` (the response kind: each nugget with its NS and act)."""
+        return []
+
     def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
         """``Scored.details`` of a subset of the items, from the whole set's: what ``score(items=)``
         would report, without scoring again (a live board must not show whole-set figures)."""

@@ -845,6 +845,20 @@ class ResponseKind(Kind):
         prepared, tagging, warnings = gold.posscore_references(config, encoder, table)
         return encoder, prepared, tagging, warnings
 
+    detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
+                        "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
+                        "the mean over the run's nuggets of each act")
+
+    def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
+        segments = []
+        for nugget in (details.get("nuggets") or {}).get(item_id, []):
+            parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same")
+                     if nugget.get(name) is not None]
+            act = nugget.get("act") or "sentence (no act given)"
+            segments.append({"text": nugget["text"], "value": nugget["NS"], "label": act,
+                             "title": f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")})
+        return segments
+
     def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
         """The nugget details of the given items, and their acts' mean NS over those items only,
         summed in the same order as ``act_means`` (items in gold order, nuggets in turn order)."""
