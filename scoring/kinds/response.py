@@ -845,6 +845,35 @@ class ResponseKind(Kind):
         prepared, tagging, warnings = gold.posscore_references(config, encoder, table)
         return encoder, prepared, tagging, warnings
 
+    def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Each measure's settings in a line a reader can check against the paper, the pipeline and
+        vectors by name, version and checksum (everything else is in the stored settings)."""
+        described: list[tuple[str, str]] = []
+        for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
+            bleu = settings.get(key)
+            if isinstance(bleu, Mapping):
+                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}', "
+                                          f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
+                                          f"tokeniser {bleu.get('tokenize')}"
+                                          f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
+                                          f"{bleu.get('per_item_smoothing')}; sacrebleu {bleu.get('sacrebleu')}"))
+        pos = settings.get("posscore")
+        if isinstance(pos, Mapping):
+            vectors = pos.get("vectors") or {}
+            shape = vectors.get("shape") or ["?", "?"]
+            described.append(("POSSCORE", f"tags {', '.join(pos.get('tags') or [])}; {pos.get('references', '')}"))
+            described.append(("pipeline", f"{pos.get('pipeline')} {pos.get('pipeline_version')} "
+                                          f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
+            described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} x {shape[1]}, "
+                                         f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…)"))
+        nuggets = settings.get("nuggets")
+        if isinstance(nuggets, Mapping) and nuggets.get("scored"):
+            described.append(("nugget scores", f"on {nuggets.get('measure')}, K = {nuggets.get('K')}, "
+                                               f"L = {nuggets.get('L')}, weights {nuggets.get('w_phi')} / "
+                                               f"{nuggets.get('w_diff')} / {nuggets.get('w_same')}, "
+                                               f"tags {nuggets.get('tags')}"))
+        return described
+
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
                         "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
                         "the mean over the run's nuggets of each act")
