@@ -52,6 +52,7 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "api-upload": ("GET", {"anonymous": 401, "owner": 405, "rival": 405, "organiser": 405, "staff": 405}),
     "api-my-runs": ("GET", {"anonymous": 401, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
     "api-run": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "api-gold-versions": ("GET", {"anonymous": 401, "owner": 403, "rival": 403, "organiser": 200, "staff": 200}),
     "api-run-details": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
     "api-schema": ("GET", dict.fromkeys(ROLES, 200)),
     "api-docs": ("GET", dict.fromkeys(ROLES, 200)),
