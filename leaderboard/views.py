@@ -398,6 +398,10 @@ def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] 
     tables = task.kind_impl.compare_tables(data)
     for table in tables:
         table["rows"] = [[_cell(value, table.get("shade", False)) for value in row] for row in table["rows"]]
+        curves = table.get("curves") or []
+        # At most CURVES_PER_CHART curves a chart, each in its own colour and dash.
+        table["charts"] = [asl_chart(curves[start:start + CURVES_PER_CHART])
+                           for start in range(0, len(curves), CURVES_PER_CHART)]
     return tables
 
 

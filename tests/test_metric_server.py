@@ -81,6 +81,11 @@ def test_metric_runs_are_scored_ranked_and_compared(metric_task: dict[str, Any])
     page = Client().get("/tasks/metric-task/statistics/").content.decode()
     assert "Paired bootstrap test of predictive power" in page and "Concordance with the gold property metric" in page
     assert "Aurora/close" in page
+    # Each metric's ASL curve over the gold's systems, as the kind computed it (sorted p-values).
+    section = page[page.index("ASL curves over the gold&#x27;s systems</h2>"):]
+    assert 'aria-label="ASL curves: ASL curves over the gold&#x27;s systems"' in section.split("</h2>", 2)[1]
+    curves = {name: entry["asl_curve"] for name, entry in record.meta["kind"]["discriminative_power"]["metrics"].items()}
+    assert all(curve == sorted(curve) and len(curve) == 6 for curve in curves.values())  # 4 systems: 6 pairs
 
 
 def _file(run: Any) -> bytes:

@@ -339,7 +339,9 @@ class Kind(ABC):
         """``compare()``'s data as tables for the statistics page, so that the server renders any
         kind's comparisons with one template: ``[{"title": str, "note": str, "headers": [str],
         "rows": [[cell]], "shade": bool}]``, a cell a string or a number (None: undefined);
-        ``shade`` asks for the numbers of the table to be shaded like a heat map."""
+        ``shade`` asks for the numbers of the table to be shaded like a heat map; a table may carry
+        ``"curves": [(label, [p-values ascending])]`` instead of (or beside) rows, drawn as ASL
+        curves (seed 003 Figure 5)."""
         return []
 
     def sample_run(self, gold: Any, config: Any) -> object:

@@ -390,6 +390,13 @@ class MetricKind(Kind):
                 "rows": [[name, entry["n_system_pairs"], entry["discriminative_power_05"],
                           entry["delta_required_05"], entry["discriminative_power_01"], entry["delta_required_01"]]
                          for name, entry in power["metrics"].items()]})
+        if power and any(entry.get("asl_curve") for entry in power["metrics"].values()):
+            tables.append({
+                "title": "ASL curves over the gold's systems", "shade": False, "headers": [], "rows": [],
+                "note": "Per metric, the p-values of every pair of the gold's systems, smallest first (seed 003, "
+                        "Figure 5): a curve that stays low longer tells more systems apart.",
+                "curves": [(name, entry["asl_curve"]) for name, entry in power["metrics"].items()
+                           if entry.get("asl_curve")]})
         for part, reason in (data.get("unavailable") or {}).items():
             tables.append({"title": part.replace("_", " ").capitalize(), "note": f"Not computed: {reason}",
                            "headers": [], "rows": [], "shade": False})
