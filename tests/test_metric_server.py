@@ -84,7 +84,8 @@ def test_metric_runs_are_scored_ranked_and_compared(metric_task: dict[str, Any])
     # Each metric's ASL curve over the gold's systems, as the kind computed it (sorted p-values).
     section = page[page.index("ASL curves over the gold&#x27;s systems</h2>"):]
     assert 'aria-label="ASL curves: ASL curves over the gold&#x27;s systems"' in section.split("</h2>", 2)[1]
-    curves = {name: entry["asl_curve"] for name, entry in record.meta["kind"]["discriminative_power"]["metrics"].items()}
+    power = record.meta["kind"]["discriminative_power"]["metrics"]
+    curves = {name: entry["asl_curve"] for name, entry in power.items()}
     assert all(curve == sorted(curve) and len(curve) == 6 for curve in curves.values())  # 4 systems: 6 pairs
 
 
