@@ -94,7 +94,8 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
     gold was loaded)."""
     if run.status != Run.DONE or run.gold_version_id is None:
         return None
-    scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id)}
+    # Per-item details (nugget scores: megabytes for a large run) are read only where shown.
+    scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id).defer("details")}
     if is_organiser(user, run.task):
         return scores.get(Score.FULL)
     if phases is None:
