@@ -781,31 +781,25 @@ class ResponseKind(Kind):
         settings: dict[str, Any] = {"measures": list(config.measures)}
         warnings = list(run.warnings)
         tokens: dict[bool, list[list[str]]] = {}
-        for key in config.measures:
-            if key not in BLEU_KEYS:
-                continue
-            options = config.bleu_options(key)
+
+        def bleu_family(key: str, options: Any, references: Any, extra: dict[str, Any]) -> None:
             if options.lowercase not in tokens:
-                # One tokenisation per case serves both BLEU-family measures.
+                # One tokenisation per case serves every BLEU-family measure.
                 tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
-            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], gold.bleu_references(options),
-                                                      gold_items)
+            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], references, gold_items)
             statistics[key] = stats
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
-            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(),
-                             **({"references": "original only"} if gold.has_extended else {})}
+            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(), **extra}
+
+        for key in config.measures:
+            if key in BLEU_KEYS:
+                options = config.bleu_options(key)
+                bleu_family(key, options, gold.bleu_references(options),
+                            {"references": "original only"} if gold.has_extended else {})
         if gold.has_extended:
-            options = config.delta_bleu
-            if options.lowercase not in tokens:
-                tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
-            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], gold.vbleu_references(options),
-                                                      gold_items)
-            statistics[VBLEU] = stats
-            per_item[VBLEU] = bleu_module.item_scores(stats, options.max_order, options.brevity)
-            headlines[VBLEU] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
-            settings[VBLEU] = {**options.settings(), "sacrebleu": _sacrebleu_version(),
-                               "references": "original and added by vBLEU (origin pool or parrot)"}
+            bleu_family(VBLEU, config.delta_bleu, gold.vbleu_references(config.delta_bleu),
+                        {"references": "original and added by vBLEU (origin pool or parrot)"})
         if config.needs_posscore:
             encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
             warnings += tagging_warnings
