@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import views as board_views
-from tasks import accounts, organiser
+from tasks import accounts, organiser, vbleu_pages
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -35,6 +35,9 @@ urlpatterns = [
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
+    path("organiser/<slug:slug>/vbleu/", vbleu_pages.vbleu_page, name="organiser-vbleu"),
+    path("pool-jobs/<int:job_id>/", vbleu_pages.pool_job_page, name="pool-job"),
+    path("pool-jobs/<int:job_id>/status.json", vbleu_pages.pool_job_status, name="pool-job-status"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
     path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),

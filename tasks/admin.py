@@ -10,10 +10,12 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils import timezone
 
 from scoring.kinds import KINDS
+from tasks import vbleu_pages
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
 from tasks.datafiles import data_file_problems, default_data_file_name, forget_unused_blob, store_data_content
@@ -23,6 +25,7 @@ from tasks.models import (
     DataFile,
     GoldVersion,
     Phase,
+    PoolJob,
     Profile,
     ReferencePool,
     Run,
@@ -32,7 +35,6 @@ from tasks.models import (
     TermsAcceptance,
 )
 from tasks.organising import load_gold_version, rescore_runs, validated_gold
-from tasks.vbleu import store_pool, validate_pool
 
 
 def _preset_choices() -> list[tuple[str, str]]:
@@ -152,29 +154,18 @@ class GoldVersionAdmin(admin.ModelAdmin):
 
 class PoolUploadForm(forms.ModelForm):
     file = forms.FileField(help_text="JSONL, one {\"utterance\": ..., \"response\": ...} object a line, up to "
-                                     "1,000,000 lines; stored once by its checksum (manage.py build_vbleu TASK SHA256 "
-                                     "extends a task's gold from it)")
+                                     "1,000,000 lines; read in the background (its page shows the progress and "
+                                     "names every bad line) and stored once by its checksum")
 
     class Meta:
         model = ReferencePool
         fields = ["name"]
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        upload = data.get("file")
-        if upload is not None:
-            try:
-                self.pool = validate_pool(upload, label=upload.name)
-            except Rejected as rejected:
-                shown = rejected.errors[:50]
-                more = len(rejected.errors) - len(shown)
-                raise forms.ValidationError([*shown, *([f"... and {more} more"] if more else [])]) from None
-        return data
-
 
 @admin.register(ReferencePool)
 class ReferencePoolAdmin(admin.ModelAdmin):
-    """vBLEU pools: uploaded, validated line by line (every bad line named, nothing stored on failure)."""
+    """vBLEU pools: an upload becomes a background job that validates it line by line (every bad
+    line named on the job's page, nothing stored on failure) and stores it once by checksum."""
 
     list_display = ["sha256", "name", "n_pairs", "size", "created_at", "created_by"]
     readonly_fields = ["sha256", "n_pairs", "size", "created_by", "created_at"]
@@ -187,20 +178,37 @@ class ReferencePoolAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["name", "file"] if obj is None else super().get_fields(request, obj)
 
-    def save_model(self, request: HttpRequest, obj: ReferencePool, form: Any, change: bool) -> None:
-        if change:
-            super().save_model(request, obj, form, change)
-            return
-        upload = form.cleaned_data["file"]
-        record, created = store_pool(upload, form.pool, obj.name or upload.name, request.user)
-        # The admin logs and redirects with ``obj``: make it the stored row.
-        for name in ("pk", "sha256", "name", "n_pairs", "size", "created_by_id", "created_at"):
-            setattr(obj, name, getattr(record, name))
-        messages.info(request, f"Pool {record.sha256[:12]}… ({record.n_pairs:,} pairs) "
-                               f"{'stored' if created else 'was stored before'}.")
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> HttpResponse:
+        if request.method == "POST" and self.has_add_permission(request):
+            form = PoolUploadForm(request.POST, request.FILES)
+            if form.is_valid():
+                upload = form.cleaned_data["file"]
+                return vbleu_pages.admin_upload(request, upload, form.cleaned_data.get("name") or upload.name)
+        return super().add_view(request, form_url, extra_context)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # gold versions' provenance names pools by checksum
+
+
+@admin.register(PoolJob)
+class PoolJobAdmin(admin.ModelAdmin):
+    """Pool jobs, read-only: their pages (``view on site``) follow the progress."""
+
+    list_display = ["pk", "task", "status", "stage", "upload_name", "pool", "version", "attempts", "created_by",
+                    "created_at", "finished_at"]
+    list_filter = ["status"]
+
+    def view_on_site(self, obj: PoolJob) -> str:
+        return reverse("pool-job", args=[obj.pk])
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Phase)

@@ -56,7 +56,8 @@ def blob_path(folder: str, sha256: str) -> Path:
     return Path(settings.MEDIA_ROOT) / folder / sha256[:2] / sha256
 
 
-def store_blob(folder: str, chunks: Iterable[bytes], max_bytes: int | None = None) -> tuple[str, int]:
+def store_blob(folder: str, chunks: Iterable[bytes], max_bytes: int | None = None,
+               limit: tuple[str, str] = ("data file", "EVALSERVER_DATA_FILE_MAX_BYTES")) -> tuple[str, int]:
     """Write the chunks to a temporary file while hashing them, then move it under its SHA-256
     (identical files share one copy); (sha256, size). Over ``max_bytes``: ``Rejected``, and
     nothing is kept."""
@@ -70,8 +71,8 @@ def store_blob(folder: str, chunks: Iterable[bytes], max_bytes: int | None = Non
             for chunk in chunks:
                 size += len(chunk)
                 if max_bytes is not None and size > max_bytes:
-                    raise Rejected([f"file: more than {max_bytes:,} bytes, the largest data file accepted "
-                                    "(EVALSERVER_DATA_FILE_MAX_BYTES)"], status=413)
+                    raise Rejected([f"file: more than {max_bytes:,} bytes, the largest {limit[0]} accepted "
+                                    f"({limit[1]})"], status=413)
                 digest.update(chunk)
                 stream.write(chunk)
             stream.flush()

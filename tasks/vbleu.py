@@ -6,30 +6,48 @@ The framework-free work (reading the pool, BM25, the rater, the new gold's JSON)
 ``MEDIA_ROOT/pools/<sha256[:2]>/<sha256>.jsonl`` (content-addressed like the run files) and loads
 the result with ``tasks.organising.load_gold_version``, so runs are re-scored and earlier scores
 stay tagged with their version. Nothing is stored when anything fails.
+
+From the web this work is a background job (``PoolJob``): a Celery task, or a thread of the web
+process without a broker, which writes its stage and counts for the job's page to follow.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
 import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
 
+from evalserver.celery import app
 from scoring import ValidationFailed, parse_json
 from scoring.kinds.response import task_vectors
 from scoring.response import vbleu
-from tasks.errors import Rejected
-from tasks.models import GoldVersion, ReferencePool, Task
+from tasks.datafiles import blob_path, store_blob
+from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
+from tasks.models import GoldVersion, PoolJob, ReferencePool, Task
 
-__all__ = ["Built", "build_vbleu_version", "gold_to_extend", "pool_file_path", "read_stored_pool", "source_gold",
-           "store_pool", "validate_pool"]
+log = logging.getLogger(__name__)
+
+__all__ = ["STAGES", "Built", "build_vbleu_version", "gold_to_extend", "is_extended", "job_options", "pool_file_path",
+           "read_stored_pool", "run_pool_job", "source_gold", "start_pool_job", "store_pool", "submit_pool_job",
+           "sweep_pool_jobs", "validate_pool"]
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -103,7 +121,7 @@ def read_stored_pool(record: ReferencePool, progress: vbleu.Progress | None = No
     return pool
 
 
-def _is_extended(version: GoldVersion) -> bool:
+def is_extended(version: GoldVersion) -> bool:
     return bool(version.provenance.get("vbleu")) or bool(getattr(version.load(), "has_extended", False))
 
 
@@ -117,20 +135,21 @@ def gold_to_extend(task: Task, number: int | None = None) -> GoldVersion:
         if version is None:
             known = ", ".join(str(n) for n in task.gold_versions.values_list("number", flat=True)) or "none"
             raise Rejected([f"--from-version: {task.slug} has no gold version {number} (its versions: {known})"])
-        if _is_extended(version):
+        if is_extended(version):
             base = version.provenance.get("extends")
             raise Rejected([f"--from-version: version {number} already holds vBLEU references"
                             + (f"; extend version {base}, the one it extends" if base else "")])
         return version
     for version in task.gold_versions.order_by("-number"):
-        if not _is_extended(version):
+        if not is_extended(version):
             return version
     raise Rejected([f"{task.slug} has no gold version to extend; load one with load_gold"])
 
 
 def source_gold(version: GoldVersion, content: bytes | None = None) -> tuple[list[dict], str]:
     """The gold JSON to extend and where it came from: ``content`` (the version's own file, checked
-    by its sha256), or the version's compiled gold written back as JSON (ids, contexts, original
+    by its sha256), else the file kept when the version was loaded, else (a version loaded before
+    gold files were kept) its compiled gold written back as JSON (ids, contexts, original
     references), which a gold with nugget alternatives cannot be (their acts are not compiled)."""
     if content is not None:
         if hashlib.sha256(content).hexdigest() != version.sha256:
@@ -138,6 +157,13 @@ def source_gold(version: GoldVersion, content: bytes | None = None) -> tuple[lis
                             f"{version.sha256[:12]}…)"])
         try:
             return parse_json(content, "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
+        except ValidationFailed as error:
+            raise Rejected(error.errors) from None
+    kept = blob_path("gold", version.source_sha256) if version.source_sha256 else None
+    if kept is not None and kept.exists():
+        # The file as it was loaded (tasks.datafiles keeps it): nugget alternatives and all.
+        try:
+            return parse_json(kept.read_bytes(), "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
         except ValidationFailed as error:
             raise Rejected(error.errors) from None
     compiled = version.load()
@@ -167,6 +193,7 @@ def build_vbleu_version(
     label: str = "",
     phases: Any = (),
     pool_name: str = "",
+    pool_label: str = "pool",
     user: Any = None,
     progress: vbleu.Progress | None = None,
 ) -> Built:
@@ -181,7 +208,7 @@ def build_vbleu_version(
     if isinstance(source, ReferencePool):
         pool = read_stored_pool(source, progress)
     else:
-        pool = validate_pool(source, progress)
+        pool = validate_pool(source, progress, label=pool_label)
     vectors = None
     if ratings is None:
         vectors = task_vectors(task.kind_config)
@@ -194,6 +221,8 @@ def build_vbleu_version(
     except ValueError as error:
         raise Rejected([str(error)]) from None
     provenance = {"extends": base.number, "source": origin, "vbleu": extension.provenance}
+    if progress is not None:
+        progress("save", 0, 0)
     from tasks.organising import load_gold_version
 
     if isinstance(source, ReferencePool):
@@ -211,3 +240,306 @@ def build_vbleu_version(
             pool_file_path(record.sha256).unlink(missing_ok=True)
         raise
     return Built(version, extension, record, created)
+
+
+# Background jobs ---------------------------------------------------------------------------------
+# Storing a pool of 10^6 lines or extending a gold from it takes minutes: from the web it is a
+# job (``PoolJob``) run by a Celery worker, or by a thread of the web process when there is no
+# broker, and its page follows the progress the job writes here.
+
+STAGES = {"pool": "reading the pool", "index": "indexing utterances", "retrieve": "retrieving references",
+          "rater": "training the rater", "rate": "rating references", "save": "saving"}
+UPLOADS = "pool-uploads"  # uploaded pools and ratings wait here (by checksum) until their job ends
+HEARTBEAT_SECONDS = 10.0
+# A running job without a heartbeat for this long belongs to a dead process and is taken over.
+LEASE_SECONDS = 120.0
+# A job taken over this many times (its worker killed each time: out of memory, say) fails.
+MAX_ATTEMPTS = 2
+PROGRESS_SECONDS = 0.5
+
+
+def stage_upload(upload: Any, what: str = "pool") -> str:
+    """Keep an uploaded file (a Django ``UploadedFile``) for its job; its sha256. Over
+    ``EVALSERVER_POOL_MAX_BYTES``: ``Rejected`` and nothing kept."""
+    sha256, _ = store_blob(UPLOADS, upload.chunks(), settings.EVALSERVER_POOL_MAX_BYTES,
+                           (what, "EVALSERVER_POOL_MAX_BYTES"))
+    return sha256
+
+
+def submit_pool_job(*, user: Any, task: Task | None = None, upload: Any = None, pool: ReferencePool | None = None,
+                    ratings: Any = None, options: dict[str, Any] | None = None) -> PoolJob:
+    """Queue a pool job: store ``upload`` as a pool (no ``task``), or extend ``task``'s gold from
+    ``upload`` or the stored ``pool``. ``options`` were checked by the caller (``job_options``)."""
+    if (upload is None) == (pool is None):
+        raise ValueError("a pool job reads either an upload or a stored pool")
+    staged: list[str] = []
+    try:
+        upload_sha256 = stage_upload(upload) if upload is not None else ""
+        staged.append(upload_sha256)
+        ratings_sha256 = stage_upload(ratings, "ratings file") if ratings is not None else ""
+        staged.append(ratings_sha256)
+        with transaction.atomic():
+            job = PoolJob.objects.create(
+                task=task, pool=pool, upload_sha256=upload_sha256,
+                upload_name=(getattr(upload, "name", "") or "").replace("\x00", "")[:255],
+                ratings_sha256=ratings_sha256, options=options or {},
+                created_by=user if user is not None and user.is_authenticated else None)
+            transaction.on_commit(lambda: start_pool_job(job.pk))
+    except BaseException:
+        # Nothing half-written: staged files that no job waits for go.
+        _forget_files(set(staged) - {""})
+        raise
+    return job
+
+
+def job_options(*, k: int, seed: int, parrot_weight: float | None, train_pairs: int, held_out_pairs: int,
+                from_version: int | None, label: str, phases: list[int], human_ratings: bool,
+                name: str = "") -> dict[str, Any]:
+    """The options a job records, checked the way ``build_vbleu`` checks them; ``Rejected`` names
+    every bad one."""
+    problems: list[str] = []
+    options: dict[str, Any] = {"from_version": from_version, "label": label, "phases": phases, "name": name}
+    try:
+        options["retrieval"] = vbleu.RetrievalSettings(k=k).to_dict()
+    except ValueError as error:
+        problems.append(f"k: {error}")
+    if human_ratings:
+        options["rater"] = None
+    else:
+        try:
+            options["rater"] = vbleu.RaterSettings(seed=seed, parrot_weight=parrot_weight, train_pairs=train_pairs,
+                                                   held_out_pairs=held_out_pairs).to_dict()
+        except ValueError as error:
+            problems.append(f"rater: {error}")
+    if problems:
+        raise Rejected(problems)
+    return options
+
+
+def start_pool_job(job_id: int) -> None:
+    """Hand the job to whoever runs it in this mode (``EVALSERVER_POOL_JOB_MODE``). Nothing is lost
+    if that fails: the sweep (or the job's page, without a broker) starts it again."""
+    mode = settings.EVALSERVER_POOL_JOB_MODE
+    sent_at = timezone.now()
+    if mode == "sync":
+        PoolJob.objects.filter(pk=job_id).update(sent_at=sent_at)
+        run_pool_job(job_id)
+        return
+    if mode == "thread":
+        threading.Thread(target=_run_in_thread, args=(job_id,), name=f"pool-job-{job_id}", daemon=True).start()
+    else:
+        try:
+            run_pool_job_task.apply_async((job_id,))
+        except Exception:  # broker unreachable: the job is safe in the database
+            log.exception("could not queue pool job %s; the sweep sends it again", job_id)
+            return
+    PoolJob.objects.filter(pk=job_id).update(sent_at=sent_at)
+
+
+def _run_in_thread(job_id: int) -> None:
+    try:
+        run_pool_job(job_id)
+    except Exception:  # the database unreachable: the job's page starts it again once it is back
+        log.exception("pool job %s stopped", job_id)
+    finally:
+        connections.close_all()  # this thread's own connections; the thread ends here
+
+
+def _stale() -> Any:
+    return timezone.now() - timedelta(seconds=LEASE_SECONDS)
+
+
+def run_pool_job(job_id: int) -> str:
+    """Claim the job (queued, or running under a dead process) and do it, writing its progress;
+    it ends done or failed with every reason, and a failed job has stored nothing."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    claimed = PoolJob.objects.filter(pk=job_id).filter(
+        Q(status=PoolJob.QUEUED) | Q(status=PoolJob.RUNNING, heartbeat_at__lt=_stale())).update(
+        status=PoolJob.RUNNING, claim_token=token, attempts=F("attempts") + 1, started_at=now, heartbeat_at=now,
+        stage="", done=0, total=0, stages_done=[], errors=[])
+    if not claimed:
+        return "skipped: not queued (done, failed, or another process holds it)"
+    job = PoolJob.objects.select_related("task", "pool", "created_by").get(pk=job_id)
+    if job.attempts > MAX_ATTEMPTS:
+        _finish(job, token, PoolJob.FAILED, errors=[
+            f"the work stopped {MAX_ATTEMPTS} times before it finished (its process was killed or restarted, "
+            "perhaps for lack of memory); nothing was stored. Start it again, or run manage.py build_vbleu"])
+        return "failed: too many attempts"
+    progress = _JobProgress(job.pk, token)
+    try:
+        with _heartbeat(job.pk, token):
+            result = _do_pool_job(job, progress)
+    except Rejected as error:
+        _finish(job, token, PoolJob.FAILED, errors=error.errors, progress=progress)
+        return "failed"
+    except SoftTimeLimitExceeded:
+        _finish(job, token, PoolJob.FAILED, progress=progress, errors=[
+            f"the work took longer than {settings.EVALSERVER_POOL_JOB_TIME_LIMIT:,} s "
+            "(EVALSERVER_POOL_JOB_TIME_LIMIT) and was stopped; nothing was stored"])
+        return "failed: time limit"
+    except TRANSIENT_DB_ERRORS:
+        # The claim stays: once its heartbeat is old the sweep (or the page) starts the job again.
+        log.exception("pool job %s lost the database", job_id)
+        raise
+    except Exception:
+        log.exception("pool job %s failed", job_id)
+        _finish(job, token, PoolJob.FAILED, progress=progress, errors=[
+            "the server failed while doing this (an error on our side, logged for the administrators); "
+            "nothing was stored"])
+        return "failed: server error"
+    _finish(job, token, PoolJob.DONE, result=result, progress=progress)
+    return "done"
+
+
+def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
+    options = job.options
+    upload = blob_path(UPLOADS, job.upload_sha256) if job.upload_sha256 else None
+    if upload is not None and not upload.exists():
+        raise Rejected(["the uploaded pool is no longer on the server (its job was ended before); upload it again"])
+    if job.task is None:
+        pool = validate_pool(upload, progress, label=job.upload_name or "pool")
+        progress("save", 0, 0)
+        record, created = store_pool(upload, pool, options.get("name") or job.upload_name, job.created_by)
+        PoolJob.objects.filter(pk=job.pk).update(pool=record)
+        return {"pool": record.sha256, "n_pairs": record.n_pairs, "stored_now": created}
+    task = job.task
+    phases = list(task.phases.filter(pk__in=options.get("phases") or []))
+    if len(phases) != len(options.get("phases") or []):
+        raise Rejected(["a phase chosen for the new version no longer exists; start again"])
+    ratings = None
+    if job.ratings_sha256:
+        path = blob_path(UPLOADS, job.ratings_sha256)
+        if not path.exists():
+            raise Rejected(["the uploaded ratings are no longer on the server; upload them again"])
+        try:
+            ratings = parse_json(path.read_bytes(), "ratings file")
+        except ValidationFailed as error:
+            raise Rejected(error.errors) from None
+    try:
+        retrieval = vbleu.RetrievalSettings.from_dict(options.get("retrieval") or {})
+        rater = vbleu.RaterSettings.from_dict(options["rater"]) if options.get("rater") else None
+    except ValueError as error:
+        raise Rejected([str(error)]) from None
+    base = options.get("from_version")
+    built = build_vbleu_version(
+        task, job.pool if job.pool_id else upload, from_version=base, retrieval=retrieval, rater=rater,
+        ratings=ratings, label=options.get("label") or f"vBLEU from v{base or 'latest'}", phases=phases,
+        pool_name=options.get("name") or job.upload_name, pool_label=job.upload_name or "pool", user=job.created_by,
+        progress=progress)
+    PoolJob.objects.filter(pk=job.pk).update(pool=built.pool, version=built.version)
+    report = built.extension.provenance["rater"]
+    return {"pool": built.pool.sha256, "n_pairs": built.pool.n_pairs, "stored_now": built.pool_created,
+            "version": built.version.number, "extends": built.version.provenance["extends"],
+            "references_added": built.extension.provenance["references_added"], "k": retrieval.k,
+            "rater": report["kind"], "held_out_accuracy": report.get("held_out_accuracy"),
+            "seed": (report.get("settings") or {}).get("seed"), "phases": [phase.name for phase in phases]}
+
+
+class _JobProgress:
+    """``vbleu.Progress`` that writes the job's stage and counts (at every new stage, at the end of
+    one, and otherwise at most every ``PROGRESS_SECONDS``) and times each finished stage."""
+
+    def __init__(self, job_id: int, token: str) -> None:
+        self.job_id, self.token = job_id, token
+        self.stage, self.started, self.written = "", time.monotonic(), 0.0
+        self.finished: list[list[Any]] = []
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        changed = stage != self.stage
+        if changed:
+            self._close(now)
+            self.stage, self.started = stage, now
+        if changed or now - self.written >= PROGRESS_SECONDS or (total and done >= total):
+            self.written = now
+            PoolJob.objects.filter(pk=self.job_id, claim_token=self.token).update(
+                stage=stage, done=max(0, done), total=max(0, total), stages_done=self.finished,
+                heartbeat_at=timezone.now())
+
+    def _close(self, now: float) -> None:
+        if self.stage:
+            self.finished.append([self.stage, round(now - self.started, 1)])
+            self.stage = ""
+
+    def close(self) -> list[list[Any]]:
+        self._close(time.monotonic())
+        return self.finished
+
+
+@contextmanager
+def _heartbeat(job_id: int, token: str) -> Iterator[None]:
+    """Keep the claim alive while the work runs, from a thread of its own: an index build or a
+    training epoch reports no progress for a while, and a silent job would look dead."""
+    if settings.EVALSERVER_POOL_JOB_MODE == "sync":
+        yield  # in the request (tests): nobody else takes the job over
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(HEARTBEAT_SECONDS):
+                try:
+                    PoolJob.objects.filter(pk=job_id, claim_token=token).update(heartbeat_at=timezone.now())
+                except DatabaseError:
+                    log.warning("pool job %s: heartbeat not written", job_id, exc_info=True)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=beat, name=f"pool-job-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _finish(job: PoolJob, token: str, status: str, *, errors: list[str] | None = None,
+            result: dict[str, Any] | None = None, progress: _JobProgress | None = None) -> None:
+    fields: dict[str, Any] = {"status": status, "errors": errors or [], "result": result or {},
+                              "finished_at": timezone.now(), "claim_token": "", "stage": "", "done": 0, "total": 0}
+    if progress is not None:
+        fields["stages_done"] = progress.close()
+    if PoolJob.objects.filter(pk=job.pk, claim_token=token).update(**fields):
+        _forget_uploads(job)
+
+
+def _forget_uploads(job: PoolJob) -> None:
+    """The job's uploaded files go once no unfinished job needs them (stored pools are kept
+    under ``pools/``; a failed upload leaves nothing)."""
+    _forget_files({job.upload_sha256, job.ratings_sha256} - {""}, PoolJob.objects.exclude(pk=job.pk))
+
+
+def _forget_files(hashes: set[str], jobs: Any = None) -> None:
+    waiting = (PoolJob.objects if jobs is None else jobs).filter(status__in=[PoolJob.QUEUED, PoolJob.RUNNING])
+    for sha256 in hashes:
+        if not waiting.filter(Q(upload_sha256=sha256) | Q(ratings_sha256=sha256)).exists():
+            blob_path(UPLOADS, sha256).unlink(missing_ok=True)
+
+
+def sweep_pool_jobs(job_ids: list[int] | None = None) -> list[int]:
+    """Jobs whose message never reached a worker (queued, not sent for a lease) or whose process
+    died (running, heartbeat older than the lease): start them again; their claim decides who
+    runs them, and a job taken over too often fails with a reason. ``job_ids``: only these."""
+    stale = _stale()
+    jobs = PoolJob.objects.filter(
+        Q(status=PoolJob.QUEUED, sent_at__isnull=True, created_at__lt=stale)
+        | Q(status=PoolJob.QUEUED, sent_at__lt=stale) | Q(status=PoolJob.RUNNING, heartbeat_at__lt=stale))
+    if job_ids is not None:
+        jobs = jobs.filter(pk__in=job_ids)
+    found = list(jobs.values_list("pk", flat=True))
+    for job_id in found:
+        start_pool_job(job_id)
+    return found
+
+
+@app.task(acks_late=True, soft_time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT,
+          time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT + 60)
+def run_pool_job_task(job_id: int) -> str:
+    return run_pool_job(job_id)
+
+
+@app.task(acks_late=True)
+def sweep_pool_jobs_task() -> list[int]:
+    return sweep_pool_jobs()

@@ -329,28 +329,3 @@ def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with
     participant.force_login(get_user_model().objects.get(username="alice"))
     assert participant.get("/api/v1/tasks/vbleu-task/gold-versions/").status_code == 403
     assert Client().get("/api/v1/tasks/vbleu-task/gold-versions/").status_code in (401, 403)
-
-
-@pytest.mark.django_db
-def test_admin_pool_upload_names_every_bad_line_and_stores_a_good_pool_once(planted, settings):
-    from django.contrib.auth import get_user_model
-
-    from tasks.models import ReferencePool
-    from tasks.vbleu import pool_file_path
-
-    staff = get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True, is_superuser=True)
-    client = Client()
-    client.force_login(staff)
-    bad = planted["bytes"].replace(b'"response"', b'"reply"', 2)
-    page = client.post("/admin/tasks/referencepool/add/", {
-        "name": "", "file": SimpleUploadedFile("bad.jsonl", bad)}).content.decode()
-    assert "bad.jsonl: line 1: response is missing" in page and "bad.jsonl: line 2: response is missing" in page
-    assert ReferencePool.objects.count() == 0 and not (Path(settings.MEDIA_ROOT) / "pools").exists()
-    for _ in range(2):
-        answer = client.post("/admin/tasks/referencepool/add/", {
-            "name": "planted", "file": SimpleUploadedFile("pool.jsonl", planted["bytes"])})
-        assert answer.status_code == 302
-    pool = ReferencePool.objects.get()
-    assert (pool.name, pool.n_pairs, pool.size, pool.created_by) == ("planted", len(planted["lines"]),
-                                                                     len(planted["bytes"]), staff)
-    assert pool_file_path(pool.sha256).read_bytes() == planted["bytes"]

@@ -15,10 +15,7 @@ from scoring import ValidationFailed, parse_json
 from scoring.response import vbleu
 from tasks.errors import Rejected
 from tasks.models import ReferencePool, Task
-from tasks.vbleu import build_vbleu_version
-
-STAGES = {"pool": "reading the pool", "index": "indexing utterances", "retrieve": "retrieving references",
-          "rater": "training the rater", "rate": "rating references"}
+from tasks.vbleu import STAGES, build_vbleu_version
 
 
 class ProgressBar:

@@ -1,0 +1,227 @@
+"""The organiser's vBLEU pages: a form that extends a response task's references from a dialogue
+pool (uploaded, or stored before) and the page of the background job doing it, which follows its
+progress stage by stage. The work itself is ``tasks.vbleu``'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from scoring.response import vbleu as core
+from tasks import access
+from tasks.errors import Rejected
+from tasks.models import GoldVersion, PoolJob, ReferencePool, Run, Task
+from tasks.vbleu import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
+
+JOB_STAGES = {"pool": ["pool", "save"],
+              "extend": ["pool", "index", "retrieve", "rater", "rate", "save"],
+              "extend-human": ["pool", "index", "retrieve", "rate", "save"]}
+
+
+def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
+    """The stored pools an organiser may extend this task from: those they uploaded and those this
+    task used before (all of them for staff). Another task's pool is its organisers' business."""
+    pools = ReferencePool.objects.all()
+    if not user.is_staff:
+        used = {str((version.provenance.get("vbleu") or {}).get("pool", {}).get("sha256", ""))
+                for version in task.gold_versions.all()}
+        used |= set(PoolJob.objects.filter(task=task, pool__isnull=False).values_list("pool__sha256", flat=True))
+        pools = pools.filter(created_by=user) | pools.filter(sha256__in=used - {""})
+    return list(pools.distinct().order_by("-created_at")[:100])
+
+
+class VbleuForm(forms.Form):
+    """What ``manage.py build_vbleu`` takes, as a form: every field checked before the job starts."""
+
+    pool = forms.ChoiceField(required=False, label="Pool", help_text="a pool stored before, or upload one below")
+    file = forms.FileField(required=False, label="Upload a pool",
+                           help_text="JSONL, one {\"utterance\": ..., \"response\": ...} object a line, up to "
+                                     "1,000,000 lines; stored once by its checksum")
+    name = forms.CharField(required=False, max_length=255, label="Pool name", help_text="for display; optional")
+    from_version = forms.TypedChoiceField(coerce=int, label="Gold version to extend")
+    k = forms.IntegerField(min_value=1, max_value=100, initial=15, label="k",
+                           help_text="pool pairs retrieved per item by BM25 (seed 001: 15); the utterance itself "
+                                     "(the parrot) is added")
+    rating = forms.ChoiceField(choices=[("automatic", "automatic rater, trained on the pool"),
+                                        ("human", "human ratings (a file)")], initial="automatic",
+                               widget=forms.RadioSelect, label="Weights")
+    seed = forms.IntegerField(min_value=0, max_value=2**32 - 1, initial=0, label="Rater seed")
+    train_pairs = forms.IntegerField(min_value=50, max_value=10_000_000, initial=core.RaterSettings.train_pairs,
+                                     label="Training pairs", help_text="true pairs the rater trains on (as many "
+                                                                       "random ones are added)")
+    held_out_pairs = forms.IntegerField(min_value=10, max_value=1_000_000,
+                                        initial=core.RaterSettings.held_out_pairs, label="Held-out pairs",
+                                        help_text="true pairs kept apart for the reported accuracy")
+    parrot_weight = forms.FloatField(required=False, min_value=-1, max_value=1, label="Parrot weight",
+                                     help_text="empty: the rater weighs the parrot like any reference; or a fixed "
+                                               "weight in [-1, 1] (docs/vbleu.md says why you may want one)")
+    ratings = forms.FileField(required=False, label="Human ratings",
+                              help_text="the candidates list of manage.py build_vbleu's --ratings, weights filled in")
+    label = forms.CharField(required=False, max_length=100, label="Label of the new version")
+    phases = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                       label="Move these phases to the new version",
+                                       help_text="their runs are re-scored on it; other phases keep their version")
+
+    def __init__(self, *args: Any, task: Task, pools: list[ReferencePool], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.task, self.pools = task, {pool.sha256: pool for pool in pools}
+        self.fields["pool"].choices = [("", "upload a new pool")] + [(pool.sha256, str(pool)) for pool in pools]
+        versions = [version for version in task.gold_versions.order_by("-number") if not is_extended(version)]
+        self.fields["from_version"].choices = [(version.number, f"v{version.number} {version.label}".strip())
+                                               for version in versions]
+        self.fields["phases"].choices = [(str(phase.pk), phase.name) for phase in task.phases.all()]
+
+    def clean_name(self) -> str:
+        return self.cleaned_data["name"].replace("\x00", "").strip()
+
+    def clean_label(self) -> str:
+        label = self.cleaned_data["label"]
+        if "\x00" in label:
+            raise forms.ValidationError("no NUL characters")
+        return label.strip()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        chosen, upload = data.get("pool"), data.get("file")
+        if chosen and upload is not None:
+            self.add_error("file", "choose a stored pool or upload one, not both")
+        elif not chosen and upload is None and "pool" not in self.errors:
+            self.add_error("file", "upload a pool (JSONL) or choose one stored before")
+        human = data.get("rating") == "human"
+        if human and data.get("ratings") is None:
+            self.add_error("ratings", "human weights need their ratings file")
+        if not human and data.get("ratings") is not None:
+            self.add_error("ratings", "a ratings file is for human weights: choose them, or leave the file out")
+        if human and data.get("parrot_weight") is not None:
+            self.add_error("parrot_weight", "the parrot weight belongs to the automatic rater")
+        if not self.errors:
+            try:
+                data["options"] = job_options(
+                    k=data["k"], seed=data["seed"], parrot_weight=data.get("parrot_weight"),
+                    train_pairs=data["train_pairs"], held_out_pairs=data["held_out_pairs"],
+                    from_version=data["from_version"], label=data["label"],
+                    phases=sorted(int(pk) for pk in data.get("phases") or []), human_ratings=human,
+                    name=data["name"])
+            except Rejected as error:
+                for line in error.errors:
+                    self.add_error(None, line)
+        return data
+
+
+def _response_task(request: HttpRequest, slug: str) -> Task:
+    task = Task.objects.filter(slug=slug).first()
+    if task is None or not task.is_organiser(request.user):
+        raise Http404("no such task")
+    if task.kind != "response":
+        raise Http404("vBLEU extends the references of response tasks")
+    return task
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def vbleu_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The form (GET); a valid POST queues the job and goes to its page."""
+    task = _response_task(request, slug)
+    pools = usable_pools(task, request.user)
+    form = VbleuForm(request.POST or None, request.FILES or None, task=task, pools=pools)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                job = submit_pool_job(user=request.user, task=task, upload=data.get("file"),
+                                      pool=form.pools.get(data.get("pool") or ""),
+                                      ratings=data.get("ratings") if data["rating"] == "human" else None,
+                                      options=data["options"])
+            except Rejected as error:
+                for line in error.errors:
+                    form.add_error(None, line)
+                status = error.status
+            else:
+                access.log_access(request, task, f"started vBLEU job {job.pk} (extends v{data['from_version']})")
+                return redirect("pool-job", job_id=job.pk)
+        else:
+            status = 400
+    return render(request, "tasks/vbleu.html", {
+        "task": task, "form": form, "jobs": PoolJob.objects.filter(task=task).select_related("version")[:20],
+        "has_versions": bool(form.fields["from_version"].choices)}, status=status)
+
+
+def _job_for(request: HttpRequest, job_id: int) -> PoolJob:
+    if job_id >= 2**63:  # past PostgreSQL's bigint: no such job (the query would fail)
+        raise Http404("no such job")
+    job = PoolJob.objects.select_related("task", "pool", "version", "created_by").filter(pk=job_id).first()
+    if job is None or not access.may_follow_pool_job(request.user, job):
+        raise Http404("no such job")
+    # Without a broker no beat sweeps: a job whose thread died (the web server restarted) is
+    # started again by whoever looks at it.
+    if not job.finished and sweep_pool_jobs([job.pk]):
+        job.refresh_from_db()
+    return job
+
+
+def job_state(job: PoolJob) -> dict[str, Any]:
+    """The job as its page and its JSON show it: the stages in order, each waiting, under way
+    (with its counts) or done (with its seconds)."""
+    kind = "pool" if job.task_id is None else ("extend-human" if job.options.get("rater") is None else "extend")
+    timings = {stage: seconds for stage, seconds in job.stages_done}
+    stages = []
+    for stage in JOB_STAGES[kind]:
+        if stage in timings:
+            state = "done"
+        elif stage == job.stage and job.status == PoolJob.RUNNING:
+            state = "running"
+        else:
+            state = "waiting" if job.status in (PoolJob.QUEUED, PoolJob.RUNNING) else "skipped"
+        entry: dict[str, Any] = {"stage": stage, "title": STAGES[stage], "state": state,
+                                 "seconds": timings.get(stage)}
+        if state == "running":
+            entry.update(done=job.done, total=job.total,
+                         percent=min(100, 100 * job.done // job.total) if job.total else None)
+        stages.append(entry)
+    state: dict[str, Any] = {"id": job.pk, "status": job.status, "stages": stages, "errors": job.errors,
+                             "result": job.result, "attempts": job.attempts,
+                             "created_at": job.created_at.isoformat(),
+                             "finished_at": job.finished_at.isoformat() if job.finished_at else None}
+    if job.version_id is not None:
+        runs = Run.objects.filter(gold_version_id=job.version_id, is_baseline=False, withdrawn_at__isnull=True)
+        state["runs"] = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
+    return state
+
+
+@require_GET
+@login_required
+def pool_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job_for(request, job_id)
+    back = (reverse("organiser-vbleu", args=[job.task.slug]) if job.task_id
+            else reverse("admin:tasks_referencepool_changelist"))
+    return render(request, "tasks/pool_job.html", {
+        "job": job, "state": job_state(job), "back": back,
+        "version": GoldVersion.objects.filter(pk=job.version_id).first() if job.version_id else None,
+        "elapsed": ((job.finished_at or timezone.now()) - job.created_at).total_seconds()})
+
+
+@require_GET
+@login_required
+def pool_job_status(request: HttpRequest, job_id: int) -> JsonResponse:
+    return JsonResponse(job_state(_job_for(request, job_id)))
+
+
+def admin_upload(request: HttpRequest, upload: Any, name: str) -> HttpResponse:
+    """The admin's pool upload: a job that reads and stores the pool, followed on its page."""
+    try:
+        job = submit_pool_job(user=request.user, upload=upload, options={"name": name})
+    except Rejected as error:
+        for line in error.errors:
+            messages.error(request, line)
+        return redirect("admin:tasks_referencepool_add")
+    messages.info(request, f"Pool {upload.name} received; it is read and stored in the background.")
+    return redirect("pool-job", job_id=job.pk)
