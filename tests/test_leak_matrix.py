@@ -72,6 +72,7 @@ URL_KINDS: dict[str, str] = {
     "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
+    "organiser-vbleu": ORGANISER_API, "pool-job": PAGE, "pool-job-status": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -346,6 +347,10 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=["MQ", "set-password"])]
     if name in ("task-data-file", "api-task-data-file"):
         return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
+    if name in ("pool-job", "pool-job-status"):
+        from tasks.models import PoolJob
+
+        return [reverse(name, args=[pk]) for pk in [*PoolJob.objects.values_list("pk", flat=True), 999_999]]
     if name == "run-compare":
         # Each run with a run of its own team and with a run of another team (or a baseline).
         runs = list(Run.objects.order_by("pk").values_list("pk", "team_id"))

@@ -314,3 +314,76 @@ def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_
     answer = client.post("/admin/tasks/referencepool/add/", {"name": "x"})
     assert answer.status_code == 200 and "This field is required." in answer.content.decode()
     assert PoolJob.objects.count() == 3
+
+
+ROLES = ("anonymous", "participant", "other-organiser", "organiser", "staff")
+
+
+@pytest.mark.django_db
+def test_access_matrix_of_the_vbleu_pages(task_with_runs, planted):
+    """Every vBLEU URL x every role x every job state and kind x every class of id, and the form
+    page x every role x task kind: only the task's organisers and staff see a task's job, only
+    staff a pool upload's; everybody else gets what a missing job gets."""
+    from django.contrib.auth import get_user_model
+
+    from tasks.models import PoolJob, Team
+    from tasks.organising import create_task
+
+    users = get_user_model()
+    task = task_with_runs["task"]
+    other_task = create_task("other-task", "response", "Other responses", kind="response")
+    stc3 = create_task("dq-task", "stc3", "DQ/ND")
+    other_organiser = users.objects.create_user("otto", password="otto-pass-1")
+    other_task.organisers.add(other_organiser)
+    stc3.organisers.add(task_with_runs["organiser"])
+    participant = users.objects.get(username="alice")
+    assert Team.objects.filter(members=participant).exists()
+    staff = users.objects.create_user("root", password="root-pass-1", is_staff=True)
+    people = {"participant": participant, "other-organiser": other_organiser,
+              "organiser": task_with_runs["organiser"], "staff": staff}
+    clients = {"anonymous": Client()}
+    for role, user in people.items():
+        clients[role] = Client()
+        clients[role].force_login(user)
+    now = timezone.now()
+    jobs = {}
+    for state in (PoolJob.QUEUED, PoolJob.RUNNING, PoolJob.DONE, PoolJob.FAILED):
+        for kind, owner in (("task", task), ("pool", None)):
+            # Fresh claims and sends: looking at them starts nothing.
+            jobs[(state, kind)] = PoolJob.objects.create(task=owner, status=state, sent_at=now, heartbeat_at=now,
+                                                         created_by=task_with_runs["organiser"],
+                                                         errors=["pool.jsonl: line 1: response is missing"]
+                                                         if state == PoolJob.FAILED else [])
+    wrong = []
+    for (state, kind), job in jobs.items():
+        for suffix in ("", "status.json"):
+            url = f"/pool-jobs/{job.pk}/{suffix}"
+            for role, client in clients.items():
+                allowed = role == "staff" or (role == "organiser" and kind == "task")
+                expected = 302 if role == "anonymous" else 200 if allowed else 404
+                got = client.get(url).status_code
+                if got != expected:
+                    wrong.append((state, kind, url, role, got, expected))
+                if role == "organiser" and client.post(url).status_code != 405:
+                    wrong.append((state, kind, url, role, "POST", 405))
+    missing = max(job.pk for job in jobs.values()) + 1
+    for job_id in (missing, 2**31, 2**63 - 1, 2**63, 10**30):
+        for suffix in ("", "status.json"):
+            for role, client in clients.items():
+                got = client.get(f"/pool-jobs/{job_id}/{suffix}").status_code
+                if got != (302 if role == "anonymous" else 404):
+                    wrong.append(("missing", job_id, suffix, role, got))
+    for slug, organisers_see in (("vbleu-task", True), ("other-task", False), ("dq-task", False), ("nope", False)):
+        for role, client in clients.items():
+            allowed = (role == "staff" and slug in ("vbleu-task", "other-task")) or (
+                role == "organiser" and organisers_see) or (role == "other-organiser" and slug == "other-task")
+            expected = 302 if role == "anonymous" else 200 if allowed else 404
+            got = client.get(f"/organiser/{slug}/vbleu/").status_code
+            if got != expected:
+                wrong.append(("form", slug, role, got, expected))
+    assert not wrong, wrong
+    # Nobody who may not follow a job could start one either.
+    with committing():
+        answer = clients["participant"].post("/organiser/vbleu-task/vbleu/", {
+            **FORM, "from_version": "1", "file": SimpleUploadedFile("pool.jsonl", planted["bytes"])})
+    assert answer.status_code == 404 and PoolJob.objects.count() == len(jobs)
