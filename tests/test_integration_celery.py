@@ -347,3 +347,35 @@ def test_it_keeps_a_run_uploaded_before_the_worker_starts_and_scores_it_once(
     assert broker.message_count() == 0
     offline = offline_scores(tmp_path, world, content)
     assert_same_numbers(leaderboard_entry(live_server.url, world, run_id)["scores"], stc3_server_summary(offline))
+
+
+def test_a_pool_job_runs_in_the_worker_and_a_bad_pool_fails_there_with_its_lines(
+        broker: Broker, worker: Worker, settings: Any) -> None:
+    """The background job behind the vBLEU pages (tasks.vbleu) goes through the broker too: the
+    worker reads and stores a good pool, and fails a bad one naming its lines, storing nothing."""
+    import hashlib
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tasks.models import PoolJob, ReferencePool
+    from tasks.vbleu import pool_file_path, submit_pool_job
+
+    settings.EVALSERVER_POOL_JOB_MODE = "celery"
+    good = b"".join(orjson.dumps({"utterance": f"how is item {n} ?", "response": f"item {n} is fine ."}) + b"\n"
+                    for n in range(500))
+    bad = good.replace(b'"response"', b'"reply"', 1)
+    worker.start()
+    worker.wait_ready()
+    jobs = [submit_pool_job(user=None, upload=SimpleUploadedFile(name, content), options={"name": name})
+            for name, content in (("good.jsonl", good), ("bad.jsonl", bad))]
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while PoolJob.objects.filter(status__in=[PoolJob.QUEUED, PoolJob.RUNNING]).exists():
+        assert time.monotonic() < deadline, worker.log_tail()
+        time.sleep(0.2)
+    done, failed = (PoolJob.objects.get(pk=job.pk) for job in jobs)
+    assert "Task tasks.vbleu.run_pool_job_task[" in worker.log(), worker.log_tail()
+    assert done.status == PoolJob.DONE, (done.errors, worker.log_tail())
+    pool = ReferencePool.objects.get()
+    assert pool.sha256 == hashlib.sha256(good).hexdigest() and pool.n_pairs == 500 and done.pool == pool
+    assert pool_file_path(pool.sha256).read_bytes() == good
+    assert failed.status == PoolJob.FAILED and failed.errors == ["bad.jsonl: line 1: response is missing"]

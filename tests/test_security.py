@@ -160,7 +160,8 @@ def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
     posts = [concrete(route, world, run) for name, route in project_patterns() if EXPECTED[name][0] == "POST"]
     posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/", "/accounts/password-reset/",
               f"/organiser/{world.task.slug}/",  # the dashboard's actions (publish, approve)
-              f"/organiser/{world.task.slug}/rescore/"]  # one run, or every run once confirmed
+              f"/organiser/{world.task.slug}/rescore/",  # one run, or every run once confirmed
+              f"/organiser/{world.task.slug}/vbleu/"]  # starts a vBLEU job
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)
