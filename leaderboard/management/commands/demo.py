@@ -179,5 +179,8 @@ class Command(BaseCommand):
             (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
             (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
             (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
+        if task.kind == "response":
+            # A dialogue pool to try vBLEU with (the organiser's vBLEU page, or manage.py build_vbleu).
+            response_demo.write_pool(folders[0] / "pool.jsonl")
         self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
-                          "gold.json")
+                          "gold.json" + (", pool.jsonl (vBLEU)" if task.kind == "response" else ""))
