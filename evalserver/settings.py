@@ -138,6 +138,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # thousands separators in pages (intcomma)
     "rest_framework",
     # Only for the migration that moved its clear-text tokens into knox as hashes (its table is empty).
     "rest_framework.authtoken",

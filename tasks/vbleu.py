@@ -499,8 +499,11 @@ def _finish(job: PoolJob, token: str, status: str, *, errors: list[str] | None =
             result: dict[str, Any] | None = None, progress: _JobProgress | None = None) -> None:
     fields: dict[str, Any] = {"status": status, "errors": errors or [], "result": result or {},
                               "finished_at": timezone.now(), "claim_token": "", "stage": "", "done": 0, "total": 0}
-    if progress is not None:
+    if progress is not None and status == PoolJob.DONE:
         fields["stages_done"] = progress.close()
+    elif progress is not None:
+        # The stage under way failed: it stays named (its page marks it), not counted as done.
+        fields.update(stages_done=progress.finished, stage=progress.stage)
     if PoolJob.objects.filter(pk=job.pk, claim_token=token).update(**fields):
         _forget_uploads(job)
 

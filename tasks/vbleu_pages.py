@@ -168,6 +168,26 @@ def _job_for(request: HttpRequest, job_id: int) -> PoolJob:
     return job
 
 
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if n < 1000:
+            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.2f} GB"
+
+
+def _counts(stage: str, done: int, total: int, item_noun: str) -> str:
+    """A running stage's counts in words: bytes of the pool, utterances, items, epochs, references."""
+    if stage == "pool":
+        return f"{_size(done)} of {_size(total)}" if total else f"{_size(done)} read"
+    if stage == "rater":
+        return f"epoch {done:,} of at most {total:,}"
+    noun = {"index": "utterances", "retrieve": f"{item_noun}s", "rate": "references"}.get(stage)
+    if noun is None or not total:
+        return "under way"
+    return f"{100 * done // total}%: {done:,} of {total:,} {noun}"
+
+
 def job_state(job: PoolJob) -> dict[str, Any]:
     """The job as its page and its JSON show it: the stages in order, each waiting, under way
     (with its counts) or done (with its seconds)."""
@@ -177,15 +197,20 @@ def job_state(job: PoolJob) -> dict[str, Any]:
     for stage in JOB_STAGES[kind]:
         if stage in timings:
             state = "done"
-        elif stage == job.stage and job.status == PoolJob.RUNNING:
-            state = "running"
+        elif stage == job.stage and job.status in (PoolJob.RUNNING, PoolJob.FAILED):
+            state = "running" if job.status == PoolJob.RUNNING else "failed"
         else:
-            state = "waiting" if job.status in (PoolJob.QUEUED, PoolJob.RUNNING) else "skipped"
+            state = "waiting" if job.status in (PoolJob.QUEUED, PoolJob.RUNNING) else "not-reached"
         entry: dict[str, Any] = {"stage": stage, "title": STAGES[stage], "state": state,
                                  "seconds": timings.get(stage)}
-        if state == "running":
+        if state == "done":
+            entry["text"] = f"done in {timings[stage]:.1f} s"
+        elif state == "running":
             entry.update(done=job.done, total=job.total,
-                         percent=min(100, 100 * job.done // job.total) if job.total else None)
+                         percent=min(100, 100 * job.done // job.total) if job.total else None,
+                         text=_counts(stage, job.done, job.total, job.task.item_noun if job.task_id else "item"))
+        else:
+            entry["text"] = state.replace("-", " ")
         stages.append(entry)
     state: dict[str, Any] = {"id": job.pk, "status": job.status, "stages": stages, "errors": job.errors,
                              "result": job.result, "attempts": job.attempts,
@@ -194,6 +219,7 @@ def job_state(job: PoolJob) -> dict[str, Any]:
     if job.version_id is not None:
         runs = Run.objects.filter(gold_version_id=job.version_id, is_baseline=False, withdrawn_at__isnull=True)
         state["runs"] = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
+        state["runs_total"] = sum(state["runs"].values())
     return state
 
 

@@ -11,6 +11,7 @@ The pool and task are test_vbleu_server's (a generated pool whose right answers 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -142,6 +143,9 @@ def test_a_bad_pool_fails_the_job_with_every_bad_line_and_stores_nothing(task_wi
     assert not (Path(settings.MEDIA_ROOT) / "pools").exists() and uploads_folder(settings) == []
     page = client.get(f"/pool-jobs/{job.pk}/").content.decode()
     assert "Nothing was stored; 3 problems:" in page
+    # The stage that failed is marked so; the ones after it were not reached.
+    assert '<li class="stage failed" data-stage="pool">' in page
+    assert page.count('class="stage not-reached"') == 5 and 'class="stage done"' not in page
     assert "<li>pool.jsonl: line 1: response is missing</li>" in page and "Start again" in page
     assert client.get(f"/pool-jobs/{job.pk}/status.json").json()["errors"] == job.errors
 
@@ -263,17 +267,23 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
                         {"name": "big", "file": SimpleUploadedFile("big.jsonl", big)})
     job = PoolJob.objects.get()
     assert answer.status_code == 302 and answer["Location"] == f"/pool-jobs/{job.pk}/"
-    seen = []
+    seen, texts = [], []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         state = staff.get(f"/pool-jobs/{job.pk}/status.json").json()
         running = [stage for stage in state["stages"] if stage["state"] == "running"]
         seen.append((state["status"], running[0]["stage"] if running else None))
+        texts += [stage["text"] for stage in running]
         if state["status"] in ("done", "failed"):
             break
         time.sleep(0.02)
     assert seen[-1] == ("done", None), seen[-1]
     assert ("running", "pool") in seen or ("running", "save") in seen, seen[:20]
+    # Counts in words: the pool's bytes as sizes (a running stage says how far it is).
+    assert 10**6 <= len(big) < 10**9
+    size = f"{len(big) / 10**6:.1f} MB"
+    assert texts and all(text == "under way" or re.fullmatch(rf"[0-9.,]+ (bytes|KB|MB) of {size}", text)
+                         for text in texts), texts
     job.refresh_from_db()
     assert job.result["n_pairs"] == 40 * len(planted["lines"]) and job.pool.name == "big"
 

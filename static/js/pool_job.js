@@ -6,13 +6,6 @@
   var url = script.getAttribute("data-url");
   var statusNode = document.getElementById("job-status");
   var delay = 700;
-  function describe(stage) {
-    if (stage.state === "done") { return "done in " + stage.seconds + " s"; }
-    if (stage.state === "running") {
-      return stage.total ? stage.percent + "% (" + stage.done + " of " + stage.total + ")" : "under way";
-    }
-    return stage.state;
-  }
   function show(data) {
     statusNode.textContent = data.status;
     statusNode.setAttribute("data-status", data.status);
@@ -20,7 +13,7 @@
       var item = document.querySelector('#job-stages li[data-stage="' + stage.stage + '"]');
       if (!item) { return; }
       item.className = "stage " + stage.state;
-      item.querySelector(".stage-state").textContent = describe(stage);
+      item.querySelector(".stage-state").textContent = stage.text;
       var bar = item.querySelector("progress");
       if (stage.state === "running") {
         if (!bar) {
