@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
@@ -82,9 +83,30 @@ class RequestBodyMiddleware:
             too_large = upload_size_problem(size, whole_request=True)
             if too_large and self._is_upload(request):
                 return problem_response(request, 413, too_large, "Upload too large")
+            too_large = self._pool_size_problem(request, size)
+            if too_large:
+                return problem_response(request, 413, too_large, "Upload too large")
             if request.method == "POST" and size > LARGE_UPLOAD_BYTES and self._is_upload(request):
                 return self._upload(request, size)
         return self.get_response(request)
+
+    # Pool uploads (the vBLEU page: a pool and perhaps its ratings; the admin: a pool), each file
+    # at most EVALSERVER_POOL_MAX_BYTES; the rest of a form is small.
+    POOL_URLS = {"organiser-vbleu": 2, "tasks_referencepool_add": 1}
+    FORM_SLACK_BYTES = 64 * 1024
+
+    def _pool_size_problem(self, request: HttpRequest, size: int) -> str:
+        if size <= settings.EVALSERVER_POOL_MAX_BYTES:
+            return ""
+        try:
+            files = self.POOL_URLS.get(resolve(request.path_info).url_name or "", 0)
+        except Resolver404:
+            return ""
+        limit = files * settings.EVALSERVER_POOL_MAX_BYTES + self.FORM_SLACK_BYTES
+        if not files or size <= limit:
+            return ""
+        return (f"the request has {size:,} bytes; a pool{' and its ratings' if files > 1 else ''} may have at most "
+                f"{settings.EVALSERVER_POOL_MAX_BYTES:,} bytes each (EVALSERVER_POOL_MAX_BYTES)")
 
     def _is_upload(self, request: HttpRequest) -> bool:
         try:

@@ -131,7 +131,8 @@ def vbleu_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The form (GET); a valid POST queues the job and goes to its page."""
     task = _response_task(request, slug)
     pools = usable_pools(task, request.user)
-    form = VbleuForm(request.POST or None, request.FILES or None, task=task, pools=pools)
+    posted = request.method == "POST"
+    form = VbleuForm(request.POST if posted else None, request.FILES if posted else None, task=task, pools=pools)
     status = 200
     if request.method == "POST":
         if form.is_valid():

@@ -185,12 +185,26 @@ def test_bad_fields_are_named_and_nothing_starts(task_with_runs, planted, settin
 def test_a_pool_over_the_size_limit_is_refused_and_nothing_is_kept(task_with_runs, planted, settings):
     from tasks.models import PoolJob
 
+    size = len(planted["bytes"])
+    client = organiser_client(task_with_runs)
+    # A body far over the limit: refused before it is read (the middleware).
     settings.EVALSERVER_POOL_MAX_BYTES = 1024
-    answer = post_form(organiser_client(task_with_runs), planted["bytes"])
+    answer = post_form(client, planted["bytes"])
     assert answer.status_code == 413
-    assert "file: more than 1,024 bytes, the largest pool accepted (EVALSERVER_POOL_MAX_BYTES)" in \
+    assert "a pool and its ratings may have at most 1,024 bytes each (EVALSERVER_POOL_MAX_BYTES)" in \
+        answer.content.decode()
+    # Within what the form may carry (a pool and ratings) but a pool over the limit: the upload
+    # is read and refused while it is kept, and nothing stays.
+    settings.EVALSERVER_POOL_MAX_BYTES = size - 1
+    answer = post_form(client, planted["bytes"])
+    assert answer.status_code == 413
+    assert f"file: more than {size - 1:,} bytes, the largest pool accepted (EVALSERVER_POOL_MAX_BYTES)" in \
         answer.content.decode()
     assert PoolJob.objects.count() == 0 and uploads_folder(settings) == []
+    # Nothing at all posted: every required field named.
+    with committing():
+        answer = client.post("/organiser/vbleu-task/vbleu/", {})
+    assert answer.status_code == 400 and "This field is required." in answer.content.decode()
 
 
 @pytest.mark.django_db
@@ -323,6 +337,12 @@ def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_
     # Without a file: the admin's own form error, and no job.
     answer = client.post("/admin/tasks/referencepool/add/", {"name": "x"})
     assert answer.status_code == 200 and "This field is required." in answer.content.decode()
+    assert PoolJob.objects.count() == 3
+    # Over the size limit: refused before the body is read.
+    settings.EVALSERVER_POOL_MAX_BYTES = 1024
+    answer = client.post("/admin/tasks/referencepool/add/", {"name": "x", "file": SimpleUploadedFile(
+        "pool.jsonl", planted["bytes"])})
+    assert answer.status_code == 413 and "a pool may have at most 1,024 bytes each" in answer.content.decode()
     assert PoolJob.objects.count() == 3
 
 
