@@ -370,6 +370,9 @@ def run_pool_job(job_id: int) -> str:
     try:
         with _heartbeat(job.pk, token):
             result = _do_pool_job(job, progress)
+    except ClaimLost:
+        log.warning("pool job %s: another process took it over; this attempt stopped", job_id)
+        return "stopped: taken over by another process"
     except Rejected as error:
         _finish(job, token, PoolJob.FAILED, errors=error.errors, progress=progress)
         return "failed"
@@ -436,6 +439,10 @@ def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
             "seed": (report.get("settings") or {}).get("seed"), "phases": [phase.name for phase in phases]}
 
 
+class ClaimLost(Exception):
+    """The job's claim passed to another process; this one stops without storing anything."""
+
+
 class _JobProgress:
     """``vbleu.Progress`` that writes the job's stage and counts (at every new stage, at the end of
     one, and otherwise at most every ``PROGRESS_SECONDS``) and times each finished stage."""
@@ -453,9 +460,13 @@ class _JobProgress:
             self.stage, self.started = stage, now
         if changed or now - self.written >= PROGRESS_SECONDS or (total and done >= total):
             self.written = now
-            PoolJob.objects.filter(pk=self.job_id, claim_token=self.token).update(
+            held = PoolJob.objects.filter(pk=self.job_id, claim_token=self.token).update(
                 stage=stage, done=max(0, done), total=max(0, total), stages_done=self.finished,
                 heartbeat_at=timezone.now())
+            if not held:
+                # Another process took the job over (this one's heartbeat stopped reaching the
+                # database for a lease): stop before storing anything twice.
+                raise ClaimLost(self.job_id)
 
     def _close(self, now: float) -> None:
         if self.stage:

@@ -417,3 +417,26 @@ def test_access_matrix_of_the_vbleu_pages(task_with_runs, planted):
         answer = clients["participant"].post("/organiser/vbleu-task/vbleu/", {
             **FORM, "from_version": "1", "file": SimpleUploadedFile("pool.jsonl", planted["bytes"])})
     assert answer.status_code == 404 and PoolJob.objects.count() == len(jobs)
+
+
+@pytest.mark.django_db
+def test_an_attempt_that_lost_its_claim_stops_before_storing_anything(task_with_runs, planted, monkeypatch):
+    """A process whose heartbeat stopped reaching the database for a lease loses the job to
+    another; when it comes back it must not store a second version: its next progress write
+    finds the claim gone and it stops."""
+    from tasks import vbleu as server
+    from tasks.models import GoldVersion, PoolJob, ReferencePool
+
+    real = server._JobProgress.__call__
+
+    def taken_over_when_indexing(self, stage, done, total):
+        if stage == "index":
+            PoolJob.objects.filter(pk=self.job_id).update(claim_token="someone-else")
+        return real(self, stage, done, total)
+
+    monkeypatch.setattr(server._JobProgress, "__call__", taken_over_when_indexing)
+    post_form(organiser_client(task_with_runs), planted["bytes"])
+    job = PoolJob.objects.get()
+    assert (job.status, job.claim_token, job.finished_at) == (PoolJob.RUNNING, "someone-else", None)
+    assert GoldVersion.objects.filter(task=task_with_runs["task"]).count() == 1
+    assert ReferencePool.objects.count() == 0
