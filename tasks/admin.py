@@ -8,12 +8,15 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from scoring.kinds import KINDS
+from tasks.access import log_access
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
 from tasks.datafiles import data_file_problems, default_data_file_name, forget_unused_blob, store_data_content
@@ -83,10 +86,29 @@ class TaskAdmin(admin.ModelAdmin):
     filter_horizontal = ["organisers"]
     actions = ["rescore_all"]
 
-    @admin.action(description="Re-score every run of the selected tasks")
-    def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = rescore_runs(Run.objects.filter(task__in=queryset, is_baseline=False))
-        self.message_user(request, f"{count} run(s) queued for re-scoring.")
+    @admin.action(description="Re-score every run of the selected tasks", permissions=["change"])
+    def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        """Like the organiser dashboard's re-score, only after a confirmation: the first POST
+        shows what would be re-scored (per task, counts per status); the page's POST with
+        ``post=yes`` queues the runs and records it in each task's access log."""
+        tasks = list(queryset.order_by("slug"))
+        if request.POST.get("post") == "yes":
+            total = 0
+            for task in tasks:
+                count = rescore_runs(Run.objects.filter(task=task, is_baseline=False))
+                log_access(request, task, f"re-scored {count} runs (every phase, admin)")
+                total += count
+            self.message_user(request, f"{total} run(s) queued for re-scoring.")
+            return None
+        rows = []
+        for task in tasks:
+            runs = Run.objects.filter(task=task, is_baseline=False)
+            counts = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
+            rows.append({"task": task, "counts": counts, "total": sum(counts.values())})
+        return TemplateResponse(request, "admin/tasks/task/rescore_confirmation.html", {
+            **self.admin_site.each_context(request), "title": "Re-score every run of the selected tasks?",
+            "opts": self.model._meta, "rows": rows, "total": sum(row["total"] for row in rows),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME})
 
 
 class GoldUploadForm(forms.ModelForm):
@@ -258,7 +280,7 @@ class TeamAdmin(admin.ModelAdmin):
     filter_horizontal = ["members"]
     actions = ["approve"]
 
-    @admin.action(description="Approve the selected teams")
+    @admin.action(description="Approve the selected teams", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.message_user(request, f"{queryset.update(approved=True)} team(s) approved.")
 
@@ -278,11 +300,11 @@ class RunAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # withdraw instead: runs are never deleted
 
-    @admin.action(description="Re-score the selected runs")
+    @admin.action(description="Re-score the selected runs", permissions=["change"])
     def rescore(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.message_user(request, f"{rescore_runs(queryset)} run(s) queued for re-scoring.")
 
-    @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)")
+    @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)", permissions=["change"])
     def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
