@@ -23,8 +23,10 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
-from tasks.models import Run
+from tasks import submissions
+from tasks.models import Phase, Run
 from tests.conftest import World, committing, make_world, run_bytes
+from tests.test_run_page import make_phase
 from tests.test_security import concrete, project_patterns
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +96,8 @@ def requests_for(route: str, world: World, run: Run) -> list[tuple[str, str, dic
     for _, value in VALUES:
         found.append(("get", url, {"data": query(value)}))
         found.append(("get", url, {"data": query(value, skip=("phase", "task"))}))
+        for phase in ("dev", "test"):  # a real phase, so that the checks after it are reached
+            found.append(("get", url, {"data": {**query(value, skip=("task",)), "phase": phase}}))
         found.append(("post", url, {"data": query(value, skip=("phase", "task", "file"))}))
         found.append(("post", url, {"data": query(value)}))
     found += [("get", f"{url}?{raw}", {}) for raw in RAW_QUERIES]
@@ -112,18 +116,33 @@ def requests_for(route: str, world: World, run: Run) -> list[tuple[str, str, dic
 @pytest.fixture
 def hostile_world(db: Any, settings: Any) -> tuple[World, Run]:
     settings.RATELIMIT_ENABLE = False  # thousands of requests: the limits have their own tests
+    settings.EVALSERVER_UPLOAD_RATE = "100000/minute"
+    # Statistics computed once, as the runs come in, so that their pages and exports have something
+    # to show; not again on every hostile request that changes a board (a run hidden, say).
+    settings.EVALSERVER_STATISTICS_MODE = "sync"
     world = make_world(n_dialogues=8, permutations=20)
-    from tasks import submissions
-
+    # A development phase that is over and an open test phase with a live subset, a run of each
+    # team in each: the pages then reach their phase, subset and comparison code.
+    dev = make_phase(world, "dev", Phase.DEVELOPMENT, (-5, -3))
+    test = make_phase(world, "test", Phase.TEST, (-2, 1), live_subset_size=4, live_subset_seed=1)
     with committing():
         run = submissions.submit_run(world.task, world.alice, submissions.Submission(
             content=run_bytes(world.gold), name="alice-run", is_public=True), None)
+    Run.objects.filter(pk=run.pk).update(phase=dev)
+    for user, seed in ((world.alice, 2), (world.bob, 3)):
+        with committing():
+            submissions.submit_run(world.task, user, submissions.Submission(
+                content=run_bytes(world.gold, seed=seed), name=f"{user.username}-test", is_public=True,
+                description="a method"), test)
+    run.refresh_from_db()
+    settings.EVALSERVER_STATISTICS_MODE = "off"
     return world, run
 
 
 PATTERNS = project_patterns()
 
 
+@pytest.mark.slow  # about 400 requests a URL: 2 to 5 minutes in all on two cores
 @pytest.mark.django_db
 @pytest.mark.parametrize("name, route", PATTERNS, ids=[name for name, _ in PATTERNS])
 def test_no_hostile_request_is_a_server_error(hostile_world: tuple[World, Run], name: str, route: str) -> None:
@@ -175,3 +194,21 @@ def test_the_api_docs_answer_only_get(world: World) -> None:
         assert Client().options(url).status_code == 405, url
         assert Client().post(url).status_code == 405, url
         assert Client().get(url).status_code == 200, url
+
+
+@pytest.mark.django_db
+def test_a_statistics_address_with_a_nul_character_is_a_404_that_says_so(world: World, settings: Any) -> None:
+    settings.DEBUG = False
+    from leaderboard.statistics import compute_task_statistics
+
+    for seed, user in ((1, world.alice), (2, world.bob)):
+        with committing():
+            submissions.submit_run(world.task, user, submissions.Submission(
+                content=run_bytes(world.gold, seed=seed), name=f"{user.username}-run"), None)
+    compute_task_statistics(world.task.pk)
+    base = f"/tasks/{world.task.slug}/statistics"
+    assert Client().get(f"{base}/quality.A.rsnod/pvalues/").status_code == 200  # the statistics are there
+    for url in (f"{base}/quality.A.rsnod%00/pvalues/", f"{base}/%00/pvalues.csv"):
+        page = Client().get(url)
+        assert page.status_code == 404, url
+        assert "No statistics for this measure yet." in page.content.decode()
