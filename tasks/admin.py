@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
@@ -41,6 +41,18 @@ from tasks.vbleu import store_pool, validate_pool
 def _preset_choices() -> list[tuple[str, str]]:
     return [("", "---------")] + [(name, f"{name} ({kind.name})") for kind in KINDS.values()
                                   for name in sorted(kind.presets)]
+
+
+class ProjectAdmin(admin.ModelAdmin):
+    """The lists of the admin: a NUL character in their filters (``?status__exact=%00``) is a 400
+    that names the parameter; PostgreSQL would refuse it in the query (a 500)."""
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        for name, values in request.GET.lists():
+            if any("\x00" in text for text in [name, *values]):
+                return HttpResponseBadRequest(f"the parameter {name!r} of the address contains a NUL character",
+                                              content_type="text/plain; charset=utf-8")
+        return super().changelist_view(request, extra_context)
 
 
 class TaskForm(forms.ModelForm):
@@ -79,7 +91,7 @@ class TaskForm(forms.ModelForm):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(ProjectAdmin):
     form = TaskForm
     list_display = ["slug", "title", "is_public", "created_at"]
     search_fields = ["slug", "title"]
@@ -141,7 +153,7 @@ class GoldUploadForm(forms.ModelForm):
 
 
 @admin.register(GoldVersion)
-class GoldVersionAdmin(admin.ModelAdmin):
+class GoldVersionAdmin(ProjectAdmin):
     list_display = ["task", "number", "label", "n_items", "source_name", "created_at", "created_by"]
     list_filter = ["task"]
     readonly_fields = ["number", "sha256", "n_items", "measure_keys", "warnings", "source_name", "provenance",
@@ -226,7 +238,7 @@ class ReferencePoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(Phase)
-class PhaseAdmin(admin.ModelAdmin):
+class PhaseAdmin(ProjectAdmin):
     list_display = ["task", "name", "kind", "gold_version", "starts_at", "ends_at", "daily_quota", "total_quota",
                     "live_subset_size", "results_published"]
     list_filter = ["task", "kind"]
@@ -272,7 +284,7 @@ class TeamForm(forms.ModelForm):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ProjectAdmin):
     form = TeamForm
     list_display = ["name", "slug", "approved", "created_at"]
     list_filter = ["approved"]
@@ -286,7 +298,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ProjectAdmin):
     list_display = ["pk", "task", "team", "phase", "name", "status", "is_baseline", "is_public", "withdrawn_at",
                     "created_at", "finished_at"]
     list_filter = ["task", "phase", "status", "is_baseline", "is_public"]
@@ -313,7 +325,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Score)
-class ScoreAdmin(admin.ModelAdmin):
+class ScoreAdmin(ProjectAdmin):
     list_display = ["run", "gold_version", "scope", "created_at"]
     list_filter = ["scope", "gold_version__task"]
     readonly_fields = ["run", "gold_version", "scope", "summary", "created_at"]
@@ -329,7 +341,7 @@ class ScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(AccessLog)
-class AccessLogAdmin(admin.ModelAdmin):
+class AccessLogAdmin(ProjectAdmin):
     list_display = ["at", "user", "task", "what", "ip_address"]
     list_filter = ["task"]
     readonly_fields = ["at", "user", "task", "what", "ip_address"]
@@ -377,7 +389,7 @@ class DataFileForm(forms.ModelForm):
 
 
 @admin.register(DataFile)
-class DataFileAdmin(admin.ModelAdmin):
+class DataFileAdmin(ProjectAdmin):
     form = DataFileForm
     list_display = ["task", "name", "phase", "size", "uploaded_at", "uploaded_by"]
     list_filter = ["task"]
@@ -400,13 +412,13 @@ class DataFileAdmin(admin.ModelAdmin):
 
 
 @admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
+class ProfileAdmin(ProjectAdmin):
     list_display = ["user", "affiliation"]
     search_fields = ["user__username", "affiliation"]
 
 
 @admin.register(TermsAcceptance)
-class TermsAcceptanceAdmin(admin.ModelAdmin):
+class TermsAcceptanceAdmin(ProjectAdmin):
     """The record of who accepted which text of a task's terms: read only."""
 
     list_display = ["accepted_at", "task", "username", "affiliation", "terms_sha256", "ip_address"]

@@ -111,3 +111,17 @@ def test_only_staff_who_may_change_tasks_reach_the_admin_rescore(two_tasks: dict
     assert sent == [] and refused.status_code == 200  # the list again: the viewer has no actions to run
     assert dict(Run.objects.values_list("pk", "status")) == before
     assert not AccessLog.objects.filter(what__startswith="re-scored").exists()
+
+
+@pytest.mark.django_db
+def test_a_nul_character_in_an_admin_list_filter_is_a_400_naming_the_parameter(world: World) -> None:
+    staff = signed_in(world.staff)
+    for url, name in (("/admin/tasks/run/?status__exact=a%00b", "status__exact"),
+                      ("/admin/tasks/phase/?kind__exact=%00", "kind__exact"),
+                      ("/admin/tasks/score/?scope__exact=full%00", "scope__exact"),
+                      ("/admin/tasks/team/?q=Aur%00ora", "q")):
+        answer = staff.get(url)
+        assert answer.status_code == 400, url
+        assert answer.content.decode() == f"the parameter {name!r} of the address contains a NUL character"
+    assert staff.get("/admin/tasks/run/?status__exact=done").status_code == 200
+    assert staff.get("/admin/tasks/team/?q=Aurora").status_code == 200
