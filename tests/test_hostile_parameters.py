@@ -6,11 +6,13 @@ so a new URL or a new parameter is driven without editing this file. Each URL ge
 anonymous visitor, a participant, an organiser and a staff member: every parameter at once with
 each hostile value class (huge, negative, non-numeric, NUL, unicode confusables and digits,
 undecodable bytes, overlong, repeated), the same without ``phase`` and ``task`` (which are
-checked first and would hide the others), its path parameters replaced by hostile values, every
+checked first and would hide the others) and with a real phase, each parameter alone with a NUL
+and a huge number, its path parameters replaced by hostile values, every
 HTTP method, a POST without a CSRF token, bodies that are not what they claim, and bad API
 tokens. Anything from 500 up, or an exception out of a view, is a failure.
 
-The admin (Django's own, with its own tests) is not driven; the API schema and docs are.
+The admin is driven by its own test below (from the admin's registry: lists, add and change
+forms, as staff); the API schema and docs pages are driven with the rest.
 """
 
 from __future__ import annotations
@@ -100,6 +102,10 @@ def requests_for(route: str, world: World, run: Run) -> list[tuple[str, str, dic
             found.append(("get", url, {"data": {**query(value, skip=("task",)), "phase": phase}}))
         found.append(("post", url, {"data": query(value, skip=("phase", "task", "file"))}))
         found.append(("post", url, {"data": query(value)}))
+    # One parameter at a time as well (in the open test phase), with the two classes that reach
+    # the database: a check that fails early on another parameter cannot hide it.
+    found += [("get", url, {"data": {"phase": "test", name: value}}) for name in PARAMETERS if name != "phase"
+              for value in ("a\x00b", "9" * 40)]
     found += [("get", f"{url}?{raw}", {}) for raw in RAW_QUERIES]
     for placeholder, values in PATH_VALUES.items():
         if placeholder in route:
@@ -212,3 +218,47 @@ def test_a_statistics_address_with_a_nul_character_is_a_404_that_says_so(world: 
         page = Client().get(url)
         assert page.status_code == 404, url
         assert "No statistics for this measure yet." in page.content.decode()
+
+
+ADMIN_VALUES = ["9" * 40, "-1", "a\x00b", "\u0661", "x" * 5000, "", '{"a": "\\u0000"}', "[]", "null", "1e309"]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_no_hostile_admin_request_is_a_server_error(hostile_world: tuple[World, Run]) -> None:
+    """Every model of the admin (from its registry): its list with hostile search, ordering, page
+    and filter parameters, its add page and one object's change page posted with every field of
+    the form set to each hostile value, as a staff member."""
+    from django.contrib import admin
+    from django.urls import reverse
+
+    world, _ = hostile_world
+    client = client_for("staff", world)
+    failures = []
+    for model, model_admin in admin.site._registry.items():
+        info = (model._meta.app_label, model._meta.model_name)
+        listing = reverse(f"admin:{info[0]}_{info[1]}_changelist")
+        filters = [item if isinstance(item, str) else item[0] for item in model_admin.list_filter]
+        requests: list[tuple[str, str, dict[str, Any]]] = []
+        # One parameter at a time: a bad page or ordering alone sends the list back to itself
+        # (Django's "?e=1") before the filters are read.
+        for name in ["q", "o", "p", *(f"{field}__exact" for field in filters)]:
+            requests += [("get", listing, {"data": {name: value}}) for value in ADMIN_VALUES]
+        pages = [reverse(f"admin:{info[0]}_{info[1]}_add")]
+        first = model.objects.order_by("pk").first()
+        if first is not None:
+            pages.append(reverse(f"admin:{info[0]}_{info[1]}_change", args=[first.pk]))
+        for page in pages:
+            html = client.get(page).content.decode()
+            names = set(re.findall(r'name="([A-Za-z_][\w-]*)"', html)) - {"csrfmiddlewaretoken", "_save"}
+            requests += [("post", page, {"data": dict.fromkeys(names, value)}) for value in ADMIN_VALUES]
+        for method, url, options in requests:
+            try:
+                with committing():
+                    status = getattr(client, method)(url, **options).status_code
+            except Exception as error:
+                failures.append((method, url, str(options)[:100], f"{type(error).__name__}: {error}"[:200]))
+                continue
+            if status >= 500:
+                failures.append((method, url, str(options)[:100], status))
+    assert not failures, f"{len(failures)} server errors:\n" + "\n".join(map(str, failures[:30]))
