@@ -18,6 +18,7 @@ import base64
 import hashlib
 import http.client
 import json
+import math
 import os
 import platform
 import re
@@ -532,6 +533,8 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (examples: 33554432, 32MiB, 50MB, 500k)")
     value, unit = float(match.group(1)), (match.group(2) or "b").lower().rstrip("b")
     scale = {"": 1, "k": 1000, "m": 1000 ** 2, "g": 1000 ** 3, "ki": 1024, "mi": 1024 ** 2, "gi": 1024 ** 3}[unit]
+    if not math.isfinite(value * scale):  # int() of an infinite float raises OverflowError, not ValueError
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}{'...' if len(text) > 40 else ''} is too large a size")
     return int(value * scale)
 
 
@@ -836,7 +839,10 @@ def command_data(args: argparse.Namespace, client: Client) -> int:
     else:  # one folder name made of the task's and the phase's names, nothing else
         parts = [str(listing.get("task") or args.task), str(phase.get("name")) if phase else "", "data"]
         folder = re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(part for part in parts if part)).lstrip(".") or "data"
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:  # a file of that name, or a folder it may not write in
+        raise CliError(f"--out {folder}: cannot make the folder ({error.strerror or error})") from None
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     refused = []
     for entry in files:
@@ -894,6 +900,17 @@ examples:
 """
 
 
+def seconds(text: str) -> float:
+    """A duration: a finite number of seconds, 0 or more (float() also reads nan and inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, 0 or more")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -913,7 +930,7 @@ def add_common_options(parser: argparse.ArgumentParser, top: bool) -> None:
                        help=f"server URL (default: $EVALSERVER_URL or {DEFAULT_SERVER})")
     group.add_argument("--token", metavar="TOKEN", default=default(None),
                        help="API token (default: $EVALSERVER_TOKEN)")
-    group.add_argument("--timeout", metavar="SECONDS", type=float, default=default(DEFAULT_TIMEOUT),
+    group.add_argument("--timeout", metavar="SECONDS", type=seconds, default=default(DEFAULT_TIMEOUT),
                        help=f"network timeout of each request (default {DEFAULT_TIMEOUT:g})")
     group.add_argument("--digits", metavar="N", type=int, default=default(4),
                        help="decimals shown for scores (default 4)")
@@ -958,7 +975,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--private", action="store_true",
                         help="keep the run off the public leaderboard (your team and the organisers see it)")
     submit.add_argument("--wait", action="store_true", help="wait for the scores and print them")
-    submit.add_argument("--max-wait", metavar="SECONDS", type=float, default=0,
+    submit.add_argument("--max-wait", metavar="SECONDS", type=seconds, default=0,
                         help="with --wait, give up after this long (exit status 3; default: no limit)")
     submit.add_argument("--max-size", metavar="SIZE", type=parse_size, default=DEFAULT_MAX_SIZE,
                         help="refuse larger files before sending, e.g. 50MB, 64MiB or bytes "
@@ -977,7 +994,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit status 1 when the run failed.", "status 42", "status 42 --wait --json"))
     status.add_argument("run_id", metavar="RUN_ID", type=positive_int, help="the run's number")
     status.add_argument("--wait", action="store_true", help="wait until the run is done or failed")
-    status.add_argument("--max-wait", metavar="SECONDS", type=float, default=0,
+    status.add_argument("--max-wait", metavar="SECONDS", type=seconds, default=0,
                         help="with --wait, give up after this long (exit status 3; default: no limit)")
     status.add_argument("--json", action="store_true", help="print the server's JSON instead of text")
     status.set_defaults(handler=command_status)
@@ -1034,13 +1051,23 @@ def server_url(value: str | None) -> str:
     server = (value or os.environ.get("EVALSERVER_URL") or DEFAULT_SERVER).strip()
     if "://" not in server:
         server = f"http://{server}"
-    parts = urlsplit(server)
+    if re.search(r"[\x00-\x20\x7f]", server):
+        raise CliError(f"--server {server!r}: a URL has no spaces or control characters")
+    try:
+        parts = urlsplit(server)
+    except ValueError as error:  # an unclosed [IPv6 address
+        raise CliError(f"--server {server}: {error}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CliError(f"--server {server}: expected a URL such as https://eval.example.org")
     try:
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError:
-        raise CliError(f"--server {server}: the port is not a number") from None
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number or out of range)
+    except ValueError as error:
+        raise CliError(f"--server {server}: the port is not a number from 0 to 65535 ({error})") from None
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise CliError(f"--server {server}: the host name is not valid (each dot-separated part "
+                       "1 to 63 characters)") from None
     return server.rstrip("/")
 
 
@@ -1067,7 +1094,7 @@ def main(argv: list[str] | None = None) -> int:
         needs_token = args.command in ("submit", "status", "runs")
         client = Client(server_url(args.server), api_token(args.token, needs_token), args.timeout)
         if args.timeout <= 0:
-            raise CliError("--timeout must be more than 0")
+            raise CliError("--timeout must be more than 0")  # 0 is a duration, not a network timeout
         if not 0 <= args.digits <= 15:
             raise CliError("--digits must be from 0 to 15")
         return args.handler(args, client)

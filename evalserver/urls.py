@@ -14,6 +14,7 @@ from tasks import data as task_data
 from tasks import overview as task_overview
 from tasks import views as task_views
 
+READ_ONLY = ["get", "head"]
 handler400 = "evalserver.errors.bad_request"
 handler500 = "evalserver.errors.server_error"
 
@@ -64,9 +65,12 @@ urlpatterns = [
     path("api/v1/tasks/<slug:slug>/data/<str:name>", task_data.data_file_api, name="api-task-data-file"),
     path("api/v1/runs/<int:run_id>/", task_api.run_detail, name="api-run"),
     path("api/v1/runs/<int:run_id>/details/", task_api.run_details, name="api-run-details"),
-    path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # GET only: drf-spectacular's OPTIONS answer on the docs pages fails (it has no template): 405 instead.
+    path("api/v1/schema/", SpectacularAPIView.as_view(http_method_names=READ_ONLY), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", http_method_names=READ_ONLY),
+         name="api-docs"),
+    path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", http_method_names=READ_ONLY),
+         name="api-redoc"),
     re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
     path("favicon.ico", task_views.favicon, name="favicon"),

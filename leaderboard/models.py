@@ -57,6 +57,8 @@ class TaskStatistics(models.Model):
         return {row.key: row.summary for row in self.measures.defer("pairwise").order_by("pk")}
 
     def measure(self, key: str, pairwise: bool = False) -> MeasureStatistics | None:
+        if "\x00" in key:  # from a URL (%00): PostgreSQL refuses NUL in a query; no measure has one
+            return None
         rows = self.measures.filter(key=key)
         row = (rows if pairwise else rows.defer("pairwise")).first()
         if row is not None:

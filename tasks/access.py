@@ -48,7 +48,9 @@ def get_run_for_user(user: Any, run_id: int) -> Run:
 
 
 def get_task_for_user(user: Any, slug: str) -> Task:
-    task = Task.objects.filter(slug=slug).first()
+    # A slug from a query or form (not the URL's slug converter) may hold a NUL, which
+    # PostgreSQL refuses in a query: no task has one.
+    task = None if "\x00" in slug else Task.objects.filter(slug=slug).first()
     if task is None or not (task.is_public or is_organiser(user, task)):
         raise Http404("no such task")
     return task

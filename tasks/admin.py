@@ -8,14 +8,17 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
 from scoring.kinds import KINDS
 from tasks import vbleu_pages
+from tasks.access import log_access
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
 from tasks.datafiles import data_file_problems, default_data_file_name, forget_unused_blob, store_data_content
@@ -40,6 +43,18 @@ from tasks.organising import load_gold_version, rescore_runs, validated_gold
 def _preset_choices() -> list[tuple[str, str]]:
     return [("", "---------")] + [(name, f"{name} ({kind.name})") for kind in KINDS.values()
                                   for name in sorted(kind.presets)]
+
+
+class ProjectAdmin(admin.ModelAdmin):
+    """The lists of the admin: a NUL character in their filters (``?status__exact=%00``) is a 400
+    that names the parameter; PostgreSQL would refuse it in the query (a 500)."""
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        for name, values in request.GET.lists():
+            if any("\x00" in text for text in [name, *values]):
+                return HttpResponseBadRequest(f"the parameter {name!r} of the address contains a NUL character",
+                                              content_type="text/plain; charset=utf-8")
+        return super().changelist_view(request, extra_context)
 
 
 class TaskForm(forms.ModelForm):
@@ -78,17 +93,36 @@ class TaskForm(forms.ModelForm):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(ProjectAdmin):
     form = TaskForm
     list_display = ["slug", "title", "is_public", "created_at"]
     search_fields = ["slug", "title"]
     filter_horizontal = ["organisers"]
     actions = ["rescore_all"]
 
-    @admin.action(description="Re-score every run of the selected tasks")
-    def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = rescore_runs(Run.objects.filter(task__in=queryset, is_baseline=False))
-        self.message_user(request, f"{count} run(s) queued for re-scoring.")
+    @admin.action(description="Re-score every run of the selected tasks", permissions=["change"])
+    def rescore_all(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        """Like the organiser dashboard's re-score, only after a confirmation: the first POST
+        shows what would be re-scored (per task, counts per status); the page's POST with
+        ``post=yes`` queues the runs and records it in each task's access log."""
+        tasks = list(queryset.order_by("slug"))
+        if request.POST.get("post") == "yes":
+            total = 0
+            for task in tasks:
+                count = rescore_runs(Run.objects.filter(task=task, is_baseline=False))
+                log_access(request, task, f"re-scored {count} runs (every phase, admin)")
+                total += count
+            self.message_user(request, f"{total} run(s) queued for re-scoring.")
+            return None
+        rows = []
+        for task in tasks:
+            runs = Run.objects.filter(task=task, is_baseline=False)
+            counts = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
+            rows.append({"task": task, "counts": counts, "total": sum(counts.values())})
+        return TemplateResponse(request, "admin/tasks/task/rescore_confirmation.html", {
+            **self.admin_site.each_context(request), "title": "Re-score every run of the selected tasks?",
+            "opts": self.model._meta, "rows": rows, "total": sum(row["total"] for row in rows),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME})
 
 
 class GoldUploadForm(forms.ModelForm):
@@ -121,7 +155,7 @@ class GoldUploadForm(forms.ModelForm):
 
 
 @admin.register(GoldVersion)
-class GoldVersionAdmin(admin.ModelAdmin):
+class GoldVersionAdmin(ProjectAdmin):
     list_display = ["task", "number", "label", "n_items", "source_name", "created_at", "created_by"]
     list_filter = ["task"]
     readonly_fields = ["number", "sha256", "n_items", "measure_keys", "warnings", "source_name", "provenance",
@@ -163,7 +197,7 @@ class PoolUploadForm(forms.ModelForm):
 
 
 @admin.register(ReferencePool)
-class ReferencePoolAdmin(admin.ModelAdmin):
+class ReferencePoolAdmin(ProjectAdmin):
     """vBLEU pools: an upload becomes a background job that validates it line by line (every bad
     line named on the job's page, nothing stored on failure) and stores it once by checksum."""
 
@@ -191,7 +225,7 @@ class ReferencePoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(PoolJob)
-class PoolJobAdmin(admin.ModelAdmin):
+class PoolJobAdmin(ProjectAdmin):
     """Pool jobs, read-only: their pages (``view on site``) follow the progress."""
 
     list_display = ["pk", "task", "status", "stage", "upload_name", "pool", "version", "attempts", "created_by",
@@ -212,7 +246,7 @@ class PoolJobAdmin(admin.ModelAdmin):
 
 
 @admin.register(Phase)
-class PhaseAdmin(admin.ModelAdmin):
+class PhaseAdmin(ProjectAdmin):
     list_display = ["task", "name", "kind", "gold_version", "starts_at", "ends_at", "daily_quota", "total_quota",
                     "live_subset_size", "results_published"]
     list_filter = ["task", "kind"]
@@ -258,7 +292,7 @@ class TeamForm(forms.ModelForm):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ProjectAdmin):
     form = TeamForm
     list_display = ["name", "slug", "approved", "created_at"]
     list_filter = ["approved"]
@@ -266,13 +300,13 @@ class TeamAdmin(admin.ModelAdmin):
     filter_horizontal = ["members"]
     actions = ["approve"]
 
-    @admin.action(description="Approve the selected teams")
+    @admin.action(description="Approve the selected teams", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.message_user(request, f"{queryset.update(approved=True)} team(s) approved.")
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ProjectAdmin):
     list_display = ["pk", "task", "team", "phase", "name", "status", "is_baseline", "is_public", "withdrawn_at",
                     "created_at", "finished_at"]
     list_filter = ["task", "phase", "status", "is_baseline", "is_public"]
@@ -286,11 +320,11 @@ class RunAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # withdraw instead: runs are never deleted
 
-    @admin.action(description="Re-score the selected runs")
+    @admin.action(description="Re-score the selected runs", permissions=["change"])
     def rescore(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.message_user(request, f"{rescore_runs(queryset)} run(s) queued for re-scoring.")
 
-    @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)")
+    @admin.action(description="Withdraw the selected runs (hidden everywhere, kept)", permissions=["change"])
     def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
@@ -299,7 +333,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Score)
-class ScoreAdmin(admin.ModelAdmin):
+class ScoreAdmin(ProjectAdmin):
     list_display = ["run", "gold_version", "scope", "created_at"]
     list_filter = ["scope", "gold_version__task"]
     readonly_fields = ["run", "gold_version", "scope", "summary", "created_at"]
@@ -315,7 +349,7 @@ class ScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(AccessLog)
-class AccessLogAdmin(admin.ModelAdmin):
+class AccessLogAdmin(ProjectAdmin):
     list_display = ["at", "user", "task", "what", "ip_address"]
     list_filter = ["task"]
     readonly_fields = ["at", "user", "task", "what", "ip_address"]
@@ -363,7 +397,7 @@ class DataFileForm(forms.ModelForm):
 
 
 @admin.register(DataFile)
-class DataFileAdmin(admin.ModelAdmin):
+class DataFileAdmin(ProjectAdmin):
     form = DataFileForm
     list_display = ["task", "name", "phase", "size", "uploaded_at", "uploaded_by"]
     list_filter = ["task"]
@@ -386,13 +420,13 @@ class DataFileAdmin(admin.ModelAdmin):
 
 
 @admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
+class ProfileAdmin(ProjectAdmin):
     list_display = ["user", "affiliation"]
     search_fields = ["user__username", "affiliation"]
 
 
 @admin.register(TermsAcceptance)
-class TermsAcceptanceAdmin(admin.ModelAdmin):
+class TermsAcceptanceAdmin(ProjectAdmin):
     """The record of who accepted which text of a task's terms: read only."""
 
     list_display = ["accepted_at", "task", "username", "affiliation", "terms_sha256", "ip_address"]

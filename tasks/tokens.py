@@ -21,13 +21,16 @@ from rest_framework import exceptions
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
-    """``Authorization: Token <token>``; a header that is not UTF-8 is an invalid token (401), not a 500."""
+    """``Authorization: Token <token>``; a header that is not UTF-8, or has a NUL character (which
+    PostgreSQL refuses in the key lookup), is an invalid token (401), not a 500."""
 
     def authenticate_credentials(self, token: bytes) -> Any:
         try:
             token.decode("utf-8")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
+        if b"\x00" in token:
+            raise exceptions.AuthenticationFailed("Invalid token: it contains a NUL character.")
         return super().authenticate_credentials(token)
 
 

@@ -556,3 +556,37 @@ def test_runs_says_why_submissions_are_closed_and_submit_shows_the_quota(served:
                     server=served.url, token=served.world.alice_token)
     assert submitted.returncode == 0, submitted.stderr
     assert "quota (test phase): 1 of 2 runs left today" in submitted.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timeout", "nan", "tasks"], "argument --timeout: 'nan' must be a finite number of seconds, 0 or more"),
+    (["--timeout", "inf", "tasks"], "argument --timeout: 'inf' must be a finite number of seconds, 0 or more"),
+    (["--timeout", "0", "tasks"], "error: --timeout must be more than 0"),
+    (["status", "1", "--wait", "--max-wait", "-1"],
+     "argument --max-wait: '-1' must be a finite number of seconds, 0 or more"),
+    (["submit", SLUG, "run.json", "--max-size", "9" * 400], "argument --max-size: '" + "9" * 40 + "'... is too large "
+                                                              "a size"),
+    (["--server", "http://[::1", "tasks"], "error: --server http://[::1: Invalid IPv6 URL"),
+    (["--server", "http://host:99999", "tasks"],
+     "error: --server http://host:99999: the port is not a number from 0 to 65535 (Port out of range 0-65535)"),
+    (["--server", "http://exa mple.org", "tasks"],
+     "error: --server 'http://exa mple.org': a URL has no spaces or control characters"),
+    (["--server", f"http://{'a' * 64}.org", "tasks"],
+     f"error: --server http://{'a' * 64}.org: the host name is not valid (each dot-separated part 1 to 63 "
+     "characters)"),
+])
+def test_options_it_cannot_use_exit_2_with_a_message_not_a_traceback(args: list[str], message: str,
+                                                                      tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text("[]")
+    result = cli(*args, server=f"http://127.0.0.1:{closed_port()}", token="a" * 40, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_data_into_a_path_that_is_a_file_exits_2_naming_it(served: Served, tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("a file, not a folder")
+    result = cli("data", SLUG, "--out", str(taken), server=served.url)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: --out {taken}: cannot make the folder (File exists)" in result.stderr
+    assert taken.read_text() == "a file, not a folder"

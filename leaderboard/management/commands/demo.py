@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +27,8 @@ from tasks.submissions import Submission, submit_run
 from tasks.tokens import issue_token
 
 DEMO_SLUG = "stc3-demo"  # the first demo; its files are also written to var/demo/ itself
+DEMO_USERS = ("organiser", "alice", "bob")
+MAX_DIALOGUES = 10_000  # generated in memory with every annotator's labels; the default is 300
 
 
 @dataclass
@@ -118,8 +120,25 @@ class Command(BaseCommand):
             if logins.exists():
                 self.stdout.write(logins.read_text(), ending="")
             return
-        password = options["password"] or secrets.token_urlsafe(9)
+        # Checked before anything is stored: the accounts are committed before the tasks are built,
+        # so a failure later would leave them behind and stop every later run of the command.
+        problems = []
+        if not 1 <= options["dialogues"] <= MAX_DIALOGUES:
+            problems.append(f"--dialogues must be between 1 and {MAX_DIALOGUES:,} (got {options['dialogues']})")
+        if options["seed"] < 0:
+            problems.append(f"--seed must be 0 or more (got {options['seed']})")
         users = get_user_model()
+        taken = sorted(users.objects.filter(username__in=DEMO_USERS).values_list("username", flat=True))
+        if taken:
+            problems.append(f"the demo creates the accounts {', '.join(DEMO_USERS)}, and {', '.join(taken)} "
+                            "exist(s) already: run it on a fresh database")
+        teams = sorted(Team.objects.filter(slug__in=("aurora", "borealis")).values_list("name", flat=True))
+        if teams:
+            problems.append(f"the demo creates the teams Aurora and Borealis, and {', '.join(teams)} exist(s) "
+                            "already: run it on a fresh database")
+        if problems:
+            raise CommandError("; ".join(problems) + "; nothing was created", returncode=2)
+        password = options["password"] or secrets.token_urlsafe(9)
         with transaction.atomic():
             organiser = users.objects.create_user("organiser", password=password, is_staff=True, is_superuser=True)
             participants, tokens = [], []

@@ -7,7 +7,6 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.core.validators import validate_email
 from django.db import transaction
 
 from tasks.accounts import MIN_TEAM_NAME_CHARACTERS, create_team, team_slug
@@ -33,8 +32,10 @@ class Command(BaseCommand):
         if not username or users.objects.filter(username=username).exists():
             raise CommandError(f"user {username!r} exists already or is empty", returncode=2)
         problems = []
-        for field, value, validate in (("username", username, users.username_validator),
-                                       ("--email", options["email"], validate_email)):
+        # The model fields' own validators: their characters and their column lengths (a longer
+        # value would fail in the database, after the checks).
+        for field, value, validate in (("username", username, users._meta.get_field("username").run_validators),
+                                       ("--email", options["email"], users._meta.get_field("email").run_validators)):
             try:
                 if value:
                     validate(value)

@@ -1,0 +1,127 @@
+"""The Django admin's bulk actions: re-scoring every run of tasks is confirmed on an intermediate
+page (as the organiser dashboard's re-score is), logged, and only for staff who may change tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client, TestCase
+
+from tasks import organising, submissions
+from tasks.models import AccessLog, Run
+from tests.conftest import World, committing, make_world, run_bytes
+
+CHANGELIST = "/admin/tasks/task/"
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def submit(world: World, task: Any, user: Any, seed: int, name: str) -> Run:
+    with committing():
+        return submissions.submit_run(task, user, submissions.Submission(
+            content=run_bytes(world.gold, 0.3, seed), name=name, is_public=True), None)
+
+
+@pytest.fixture
+def two_tasks(db: Any) -> dict[str, Any]:
+    """The demo task with three runs (one failed), and another task with one run that is never selected."""
+    world = make_world()
+    other = organising.create_task("other-task", "stc3", "Other task")
+    with committing():
+        organising.load_gold_version(other, orjson.dumps(world.gold), "gold.json", world.organiser)
+    runs = [submit(world, world.task, world.alice, 1, "a1"), submit(world, world.task, world.alice, 2, "a2"),
+            submit(world, world.task, world.bob, 3, "b1")]
+    Run.objects.filter(pk=runs[2].pk).update(status=Run.FAILED)
+    outside = submit(world, other, world.bob, 4, "elsewhere")
+    return {"world": world, "other": other, "runs": runs, "outside": outside}
+
+
+def action(task_pks: list[int], **extra: str) -> dict[str, Any]:
+    return {"action": "rescore_all", "_selected_action": [str(pk) for pk in task_pks], **extra}
+
+
+@pytest.mark.django_db
+def test_rescoring_every_run_of_tasks_in_the_admin_asks_first(two_tasks: dict[str, Any]) -> None:
+    world = two_tasks["world"]
+    staff = signed_in(world.staff)
+    before = dict(Run.objects.values_list("pk", "status"))
+    assert set(before.values()) == {Run.DONE, Run.FAILED}
+    with TestCase.captureOnCommitCallbacks(execute=False) as sent:
+        page = staff.post(CHANGELIST, action([world.task.pk]))
+    assert page.status_code == 200 and sent == []
+    text = page.content.decode()
+    # demo-task: 2 done (a1, a2) and 1 failed (b1); baselines are not re-scored by this action.
+    assert "<td>demo-task</td><td>3</td><td>0 queued, 0 scoring, 2 done, 1 failed</td>" in text
+    assert "other-task" not in text
+    assert '<input type="hidden" name="post" value="yes">' in text
+    assert f'<input type="hidden" name="_selected_action" value="{world.task.pk}">' in text
+    assert 'value="Yes, re-score 3 runs"' in text
+    assert dict(Run.objects.values_list("pk", "status")) == before  # nothing queued
+    assert not AccessLog.objects.filter(what__startswith="re-scored").exists()
+
+    with TestCase.captureOnCommitCallbacks(execute=False) as sent:
+        done = staff.post(CHANGELIST, action([world.task.pk], post="yes"))
+    assert done.status_code == 302 and done["Location"] == CHANGELIST
+    assert len(sent) == 3  # one scoring job for each run
+    after = dict(Run.objects.values_list("pk", "status"))
+    queued = {pk for pk, status in after.items() if status == Run.QUEUED}
+    assert queued == {run.pk for run in two_tasks["runs"]}
+    assert after[two_tasks["outside"].pk] == Run.DONE
+    assert all(after[pk] == before[pk] for pk in after if pk not in queued)  # baselines untouched
+    log = AccessLog.objects.get(what__startswith="re-scored")
+    assert (log.task, log.user, log.what) == (world.task, world.staff, "re-scored 3 runs (every phase, admin)")
+    assert "3 run(s) queued for re-scoring." in staff.get(CHANGELIST).content.decode()
+
+
+@pytest.mark.django_db
+def test_the_admin_rescore_confirmation_counts_per_task(two_tasks: dict[str, Any]) -> None:
+    world = two_tasks["world"]
+    page = signed_in(world.staff).post(CHANGELIST, action([two_tasks["other"].pk, world.task.pk])).content.decode()
+    assert page.index("<td>demo-task</td><td>3</td>") < page.index("<td>other-task</td><td>1</td><td>0 queued, "
+                                                                    "0 scoring, 1 done, 0 failed</td>")
+    assert 'value="Yes, re-score 4 runs"' in page
+
+
+@pytest.mark.django_db
+def test_only_staff_who_may_change_tasks_reach_the_admin_rescore(two_tasks: dict[str, Any]) -> None:
+    world = two_tasks["world"]
+    before = dict(Run.objects.values_list("pk", "status"))
+    for user in (None, world.alice, world.organiser):  # anonymous, participant, organiser (not staff)
+        client = signed_in(user) if user else Client()
+        with TestCase.captureOnCommitCallbacks(execute=False) as sent:
+            refused = client.post(CHANGELIST, action([world.task.pk], post="yes"))
+        assert refused.status_code == 302 and refused["Location"].startswith("/admin/login/")
+        assert sent == []
+    # A staff member who may only view tasks sees the list but not the action, and cannot post it.
+    viewer = get_user_model().objects.create_user("vera", password="viewer-pass-1", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_task"))
+    client = signed_in(viewer)
+    assert client.get(CHANGELIST).status_code == 200
+    assert "rescore_all" not in client.get(CHANGELIST).content.decode()
+    with TestCase.captureOnCommitCallbacks(execute=False) as sent:
+        refused = client.post(CHANGELIST, action([world.task.pk], post="yes"))
+    assert sent == [] and refused.status_code == 200  # the list again: the viewer has no actions to run
+    assert dict(Run.objects.values_list("pk", "status")) == before
+    assert not AccessLog.objects.filter(what__startswith="re-scored").exists()
+
+
+@pytest.mark.django_db
+def test_a_nul_character_in_an_admin_list_filter_is_a_400_naming_the_parameter(world: World) -> None:
+    staff = signed_in(world.staff)
+    for url, name in (("/admin/tasks/run/?status__exact=a%00b", "status__exact"),
+                      ("/admin/tasks/phase/?kind__exact=%00", "kind__exact"),
+                      ("/admin/tasks/score/?scope__exact=full%00", "scope__exact"),
+                      ("/admin/tasks/team/?q=Aur%00ora", "q")):
+        answer = staff.get(url)
+        assert answer.status_code == 400, url
+        assert answer.content.decode() == f"the parameter {name!r} of the address contains a NUL character"
+    assert staff.get("/admin/tasks/run/?status__exact=done").status_code == 200
+    assert staff.get("/admin/tasks/team/?q=Aurora").status_code == 200
