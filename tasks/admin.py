@@ -37,7 +37,7 @@ from tasks.models import (
     Team,
     TermsAcceptance,
 )
-from tasks.organising import load_gold_version, rescore_runs, validated_gold
+from tasks.organising import load_gold_version, rescore_runs, runs_to_rescore, validated_gold
 
 
 def _preset_choices() -> list[tuple[str, str]]:
@@ -109,14 +109,14 @@ class TaskAdmin(ProjectAdmin):
         if request.POST.get("post") == "yes":
             total = 0
             for task in tasks:
-                count = rescore_runs(Run.objects.filter(task=task, is_baseline=False))
+                count = rescore_runs(runs_to_rescore(task))
                 log_access(request, task, f"re-scored {count} runs (every phase, admin)")
                 total += count
             self.message_user(request, f"{total} run(s) queued for re-scoring.")
             return None
         rows = []
         for task in tasks:
-            runs = Run.objects.filter(task=task, is_baseline=False)
+            runs = runs_to_rescore(task)
             counts = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
             rows.append({"task": task, "counts": counts, "total": sum(counts.values())})
         return TemplateResponse(request, "admin/tasks/task/rescore_confirmation.html", {

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from scoring import exports
 from tasks import access
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
-from tasks.organising import rescore_runs
+from tasks.organising import rescore_runs, runs_to_rescore
 from tasks.runfiles import download_name, read_run_file
 
 
@@ -146,9 +146,7 @@ def rescore(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("organiser-dashboard", slug=task.slug)
     source = request.POST if request.method == "POST" else request.GET
     phase = access.named_phase(access.task_phases(task.pk), source.get("phase"))
-    runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
-    if phase is not None:
-        runs = runs.filter(phase=phase)
+    runs = runs_to_rescore(task, phase)
     if request.method == "POST" and source.get("confirm") == "yes":
         count = rescore_runs(runs)
         access.log_access(request, task, f"re-scored {count} runs ({phase.name if phase else 'every phase'})")

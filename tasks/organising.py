@@ -144,6 +144,13 @@ def rescore_task_runs(task: Task, version: GoldVersion) -> int:
     return len(ids)
 
 
+def runs_to_rescore(task: Task, phase: Any = None) -> Any:
+    """What "re-score every run" means, on the dashboard and in the admin alike: every run of the
+    task (or of one phase) that is not withdrawn, baselines included (they are scored like runs)."""
+    runs = Run.objects.filter(task=task, withdrawn_at__isnull=True)
+    return runs.filter(phase=phase) if phase is not None else runs
+
+
 def rescore_runs(runs: Any) -> int:
     """Score runs again against the gold version they refer to (organiser action)."""
     ids = list(runs.values_list("pk", flat=True))

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client, TestCase
+from django.utils import timezone
 
 from tasks import organising, submissions
 from tasks.models import AccessLog, Run
@@ -40,8 +41,13 @@ def two_tasks(db: Any) -> dict[str, Any]:
     runs = [submit(world, world.task, world.alice, 1, "a1"), submit(world, world.task, world.alice, 2, "a2"),
             submit(world, world.task, world.bob, 3, "b1")]
     Run.objects.filter(pk=runs[2].pk).update(status=Run.FAILED)
+    withdrawn = submit(world, world.task, world.bob, 5, "withdrawn")
+    Run.objects.filter(pk=withdrawn.pk).update(withdrawn_at=timezone.now())
     outside = submit(world, other, world.bob, 4, "elsewhere")
-    return {"world": world, "other": other, "runs": runs, "outside": outside}
+    baselines = list(Run.objects.filter(task=world.task, is_baseline=True))
+    assert len(baselines) == 2 and {run.status for run in baselines} == {Run.DONE}
+    return {"world": world, "other": other, "runs": runs, "outside": outside, "withdrawn": withdrawn,
+            "baselines": baselines}
 
 
 def action(task_pks: list[int], **extra: str) -> dict[str, Any]:
@@ -58,36 +64,39 @@ def test_rescoring_every_run_of_tasks_in_the_admin_asks_first(two_tasks: dict[st
         page = staff.post(CHANGELIST, action([world.task.pk]))
     assert page.status_code == 200 and sent == []
     text = page.content.decode()
-    # demo-task: 2 done (a1, a2) and 1 failed (b1); baselines are not re-scored by this action.
-    assert "<td>demo-task</td><td>3</td><td>0 queued, 0 scoring, 2 done, 1 failed</td>" in text
+    # demo-task, as on the dashboard: 2 done (a1, a2), 1 failed (b1) and the 2 baselines (done);
+    # the withdrawn run is left alone.
+    assert "<td>demo-task</td><td>5</td><td>0 queued, 0 scoring, 4 done, 1 failed</td>" in text
     assert "other-task" not in text
     assert '<input type="hidden" name="post" value="yes">' in text
     assert f'<input type="hidden" name="_selected_action" value="{world.task.pk}">' in text
-    assert 'value="Yes, re-score 3 runs"' in text
+    assert 'value="Yes, re-score 5 runs"' in text
     assert dict(Run.objects.values_list("pk", "status")) == before  # nothing queued
     assert not AccessLog.objects.filter(what__startswith="re-scored").exists()
 
     with TestCase.captureOnCommitCallbacks(execute=False) as sent:
         done = staff.post(CHANGELIST, action([world.task.pk], post="yes"))
     assert done.status_code == 302 and done["Location"] == CHANGELIST
-    assert len(sent) == 3  # one scoring job for each run
+    assert len(sent) == 5  # one scoring job for each run
     after = dict(Run.objects.values_list("pk", "status"))
     queued = {pk for pk, status in after.items() if status == Run.QUEUED}
-    assert queued == {run.pk for run in two_tasks["runs"]}
+    assert queued == {run.pk for run in two_tasks["runs"] + two_tasks["baselines"]}
     assert after[two_tasks["outside"].pk] == Run.DONE
-    assert all(after[pk] == before[pk] for pk in after if pk not in queued)  # baselines untouched
+    assert after[two_tasks["withdrawn"].pk] == before[two_tasks["withdrawn"].pk]
+    assert all(after[pk] == before[pk] for pk in after if pk not in queued)
     log = AccessLog.objects.get(what__startswith="re-scored")
-    assert (log.task, log.user, log.what) == (world.task, world.staff, "re-scored 3 runs (every phase, admin)")
-    assert "3 run(s) queued for re-scoring." in staff.get(CHANGELIST).content.decode()
+    assert (log.task, log.user, log.what) == (world.task, world.staff, "re-scored 5 runs (every phase, admin)")
+    assert "5 run(s) queued for re-scoring." in staff.get(CHANGELIST).content.decode()
 
 
 @pytest.mark.django_db
 def test_the_admin_rescore_confirmation_counts_per_task(two_tasks: dict[str, Any]) -> None:
     world = two_tasks["world"]
     page = signed_in(world.staff).post(CHANGELIST, action([two_tasks["other"].pk, world.task.pk])).content.decode()
-    assert page.index("<td>demo-task</td><td>3</td>") < page.index("<td>other-task</td><td>1</td><td>0 queued, "
-                                                                    "0 scoring, 1 done, 0 failed</td>")
-    assert 'value="Yes, re-score 4 runs"' in page
+    # other-task: its run and its two baselines.
+    assert page.index("<td>demo-task</td><td>5</td>") < page.index("<td>other-task</td><td>3</td><td>0 queued, "
+                                                                    "0 scoring, 3 done, 0 failed</td>")
+    assert 'value="Yes, re-score 8 runs"' in page
 
 
 @pytest.mark.django_db
