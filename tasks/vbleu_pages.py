@@ -182,7 +182,7 @@ def _counts(stage: str, done: int, total: int, item_noun: str) -> str:
     if stage == "pool":
         return f"{_size(done)} of {_size(total)}" if total else f"{_size(done)} read"
     if stage == "rater":
-        return f"epoch {done:,} of at most {total:,}"
+        return f"epoch {done:,} of at most {total:,}" if done else "preparing the training examples"
     noun = {"index": "utterances", "retrieve": f"{item_noun}s", "rate": "references"}.get(stage)
     if noun is None or not total:
         return "under way"

@@ -659,6 +659,10 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
     if len(pool) < MIN_RATER_PAIRS:
         raise ValueError(f"the automatic rater needs a pool of at least {MIN_RATER_PAIRS} pairs; this one has "
                          f"{len(pool)}")
+    if progress is not None:
+        # The stage starts here, not at the first epoch: embedding the pairs and building the
+        # examples takes about as long as the epochs, and a follower would count it to the stage before.
+        progress("rater", 0, settings.max_epochs)
     rng = np.random.default_rng(settings.seed)
     held_out, validation, training = _split(len(pool), settings)
     order = rng.permutation(len(pool))
