@@ -21,7 +21,6 @@ would not see the other processes; the row does.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,12 +30,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from leaderboard.models import StatisticsState, TaskStatistics
+from tasks import leases
 from tasks.models import Phase
 
 log = logging.getLogger(__name__)
@@ -185,26 +185,9 @@ def forget(task_id: int, phase_id: int | None) -> None:
 @contextmanager
 def heartbeat(claim: Claim) -> Iterator[None]:
     """Keep the claim's lease alive while the computation runs (a thread with its own connection)."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(HEARTBEAT_SECONDS):
-                try:
-                    StatisticsState.objects.filter(pk=claim.state_id, claim_token=claim.token).update(
-                        heartbeat_at=timezone.now())
-                except DatabaseError:
-                    log.warning("heartbeat of statistics state %s failed", claim.state_id, exc_info=True)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"statistics-heartbeat-{claim.state_id}", daemon=True)
-    thread.start()
-    try:
+    rows = StatisticsState.objects.filter(pk=claim.state_id, claim_token=claim.token)
+    with leases.heartbeat(rows, HEARTBEAT_SECONDS, f"statistics-state-{claim.state_id}", join_timeout=30):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=30)
 
 
 def overdue_task_ids(slack: float = 60.0) -> list[int]:

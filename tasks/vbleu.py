@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -39,6 +39,7 @@ from evalserver.celery import app
 from scoring import ValidationFailed, parse_json
 from scoring.kinds.response import task_vectors
 from scoring.response import vbleu
+from tasks import leases
 from tasks.datafiles import blob_path, store_blob
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import GoldVersion, PoolJob, ReferencePool, Task
@@ -485,25 +486,9 @@ def _heartbeat(job_id: int, token: str) -> Iterator[None]:
     if settings.EVALSERVER_POOL_JOB_MODE == "sync":
         yield  # in the request (tests): nobody else takes the job over
         return
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(HEARTBEAT_SECONDS):
-                try:
-                    PoolJob.objects.filter(pk=job_id, claim_token=token).update(heartbeat_at=timezone.now())
-                except DatabaseError:
-                    log.warning("pool job %s: heartbeat not written", job_id, exc_info=True)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=beat, name=f"pool-job-{job_id}-heartbeat", daemon=True)
-    thread.start()
-    try:
+    with leases.heartbeat(PoolJob.objects.filter(pk=job_id, claim_token=token), HEARTBEAT_SECONDS,
+                          f"pool-job-{job_id}"):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def _finish(job: PoolJob, token: str, status: str, *, errors: list[str] | None = None,
