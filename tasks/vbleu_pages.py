@@ -31,8 +31,7 @@ def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
     task used before (all of them for staff). Another task's pool is its organisers' business."""
     pools = ReferencePool.objects.all()
     if not user.is_staff:
-        used = {str((version.provenance.get("vbleu") or {}).get("pool", {}).get("sha256", ""))
-                for version in task.gold_versions.all()}
+        used = {(version.vbleu_summary() or {}).get("pool_sha256") or "" for version in task.gold_versions.all()}
         used |= set(PoolJob.objects.filter(task=task, pool__isnull=False).values_list("pool__sha256", flat=True))
         pools = pools.filter(created_by=user) | pools.filter(sha256__in=used - {""})
     return list(pools.distinct().order_by("-created_at")[:100])

@@ -225,6 +225,12 @@ def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs
     staff.force_login(get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True))
     assert theirs.sha256 in staff.get("/organiser/vbleu-task/vbleu/").content.decode()
     assert ReferencePool.objects.count() == 1
+    # Once this task has used it (a job of the task's, say staff's), its organisers may choose it.
+    from tasks.models import PoolJob
+
+    PoolJob.objects.create(task=task_with_runs["task"], pool=theirs, status=PoolJob.DONE)
+    # (the job list shows 12 characters of a checksum; the whole one is the pool choice's value)
+    assert f'<option value="{theirs.sha256}">' in client.get("/organiser/vbleu-task/vbleu/").content.decode()
 
 
 @pytest.mark.django_db
