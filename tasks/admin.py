@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
@@ -9,7 +10,11 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db import transaction
+from django.contrib.admin.views.main import SEARCH_VAR
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
@@ -45,16 +50,63 @@ def _preset_choices() -> list[tuple[str, str]]:
                                   for name in sorted(kind.presets)]
 
 
-class ProjectAdmin(admin.ModelAdmin):
-    """The lists of the admin: a NUL character in their filters (``?status__exact=%00``) is a 400
-    that names the parameter; PostgreSQL would refuse it in the query (a 500)."""
+# The largest integer every database we support stores. SQLite's driver raises OverflowError for a
+# larger one in a related lookup (Django range-checks plain integer lookups only), which was a 500.
+_LARGEST_INTEGER = 2**63 - 1
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def _too_large(text: str) -> bool:
+    # Compare lengths before converting: int() of a long enough string is itself refused by Python.
+    if not _INTEGER.fullmatch(text):
+        return False
+    digits = text.strip().lstrip("+-").lstrip("0")
+    return len(digits) > 19 or (len(digits) == 19 and int(digits) > _LARGEST_INTEGER)
+
+
+def _bad_parameter(name: str, values: list[str], ids: bool = True) -> str | None:
+    if any("\x00" in text for text in [name, *values]):
+        return f"the parameter {name!r} of the address contains a NUL character"
+    if ids and any(_too_large(text) for text in values):
+        return f"the parameter {name!r} holds a number larger than {_LARGEST_INTEGER:,} (no record has such an id)"
+    return None
+
+
+class SafeParametersMixin:
+    """The admin's lists and forms refuse, as a 400 naming the parameter, what the database would
+    turn into a 500: a NUL character in a filter or search parameter (PostgreSQL refuses it in the
+    query) and an id beyond 64 bits in a filter or in a relation or integer field of a form (SQLite's
+    driver overflows). Every admin page of the project, Django's users and groups included, uses it."""
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         for name, values in request.GET.lists():
-            if any("\x00" in text for text in [name, *values]):
-                return HttpResponseBadRequest(f"the parameter {name!r} of the address contains a NUL character",
-                                              content_type="text/plain; charset=utf-8")
-        return super().changelist_view(request, extra_context)
+            # The search box takes any text: a long number there is a search, not an id.
+            problem = _bad_parameter(name, values, ids=name != SEARCH_VAR)
+            if problem:
+                return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+        return super().changelist_view(request, extra_context)  # type: ignore[misc]
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if request.method == "POST":
+            for name, values in request.POST.lists():
+                if not self._holds_ids(name):
+                    continue
+                problem = _bad_parameter(name, values)
+                if problem:
+                    return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+        return super().changeform_view(request, object_id, form_url, extra_context)  # type: ignore[misc]
+
+    def _holds_ids(self, name: str) -> bool:
+        try:
+            field = self.model._meta.get_field(name)  # type: ignore[attr-defined]
+        except FieldDoesNotExist:
+            return False
+        return bool(field.is_relation) or isinstance(field, models.IntegerField)
+
+
+class ProjectAdmin(SafeParametersMixin, admin.ModelAdmin):
+    """Every admin page of the project's own models."""
 
 
 class TaskForm(forms.ModelForm):
@@ -448,3 +500,18 @@ from rest_framework.authtoken.models import TokenProxy  # noqa: E402
 
 if admin.site.is_registered(TokenProxy):
     admin.site.unregister(TokenProxy)
+
+
+# Django's own users and groups take the same parameter checks as the project's models.
+class SafeUserAdmin(SafeParametersMixin, UserAdmin):
+    pass
+
+
+class SafeGroupAdmin(SafeParametersMixin, GroupAdmin):
+    pass
+
+
+for _model, _admin in ((User, SafeUserAdmin), (Group, SafeGroupAdmin)):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+    admin.site.register(_model, _admin)
