@@ -456,3 +456,47 @@ def test_a_run_whose_job_dies_again_and_again_ends_failed_not_resent_for_ever(wo
     assert dead.errors == [f"scoring was cut off {jobs.MAX_INTERRUPTIONS + 1} times (time limit or worker "
                            "failure); the organisers have been told and can re-score the run"]
     assert jobs.requeue_stuck_runs() == [] and messages == [retried.pk]
+
+
+@pytest.mark.django_db
+def test_an_attempt_overtaken_by_a_rescore_stores_nothing_and_the_new_attempt_scores_the_new_gold(
+        world: World, monkeypatch) -> None:
+    """An organiser loads a corrected gold while a worker is still computing the run against the old
+    one; the re-score's job claims the run before the old attempt reaches its final write. The old
+    attempt must store nothing (it still holds a run object that names the old version), and the new
+    attempt's scores are the ones the board shows."""
+    run = submit(world, run_bytes(world.gold, 0.3))
+    changed = [dict(dialogue) for dialogue in world.gold]
+    for dialogue in changed[:10]:
+        extra = {"quality": {"A": -2, "S": -2, "E": -2},
+                 "nugget": ["CNaN" if turn["sender"] == "customer" else "HNaN" for turn in dialogue["turns"]]}
+        dialogue["annotations"] = [*dialogue["annotations"], extra]
+    Run.objects.filter(pk=run.pk).update(status=Run.QUEUED)
+    real_compute = jobs._compute
+    overtaken: dict[str, int] = {}
+
+    def compute_then_be_overtaken(stale_run: Run):
+        result = real_compute(stale_run)  # against version 1
+        if not overtaken:
+            # The organiser's corrected gold: re-scoring queues the run against version 2 (its
+            # on-commit send, and the new baselines', are held back), and the re-score's job claims it.
+            overtaken["busy"] = 1
+            monkeypatch.setattr(jobs, "send_scoring", lambda run_id: None)
+            monkeypatch.setattr(organising, "send_scoring", lambda run_id: None)
+            with committing():
+                version = organising.load_gold_version(world.task, orjson.dumps(changed), "gold-v2.json")
+            overtaken["version"] = version.pk
+            overtaken["attempt"] = jobs._claim(stale_run.pk, None)
+        return result
+
+    monkeypatch.setattr(jobs, "_compute", compute_then_be_overtaken)
+    assert jobs.score_run(run.pk) == "skipped: another attempt took the run over"
+    current = Run.objects.get(pk=run.pk)
+    assert (current.status, current.attempts, current.gold_version_id) == (
+        Run.SCORING, overtaken["attempt"], overtaken["version"])
+    assert not Score.objects.filter(run=run, gold_version_id=overtaken["version"]).exists()
+    assert jobs._score_claimed(run.pk, overtaken["attempt"]) == "done"
+    gold = load_gold(changed, STC3)
+    expected = evaluate(load_run(orjson.loads(run_bytes(world.gold, 0.3)), gold), gold).summary()
+    stored = Score.objects.get(run=run, gold_version_id=overtaken["version"], scope=Score.FULL).summary
+    assert stored == orjson.loads(orjson.dumps(stc3_server_summary(expected)))
