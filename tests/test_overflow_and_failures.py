@@ -230,6 +230,7 @@ def test_a_non_finite_score_fails_the_run_once_server_side(world: World, monkeyp
     assert run.attempts == 1 and run.status == Run.FAILED
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_value_the_database_refuses_fails_the_run_once_instead_of_retrying(monkeypatch) -> None:
     """PostgreSQL refuses a NUL character in jsonb (a DataError): on the old code the job raised,

@@ -174,6 +174,7 @@ def test_nothing_starts_before_the_board_has_been_quiet_for_the_debounce(world: 
 
 # Single flight -------------------------------------------------------------------------------------------
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_of_two_concurrent_claimants_exactly_one_wins(world: World) -> None:
     require_postgres()
@@ -220,6 +221,7 @@ def test_a_live_claim_keeps_others_out_and_a_lapsed_one_is_taken_over(world: Wor
     assert StatisticsState.objects.get(pk=state.pk).claim_token == second.token
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_requests_from_many_threads_never_compute_a_board_twice_at_once(
         world: World, monkeypatch) -> None:
@@ -251,6 +253,7 @@ def test_concurrent_requests_from_many_threads_never_compute_a_board_twice_at_on
     assert state.computations == spy.started
 
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_command_waits_for_the_computation_another_process_holds_then_computes_the_newer_request(
         world: World, monkeypatch) -> None:
@@ -287,6 +290,7 @@ def test_a_command_waits_for_the_computation_another_process_holds_then_computes
 
 # Dirty boards and their one follow-up ----------------------------------------------------------------
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_triggers_during_a_computation_cause_exactly_one_follow_up(world: World, settings, monkeypatch,
                                                                      quiet_timers: None) -> None:
@@ -501,6 +505,7 @@ def test_a_board_whose_computation_was_lost_is_woken_by_its_page(queued_board: W
 
 # The scenario, small ----------------------------------------------------------------------------
 
+@pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_of_scored_runs_ends_with_statistics_over_every_run(world: World, settings, monkeypatch,
                                                                       quiet_timers: None) -> None:
