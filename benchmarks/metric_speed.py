@@ -1,4 +1,4 @@
-"""Speed of the metrics-track meta-evaluation (scoring.metric), printed as a Markdown table.
+"""Speed of the metrics-track meta-evaluation (scoring.kinds.metric), printed as a Markdown table.
 
     .venv/bin/python benchmarks/metric_speed.py            # 20,000 responses, 2,000 contexts, 40 metrics
     .venv/bin/python benchmarks/metric_speed.py --quick    # a tenth of that
@@ -24,7 +24,7 @@ time; the Tukey HSD's Numba threads add up in CPU time):
 Then the other end of the spec's scale, 20,000 responses in 200 contexts of 100 (no systems:
 990,000 within-context pairs), for the steps whose cost grows with the pairs.
 
-Last, the same round through the task kind (``scoring.kinds.metric``), as the server runs it:
+Last, the same round through the task kind (``scoring.kinds.metric.kind``), as the server runs it:
 ``Kind.score`` of each run (all its figures with intervals at B = 1,000, what one scoring job
 does), and ``Kind.compare`` of all 40 runs at B = 10,000 (paired bootstrap, t-tests,
 concordance and discriminative power with 10,000 permutations of the shared Tukey HSD).
@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scoring.kinds import get_kind  # noqa: E402
-from scoring.metric import meta  # noqa: E402
-from scoring.metric.formats import load_metric_gold, load_metric_run  # noqa: E402
+from scoring.kinds.metric import meta  # noqa: E402
+from scoring.kinds.metric.formats import load_metric_gold, load_metric_run  # noqa: E402
 
 
 def make_round(n_contexts: int, n_systems: int, n_metrics: int, seed: int = 0, name_systems: bool = True):

@@ -53,8 +53,8 @@ def main() -> int:
     from django.core.management import call_command
 
     from benchmarks.vbleu_speed import Generator, write_pool
-    from scoring.response import vbleu
-    from scoring.response.nlp import load_pipeline, pipeline_vectors
+    from scoring.kinds.response import vbleu
+    from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
     from tasks.models import GoldVersion, PoolJob
     from tasks.organising import create_task, load_gold_version
     from tasks.vbleu import build_vbleu_version, submit_pool_job

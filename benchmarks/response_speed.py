@@ -43,10 +43,10 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a  # noqa: E402
 
-from scoring.formats import parse_json  # noqa: E402
 from scoring.kinds import get_kind  # noqa: E402
-from scoring.kinds.response import CompiledResponseGold, set_tagging_processes  # noqa: E402
-from scoring.response.nuggets import ACTS_SEED004  # noqa: E402
+from scoring.kinds.response.kind import CompiledResponseGold, set_tagging_processes  # noqa: E402
+from scoring.kinds.response.nuggets import ACTS_SEED004  # noqa: E402
+from scoring.validation import parse_json  # noqa: E402
 
 TARGET_POSSCORE = 1000.0
 TARGET_BLEU = 5000.0

@@ -58,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(ROOT))
     from fixtures.synthetic import generate_gold, generate_run
-    from scoring.config import STC3
-    from scoring.evaluate import evaluate
-    from scoring.formats import load_gold, load_run, parse_json
+    from scoring.kinds.stc3.config import STC3
+    from scoring.kinds.stc3.evaluate import evaluate
+    from scoring.kinds.stc3.formats import load_gold, load_run
+    from scoring.validation import parse_json
     from tests.reference import stc3_2018_script
 
     n = options.dialogues

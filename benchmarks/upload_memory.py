@@ -54,7 +54,8 @@ def child(mode: str, gold_path: str, run_path: str) -> None:
     """Validate one file as an upload is validated; print peak extra bytes, seconds and outcome."""
     import gc
 
-    from scoring.formats import Gold, ValidationFailed, check_run_shape, load_run, parse_json
+    from scoring.kinds.stc3.formats import Gold, check_run_shape, load_run
+    from scoring.validation import ValidationFailed, parse_json
 
     gold = Gold.from_bytes(Path(gold_path).read_bytes())
     gc.collect()
@@ -89,8 +90,8 @@ def cases(gold: list) -> dict[str, bytes]:
     fewest bytes)."""
     import orjson
 
-    from scoring import STC3, load_gold
-    from scoring.formats import run_value_budget
+    from scoring.kinds.stc3 import STC3, load_gold
+    from scoring.kinds.stc3.formats import run_value_budget
     from tests.workers import big_run, hostile_run_files
 
     legit = big_run(gold)
@@ -114,7 +115,7 @@ def cases(gold: list) -> dict[str, bytes]:
 def memory_table(skip_before: bool) -> tuple[list[str], bool]:
     import orjson
 
-    from scoring import STC3, load_gold
+    from scoring.kinds.stc3 import STC3, load_gold
     from tests.workers import big_gold
 
     gold = big_gold(4000)

@@ -41,8 +41,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scoring.response import vbleu  # noqa: E402
-from scoring.response.nlp import VectorTable, load_pipeline, pipeline_vectors  # noqa: E402
+from scoring.kinds.response import vbleu  # noqa: E402
+from scoring.kinds.response.nlp import VectorTable, load_pipeline, pipeline_vectors  # noqa: E402
 
 TARGET_INDEX_SECONDS = 120.0
 TARGET_INDEX_GB = 4.0

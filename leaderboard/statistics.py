@@ -23,8 +23,9 @@ from leaderboard import scheduling
 from leaderboard.board import Board, build_board
 from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
 from leaderboard.scheduling import Claim
-from scoring import parse_json, stats
+from scoring import stats
 from scoring.kinds import Kind
+from scoring.validation import parse_json
 from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
 from tasks.runfiles import read_run_file
 

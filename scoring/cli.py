@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from scoring.config import AVERAGINGS, PRESETS, TaskConfig
-from scoring.evaluate import Result, evaluate
-from scoring.formats import ValidationFailed, gc_paused, load_gold, load_run, parse_json
-from scoring.measures import VARIANTS
-from scoring.report import format_scored_table, format_table
+from scoring.kinds.stc3.config import AVERAGINGS, PRESETS, TaskConfig
+from scoring.kinds.stc3.evaluate import Result, evaluate
+from scoring.kinds.stc3.formats import load_gold, load_run
+from scoring.kinds.stc3.measures import VARIANTS
+from scoring.kinds.stc3.report import format_table
+from scoring.report import format_scored_table
+from scoring.validation import ValidationFailed, gc_paused, parse_json
 
 if TYPE_CHECKING:
     from scoring.kinds import Kind, MeasureSpec, Scored
@@ -71,7 +73,7 @@ def build_parser(prog: str = "manage.py score") -> argparse.ArgumentParser:
                              "the kind's default preset)")
     parser.add_argument("--config", type=Path, default=None,
                         help="a JSON task configuration of the kind instead of the preset (stc3: keys of "
-                             "scoring.config.TaskConfig)")
+                             "scoring.kinds.stc3.config.TaskConfig)")
     parser.add_argument("--per-dialogue", action="store_true", help="stc3: add every dialogue's scores")
     parser.add_argument("--per-item", action="store_true",
                         help="add every item's scores (and the kind's per-item details, such as the response kind's "

@@ -859,7 +859,7 @@ def resample_counts(n_items: int, n_resamples: int, seed: int) -> Iterator[tuple
     ``first + r`` drew item i. Resample b draws n items uniformly with replacement from
     ``numpy.random.default_rng(seed)``; chunks hold about 2^20 cells and depend on n only, so
     the resamples of a seed are the same whoever consumes them (the dialogue bootstrap here,
-    the context bootstrap of :mod:`scoring.metric.meta`). Any statistic that is a function of
+    the context bootstrap of :mod:`scoring.kinds.metric.meta`). Any statistic that is a function of
     per-item sums is then scored exactly on resample b from ``counts[b] @ per_item_values``.
     """
     n_items = _check_count(n_items, "n_items")

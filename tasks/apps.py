@@ -10,7 +10,7 @@ class TasksConfig(AppConfig):
 
     def ready(self) -> None:
         # Here, not at the top: models can be imported only once the apps are loaded.
-        from scoring.kinds.response import set_vector_directory
+        from scoring.kinds.response.kind import set_vector_directory
         from tasks import signals  # noqa: F401 - connects the receivers
 
         # Vector tables organisers upload (load_vectors) live beside the run files, in every

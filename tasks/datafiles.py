@@ -37,8 +37,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from scoring import parse_json
 from scoring.kinds import get_kind
+from scoring.validation import parse_json
 from tasks.errors import Rejected
 from tasks.models import GENERATED_DATA_FILES, DataFile, GoldVersion, Phase, Task, validate_data_file_name
 

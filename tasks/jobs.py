@@ -20,8 +20,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from evalserver.celery import app
-from scoring import ValidationFailed, parse_json
 from scoring.kinds import MeasureSpec, Scored
+from scoring.validation import ValidationFailed, parse_json
 from tasks.changes import board_changed
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.models import Phase, Run, Score, ScoreVector

@@ -13,10 +13,10 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from scoring import ValidationFailed, parse_json
 from scoring.kinds import KINDS
-from scoring.kinds.response import store_vector_table
-from scoring.response.nlp import VectorTableError
+from scoring.kinds.response.kind import store_vector_table
+from scoring.kinds.response.nlp import VectorTableError
+from scoring.validation import ValidationFailed, parse_json
 from tasks.changes import touch_scores
 from tasks.datafiles import blob_path, store_gold_source
 from tasks.errors import Rejected

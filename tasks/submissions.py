@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from scoring import ValidationFailed, parse_json
+from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring
 from tasks.models import GoldVersion, Phase, Run, Task, Team

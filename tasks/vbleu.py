@@ -1,8 +1,8 @@
 """vBLEU on the server (issue 15): dialogue pools stored once by checksum, and a response task's gold
-extended from a pool (``scoring.response.vbleu``) loaded as a new gold version with its provenance.
+extended from a pool (``scoring.kinds.response.vbleu``) loaded as a new gold version with its provenance.
 
 The framework-free work (reading the pool, BM25, the rater, the new gold's JSON) is
-``scoring.response.vbleu``'s; this module finds the version to extend, stores the pool file under
+``scoring.kinds.response.vbleu``'s; this module finds the version to extend, stores the pool file under
 ``MEDIA_ROOT/pools/<sha256[:2]>/<sha256>.jsonl`` (content-addressed like the run files) and loads
 the result with ``tasks.organising.load_gold_version``, so runs are re-scored and earlier scores
 stay tagged with their version. Nothing is stored when anything fails.
@@ -36,9 +36,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from evalserver.celery import app
-from scoring import ValidationFailed, parse_json
-from scoring.kinds.response import task_vectors
-from scoring.response import vbleu
+from scoring.kinds.response import vbleu
+from scoring.kinds.response.kind import task_vectors
+from scoring.validation import ValidationFailed, parse_json
 from tasks import leases
 from tasks.datafiles import blob_path, store_blob
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected

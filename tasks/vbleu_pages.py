@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from scoring.response import vbleu as core
+from scoring.kinds.response import vbleu as core
 from tasks import access
 from tasks.errors import Rejected
 from tasks.models import GoldVersion, PoolJob, ReferencePool, Run, Task

@@ -73,3 +73,54 @@ def test_no_import_circle_among_the_projects_modules() -> None:
         if node not in state:
             visit(node)
     assert len(graph) > 40
+
+
+KIND_PACKAGES = ("stc3", "response", "metric")
+
+
+def _kind_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["scoring", "kinds"] and parts[2] in KIND_PACKAGES else None
+
+
+def test_each_kind_is_one_package_with_the_same_file_names() -> None:
+    """One home per kind (Django's ``db/backends/<vendor>/``): ``scoring/kinds/<kind>/`` holds its
+    adapter ``kind.py`` and its ``formats.py``; nothing of a kind lives at ``scoring/`` top level."""
+    for kind in KIND_PACKAGES:
+        home = ROOT / "scoring" / "kinds" / kind
+        assert (home / "kind.py").is_file() and (home / "formats.py").is_file(), kind
+    top = {path.stem for path in (ROOT / "scoring").glob("*.py")}
+    assert top == {"__init__", "cli", "exports", "report", "stats", "validation"}, top
+    assert not [path for path in (ROOT / "scoring").iterdir() if path.is_dir() and path.name not in ("kinds",
+                                                                                                     "__pycache__")]
+
+
+def test_no_kind_imports_another_kinds_private_names_and_the_core_names_no_kind() -> None:
+    """A kind may use another's public functions (the metrics track's baselines are response
+    measures), never its private names; the shared toolkit (``scoring.validation``), the
+    statistics and the exports name no kind; the kind interface names none either."""
+    modules = project_modules()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _kind_of(name)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            other = _kind_of(node.module)
+            if own and other and other != own:
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, f"{name} imports {private} of the {other} kind"
+            if name in ("scoring", "scoring.validation", "scoring.stats", "scoring.exports", "scoring.report",
+                        "scoring.kinds", "scoring.kinds.base"):
+                assert other is None, f"{name} imports the {other} kind ({node.module})"
+
+
+def test_the_registry_imports_a_kind_only_when_asked_for_it() -> None:
+    """Asking for the DQ/ND kind never loads the response kind's libraries (spaCy, sacrebleu)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from scoring.kinds import get_kind; get_kind('stc3'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('scoring.kinds.response', 'spacy', 'sacrebleu'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -61,7 +61,7 @@ def test_the_first_official_measure_is_the_default_and_direction_decides_better(
                                                                                   monkeypatch: Any) -> None:
     from dataclasses import replace
 
-    from scoring.measures import MEASURES
+    from scoring.kinds.stc3.measures import MEASURES
 
     world, good, shy = dev["world"], dev["runs"]["good"], dev["runs"]["shy"]
     page = compare(signed_in(world.alice), good, shy)

@@ -104,7 +104,7 @@ def test_the_web_form_gives_the_same_precise_messages(world: World, settings, ca
 
 def test_parsing_a_deep_or_huge_file_stays_bounded() -> None:
     """The JSON parser's time and memory stay bounded on the worst inputs of the corpus."""
-    from scoring import ValidationFailed, parse_json
+    from scoring.validation import ValidationFailed, parse_json
 
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for payload in (b"[" * 1_000_000 + b"]" * 1_000_000, b'{"a":' * 200_000 + b"1" + b"}" * 200_000):

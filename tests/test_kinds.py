@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from fixtures.synthetic import generate_gold, generate_run
-from scoring import STC3, evaluate, load_gold, load_run
-from scoring.formats import restrict
 from scoring.kinds import KINDS, Scored, ValidationFailed, get_kind, measure_key, register
-from scoring.measures import MEASURES
+from scoring.kinds.stc3 import STC3, evaluate, load_gold, load_run
+from scoring.kinds.stc3.formats import restrict
+from scoring.kinds.stc3.measures import MEASURES
 from tests.toy_kind import ToyKind
 
 

@@ -107,8 +107,8 @@ def test_task_kinds_migration_keeps_every_score_bit_for_bit_both_ways(world: Any
     (the shape stored before the kinds existed); coming forward again gives today's rows."""
     import orjson
 
-    from scoring import STC3, evaluate, load_gold, load_run
-    from scoring.baselines import uniform_run
+    from scoring.kinds.stc3 import STC3, evaluate, load_gold, load_run
+    from scoring.kinds.stc3.baselines import uniform_run
     from tasks.models import GoldVersion, Run, Score
 
     before = {score.pk: score.summary for score in Score.objects.all()}

@@ -20,8 +20,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from scoring import STC3, evaluate, load_gold, load_run
-from scoring.formats import ValidationFailed, _load_run_checked, _load_run_fast, _run_fast, parse_json
+from scoring.kinds.stc3 import STC3, evaluate, load_gold, load_run
+from scoring.kinds.stc3.formats import _load_run_checked, _load_run_fast, _run_fast
+from scoring.validation import ValidationFailed, parse_json
 from tasks import jobs, organising, submissions
 from tasks.models import Phase, Run, Score
 from tasks.submissions import quota_numbers
@@ -171,7 +172,8 @@ def test_score_command_prints_finite_json_for_overflowing_values(tmp_path) -> No
 def test_score_command_refuses_to_print_a_non_finite_score(tmp_path, monkeypatch) -> None:
     """Fault injection: a measure that returns NaN (a bug) must not reach the output."""
     from fixtures.synthetic import generate_gold
-    from scoring import cli, measures
+    from scoring import cli
+    from scoring.kinds.stc3 import measures
 
     gold_data = generate_gold(8, seed=4)
     (tmp_path / "gold.json").write_bytes(orjson.dumps(gold_data))
@@ -179,7 +181,7 @@ def test_score_command_refuses_to_print_a_non_finite_score(tmp_path, monkeypatch
     broken = dict(measures.MEASURES)
     original = broken["nmd"]
     broken["nmd"] = lambda estimate, gold, variant: original(estimate, gold, variant) * np.nan
-    monkeypatch.setattr(sys.modules["scoring.evaluate"], "MEASURES", broken)
+    monkeypatch.setattr(sys.modules["scoring.kinds.stc3.evaluate"], "MEASURES", broken)
     for output_format in ("json", "table"):
         stdout, stderr = io.StringIO(), io.StringIO()
         status = cli.main([str(tmp_path / "run.json"), str(tmp_path / "gold.json"), "--format", output_format],
@@ -214,14 +216,14 @@ def _assert_failed_once_server_side(run: Run, fragment: str, phase: Phase, attem
 
 @pytest.mark.django_db
 def test_a_non_finite_score_fails_the_run_once_server_side(world: World, monkeypatch) -> None:
-    from scoring import measures
+    from scoring.kinds.stc3 import measures
     from tasks.jobs import score_run_task
 
     phase = _phase(world)
     broken = dict(measures.MEASURES)
     original = broken["jsd"]
     broken["jsd"] = lambda estimate, gold, variant: original(estimate, gold, variant) * np.inf
-    monkeypatch.setattr(sys.modules["scoring.evaluate"], "MEASURES", broken)
+    monkeypatch.setattr(sys.modules["scoring.kinds.stc3.evaluate"], "MEASURES", broken)
     run = _submit(world, phase)
     _assert_failed_once_server_side(run, "not finite numbers (NaN or infinity) for quality.A.jsd", phase)
     # The Celery task, run again on the failed run, does nothing: nothing to retry.

@@ -131,7 +131,7 @@ def test_a_hidden_run_is_placed_among_the_public_runs_for_its_team(dev: dict[str
 def test_ranks_follow_a_measure_where_higher_is_better(dev: dict[str, Any], monkeypatch: Any) -> None:
     from dataclasses import replace
 
-    from scoring.measures import MEASURES
+    from scoring.kinds.stc3.measures import MEASURES
 
     monkeypatch.setitem(MEASURES, "nmd", replace(MEASURES["nmd"], lower_is_better=False))
     world, good = dev["world"], dev["runs"]["good"]
@@ -238,7 +238,7 @@ def test_the_table_sorts_on_the_server_by_a_measure_best_or_worst_first(dev: dic
 def test_a_higher_is_better_measure_sorts_the_other_way(dev: dict[str, Any], monkeypatch: Any) -> None:
     from dataclasses import replace
 
-    from scoring.measures import MEASURES
+    from scoring.kinds.stc3.measures import MEASURES
 
     monkeypatch.setitem(MEASURES, "nmd", replace(MEASURES["nmd"], lower_is_better=False))
     world, good = dev["world"], dev["runs"]["good"]

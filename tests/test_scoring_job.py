@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
-from scoring import STC3, evaluate, load_gold, load_run
+from scoring.kinds.stc3 import STC3, evaluate, load_gold, load_run
 from tasks import errors, jobs, organising, runfiles, submissions
 from tasks.models import Run, Score, ScoreVector
 from tests.conftest import World, committing, run_bytes, stc3_server_summary
@@ -198,7 +198,7 @@ def test_a_broker_failure_at_upload_keeps_the_run_queued(world: World, monkeypat
 def test_baselines_match_the_scoring_core(world: World) -> None:
     gold = load_gold(world.gold, STC3)
     from fixtures.synthetic import generate_run
-    from scoring.baselines import popularity_run, uniform_run
+    from scoring.kinds.stc3.baselines import popularity_run, uniform_run
 
     # The server's popularity baseline equals the generator's, which is built from the JSON gold.
     assert orjson.loads(orjson.dumps(popularity_run(gold))) == generate_run(world.gold, "popularity")

@@ -71,7 +71,7 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "password-reset-confirm": ("GET", dict.fromkeys(ROLES, 200)),  # a link that does not work: says so
     "password-reset-complete": ("GET", dict.fromkeys(ROLES, 200)),
     "favicon": ("GET", dict.fromkeys(ROLES, 200)),
-    # vBLEU extends response tasks: this world's task is a DQ/ND one (tests/test_vbleu_jobs.py walks a
+    # vBLEU extends response tasks: this world's task is a DQ/ND one (tests/kinds/response/test_vbleu_jobs.py walks a
     # response task's page and every job state); no job 1 exists here.
     "organiser-vbleu": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404}),
     "pool-job": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404}),

@@ -1,7 +1,7 @@
 """TASK-SPEC.md's worked examples through the production path: gold and run files, the stc3 kind's
 ``compile_gold``/``parse_run``/``score``, as the server scores them.
 
-tests/test_measures.py checks the same tables on the measure functions alone; here the numbers go
+tests/kinds/stc3/test_measures.py checks the same tables on the measure functions alone; here the numbers go
 through everything in front of them too (annotator counts to distributions, the label order of the
 task's scale, per-dialogue scores and their mean, ND's block average). Every expected value is the
 spec's, to the 4 decimals it prints.

@@ -315,7 +315,7 @@ def test_a_higher_is_better_measure_gets_its_best_run_and_top_group_from_its_dir
     from dataclasses import replace
 
     from leaderboard.statistics import compute_task_statistics
-    from scoring.measures import MEASURES
+    from scoring.kinds.stc3.measures import MEASURES
 
     key = "quality.A.rsnod"
     monkeypatch.setitem(MEASURES, "rsnod", replace(MEASURES["rsnod"], lower_is_better=False))

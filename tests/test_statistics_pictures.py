@@ -135,7 +135,7 @@ def test_a_measure_where_higher_is_better_gets_its_heat_map_sign_from_its_direct
     from dataclasses import replace
 
     from leaderboard.statistics import compute_task_statistics
-    from scoring.measures import MEASURES
+    from scoring.kinds.stc3.measures import MEASURES
 
     monkeypatch.setitem(MEASURES, "rsnod", replace(MEASURES["rsnod"], lower_is_better=False))
     compute_task_statistics(board.task.pk)

@@ -22,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from scoring import formats
-from scoring.formats import ValidationFailed, check_shape
+from scoring import validation
+from scoring.kinds.stc3 import formats
+from scoring.validation import ValidationFailed, check_shape
 from tasks import submissions
 from tasks.models import Phase, Run
 from tests.conftest import World, committing, run_bytes
@@ -57,8 +58,8 @@ def reference_counts(document: object) -> tuple[int, int, int]:
 def test_the_scan_counts_what_the_parser_builds(document, indent, chunk) -> None:
     data = json.dumps(document, indent=indent, ensure_ascii=False).encode()
     depth, entries, values = reference_counts(document)
-    original = formats._SCAN_CHUNK
-    formats._SCAN_CHUNK = chunk
+    original = validation._SCAN_CHUNK
+    validation._SCAN_CHUNK = chunk
     try:
         check_shape(data, entry_limit=entries, budget=values, max_depth=depth)  # exactly at every bound
         if values:
@@ -71,7 +72,7 @@ def test_the_scan_counts_what_the_parser_builds(document, indent, chunk) -> None
             with pytest.raises(ValidationFailed, match=f"more than {entries - 1} entries"):
                 check_shape(data, entry_limit=entries - 1, budget=values, max_depth=depth)
     finally:
-        formats._SCAN_CHUNK = original
+        validation._SCAN_CHUNK = original
 
 
 def test_escaped_quotes_and_backslash_runs_across_chunks() -> None:
@@ -80,18 +81,18 @@ def test_escaped_quotes_and_backslash_runs_across_chunks() -> None:
     data = json.dumps(document).encode()
     assert reference_counts(document) == (3, 3, 10)
     for chunk in range(1, len(data) + 1):
-        formats._SCAN_CHUNK = chunk
+        validation._SCAN_CHUNK = chunk
         try:
             check_shape(data, entry_limit=3, budget=10, max_depth=3)
             with pytest.raises(ValidationFailed):
                 check_shape(data, entry_limit=3, budget=9, max_depth=3)
         finally:
-            formats._SCAN_CHUNK = 1 << 20
+            validation._SCAN_CHUNK = 1 << 20
 
 
 def _gold():
     from fixtures.synthetic import generate_gold
-    from scoring import STC3, load_gold
+    from scoring.kinds.stc3 import STC3, load_gold
 
     return load_gold(generate_gold(30, seed=5), STC3)
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.formats import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
+from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
 
 __all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value", "grouped",
            "measure_key"]

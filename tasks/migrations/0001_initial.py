@@ -118,7 +118,7 @@ class Migration(migrations.Migration):
                 ('slug', models.CharField(max_length=50, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$', 'use 3-50 lower-case letters, digits and hyphens, not starting or ending with -')])),
                 ('title', models.CharField(max_length=200)),
                 ('description', models.TextField(blank=True)),
-                ('config', models.JSONField(help_text='scoring.config.TaskConfig as a dict: labels, alpha, averaging, variant')),
+                ('config', models.JSONField(help_text='scoring.kinds.stc3.config.TaskConfig as a dict: labels, alpha, averaging, variant')),
                 ('is_public', models.BooleanField(default=True, help_text='listed and its leaderboard shown to everyone')),
                 ('requires_team_approval', models.BooleanField(default=False, help_text='teams must be approved by an organiser before they can submit')),
                 ('permutations', models.PositiveIntegerField(default=10000, help_text='B of the randomised Tukey HSD test and of the bootstrap intervals', validators=[django.core.validators.MinValueValidator(100), django.core.validators.MaxValueValidator(1000000)])),

@@ -15,7 +15,7 @@ from django.db import migrations, models
 
 import tasks.models
 
-# The measures of a DQ/ND configuration that predates per-task measure lists (scoring.config).
+# The measures of a DQ/ND configuration that predates per-task measure lists (scoring.kinds.stc3.config).
 DEFAULT_QUALITY = ["rsnod", "nmd"]
 DEFAULT_NUGGET = ["jsd", "rnss"]
 

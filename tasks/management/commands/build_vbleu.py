@@ -11,8 +11,8 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scoring import ValidationFailed, parse_json
-from scoring.response import vbleu
+from scoring.kinds.response import vbleu
+from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
 from tasks.models import ReferencePool, Task
 from tasks.vbleu import STAGES, build_vbleu_version

