@@ -12,6 +12,7 @@ from django.urls import Resolver404, resolve
 
 from evalserver.errors import problem_response
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
+from tasks.hooks import large_files_of
 from tasks.submissions import LARGE_UPLOAD_BYTES, upload_size_problem, validation_slot
 
 log = logging.getLogger(__name__)
@@ -90,16 +91,15 @@ class RequestBodyMiddleware:
                 return self._upload(request, size)
         return self.get_response(request)
 
-    # Pool uploads (the vBLEU page: a pool and perhaps its ratings; the admin: a pool), each file
-    # at most EVALSERVER_POOL_MAX_BYTES; the rest of a form is small.
-    POOL_URLS = {"organiser-vbleu": 2, "tasks_referencepool_add": 1}
+    # Views that take large files (a vBLEU pool and its ratings) declare how many
+    # (``accepts_large_files``), each at most EVALSERVER_POOL_MAX_BYTES; the rest of a form is small.
     FORM_SLACK_BYTES = 64 * 1024
 
     def _pool_size_problem(self, request: HttpRequest, size: int) -> str:
         if size <= settings.EVALSERVER_POOL_MAX_BYTES:
             return ""
         try:
-            files = self.POOL_URLS.get(resolve(request.path_info).url_name or "", 0)
+            files = large_files_of(resolve(request.path_info))
         except Resolver404:
             return ""
         limit = files * settings.EVALSERVER_POOL_MAX_BYTES + self.FORM_SLACK_BYTES
@@ -134,3 +134,4 @@ class RequestBodyMiddleware:
             response = problem_response(request, 503, busy.errors[0], "Server busy")
             response["Retry-After"] = str(busy.retry_after)
             return response
+

@@ -2,13 +2,13 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import views as board_views
-from tasks import accounts, organiser, vbleu_pages
+from tasks import accounts, organiser
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -36,9 +36,8 @@ urlpatterns = [
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
-    path("organiser/<slug:slug>/vbleu/", vbleu_pages.vbleu_page, name="organiser-vbleu"),
-    path("pool-jobs/<int:job_id>/", vbleu_pages.pool_job_page, name="pool-job"),
-    path("pool-jobs/<int:job_id>/status.json", vbleu_pages.pool_job_status, name="pool-job-status"),
+    # The pages of the kinds' apps (kinds/<kind>/urls.py): the response kind's vBLEU pages.
+    path("", include("kinds.response.urls")),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
     path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),

@@ -13,12 +13,12 @@ import threading
 import time
 from typing import Any
 
+from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
 from django.dispatch import receiver
 
-from evalserver.celery import app
 from leaderboard import scheduling, statistics
 from tasks import cachekeys
 from tasks.changes import boards_changed, publication_changed
@@ -122,7 +122,7 @@ def _look_in_thread(task_id: int) -> None:
         _wake_in_thread(task_id, again)
 
 
-@app.task(acks_late=True, soft_time_limit=600, time_limit=720)
+@shared_task(acks_late=True, soft_time_limit=600, time_limit=720)
 def compute_statistics_task(task_id: int) -> str:
     """Compute the task's boards that are due; plan the next look if one is needed."""
     cache.delete(cachekeys.statistics_pending(task_id))
@@ -144,6 +144,6 @@ def wake_forgotten_statistics() -> list[int]:
     return task_ids
 
 
-@app.task(acks_late=True)
+@shared_task(acks_late=True)
 def statistics_sweep_task() -> list[int]:
     return wake_forgotten_statistics()

@@ -17,21 +17,13 @@ from django.http import Http404, HttpRequest
 from django.utils import timezone
 
 from evalserver.clientip import client_ip
-from tasks.models import AccessLog, Phase, PoolJob, Run, Score, Task
+from tasks.models import AccessLog, Phase, Run, Score, Task
 
 TEST_KINDS = (Phase.TEST, Phase.FINAL)
 
 
 def is_organiser(user: Any, task: Task) -> bool:
     return task.is_organiser(user)
-
-
-def may_follow_pool_job(user: Any, job: PoolJob) -> bool:
-    """A pool job's page: the task's organisers (staff included); a job that only stores a pool
-    (the admin's upload) is staff's. Its creator has no say once they stop organising the task."""
-    if not user.is_authenticated:
-        return False
-    return job.task.is_organiser(user) if job.task_id else bool(user.is_staff)
 
 
 def is_member(user: Any, run: Run) -> bool:

@@ -18,11 +18,9 @@ from django.db import models, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils import timezone
 
 from scoring.kinds import KINDS
-from tasks import vbleu_pages
 from tasks.access import log_access
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
@@ -33,9 +31,7 @@ from tasks.models import (
     DataFile,
     GoldVersion,
     Phase,
-    PoolJob,
     Profile,
-    ReferencePool,
     Run,
     Score,
     Task,
@@ -236,65 +232,6 @@ class GoldVersionAdmin(ProjectAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # scores refer to versions; a version is never deleted
-
-
-class PoolUploadForm(forms.ModelForm):
-    file = forms.FileField(help_text="JSONL, one {\"utterance\": ..., \"response\": ...} object a line, up to "
-                                     "1,000,000 lines; read in the background (its page shows the progress and "
-                                     "names every bad line) and stored once by its checksum")
-
-    class Meta:
-        model = ReferencePool
-        fields = ["name"]
-
-
-@admin.register(ReferencePool)
-class ReferencePoolAdmin(ProjectAdmin):
-    """vBLEU pools: an upload becomes a background job that validates it line by line (every bad
-    line named on the job's page, nothing stored on failure) and stores it once by checksum."""
-
-    list_display = ["sha256", "name", "n_pairs", "size", "created_at", "created_by"]
-    readonly_fields = ["sha256", "n_pairs", "size", "created_by", "created_at"]
-
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        if obj is None:
-            kwargs["form"] = PoolUploadForm
-        return super().get_form(request, obj, **kwargs)
-
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return ["name", "file"] if obj is None else super().get_fields(request, obj)
-
-    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: Any = None) -> HttpResponse:
-        if request.method == "POST" and self.has_add_permission(request):
-            form = PoolUploadForm(request.POST, request.FILES)
-            if form.is_valid():
-                upload = form.cleaned_data["file"]
-                return vbleu_pages.admin_upload(request, upload, form.cleaned_data.get("name") or upload.name)
-        return super().add_view(request, form_url, extra_context)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # gold versions' provenance names pools by checksum
-
-
-@admin.register(PoolJob)
-class PoolJobAdmin(ProjectAdmin):
-    """Pool jobs, read-only: their pages (``view on site``) follow the progress."""
-
-    list_display = ["pk", "task", "status", "stage", "upload_name", "pool", "version", "attempts", "created_by",
-                    "created_at", "finished_at"]
-    list_filter = ["status"]
-
-    def view_on_site(self, obj: PoolJob) -> str:
-        return reverse("pool-job", args=[obj.pk])
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Phase)

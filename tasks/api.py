@@ -214,7 +214,8 @@ def my_runs(request: Request, slug: str) -> Response:
 @permission_classes([IsAuthenticated])
 def gold_versions(request: Request, slug: str) -> Response:
     """Every gold version, newest first: number, label, items, measures, checksum and provenance
-    (a vBLEU version's pool checksum, retrieval and rater settings, held-out accuracy and seed).
+    with the kind's summary of it (a vBLEU version's pool checksum, retrieval and rater settings,
+    held-out accuracy and seed).
     Gold data itself is never served."""
     task = access.get_task_for_user(request.user, slug)
     if not access.is_organiser(request.user, task):
@@ -226,7 +227,8 @@ def gold_versions(request: Request, slug: str) -> Response:
         "number": version.number, "label": version.label, "n_items": version.n_items,
         "measures": version.measure_keys, "sha256": version.sha256, "source_name": version.source_name,
         "created_at": version.created_at.isoformat(), "warnings": version.warnings,
-        "vbleu": version.vbleu_summary(), "provenance": version.provenance} for version in versions]})
+        "provenance_summary": task.kind_impl.provenance_summary(version.provenance or {}),
+        "provenance": version.provenance} for version in versions]})
 
 
 @extend_schema(exclude=True)

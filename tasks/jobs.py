@@ -13,13 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from evalserver.celery import app
 from scoring.kinds import MeasureSpec, Scored
 from scoring.validation import ValidationFailed, parse_json
 from tasks.changes import board_changed
@@ -321,7 +321,7 @@ def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int
 
 # Celery tasks ---------------------------------------------------------------------------------
 
-@app.task(
+@shared_task(
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
@@ -355,6 +355,6 @@ def score_run_task(self, run_id: int, reclaim_attempt: int | None = None) -> str
     return outcome
 
 
-@app.task(acks_late=True)
+@shared_task(acks_late=True)
 def requeue_stuck_runs_task() -> list[int]:
     return requeue_stuck_runs()

@@ -165,87 +165,14 @@ class GoldVersion(models.Model):
         return _compiled_gold(self.pk, self.task.kind, bytes(self.compiled))
 
 
-    def vbleu_summary(self) -> dict[str, Any] | None:
-        """The few vBLEU provenance figures a list of versions shows, or None for another version."""
-        extension = self.provenance.get("vbleu") if isinstance(self.provenance, dict) else None
-        if not isinstance(extension, dict):
-            return None
-        rater = extension.get("rater", {})
-        automatic = rater.get("kind") == "automatic"
-        return {"extends": self.provenance.get("extends"), "pool_sha256": extension.get("pool", {}).get("sha256", ""),
-                "k": extension.get("retrieval", {}).get("settings", {}).get("k"), "rater": rater.get("kind"),
-                "seed": rater.get("settings", {}).get("seed") if automatic else None,
-                "held_out_accuracy": rater.get("held_out_accuracy") if automatic else None}
+    def provenance_summary(self) -> dict[str, Any] | None:
+        """The few figures of how this version was made that a list of versions shows (the kind's
+        ``provenance_summary``: the response kind's vBLEU extension), or None."""
+        return self.task.kind_impl.provenance_summary(self.provenance if isinstance(self.provenance, dict) else {})
 
-
-class ReferencePool(models.Model):
-    """A dialogue pool vBLEU retrieves references from (JSONL utterance-response pairs), stored once
-    by its sha256 under ``MEDIA_ROOT/pools`` (``tasks.pools``)."""
-
-    sha256 = models.CharField(max_length=64, unique=True)
-    name = models.CharField(max_length=255, blank=True, validators=[ProhibitNullCharactersValidator()],
-                            help_text="the uploaded file's name, for display")
-    n_pairs = models.PositiveIntegerField()
-    size = models.PositiveBigIntegerField(help_text="bytes")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"pool {self.sha256[:12]} ({self.n_pairs:,} pairs{', ' + self.name if self.name else ''})"
-
-
-class PoolJob(models.Model):
-    """Long pool work done in the background, with its progress for the page that follows it
-    (``tasks.vbleu``): reading and storing an uploaded pool (``task`` empty), or extending a
-    response task's gold with vBLEU references from a pool into a new gold version.
-
-    The uploaded files wait under ``MEDIA_ROOT/pool-uploads`` (by checksum) until the job ends.
-    A job is held by one process at a time through ``claim_token`` and a heartbeat: a job whose
-    heartbeat stopped (its worker was killed or restarted) is taken over, at most
-    ``tasks.vbleu.MAX_ATTEMPTS`` times, and then fails with a reason; it never stays running."""
-
-    QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-    STATUSES = [(QUEUED, "queued"), (RUNNING, "running"), (DONE, "done"), (FAILED, "failed")]
-
-    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.CASCADE, related_name="pool_jobs",
-                             help_text="the response task whose gold is extended; empty: store the pool only")
-    pool = models.ForeignKey(ReferencePool, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                             help_text="the stored pool used, or (once done) the pool the upload was stored as")
-    upload_sha256 = models.CharField(max_length=64, blank=True, help_text="the uploaded pool waiting to be read")
-    upload_name = models.CharField(max_length=255, blank=True, validators=[ProhibitNullCharactersValidator()])
-    ratings_sha256 = models.CharField(max_length=64, blank=True, help_text="uploaded human ratings, if any")
-    options = models.JSONField(default=dict, blank=True,
-                               help_text="from_version, label, phase ids, retrieval and rater settings")
-    status = models.CharField(max_length=8, choices=STATUSES, default=QUEUED, db_index=True)
-    stage = models.CharField(max_length=16, blank=True)
-    done = models.PositiveBigIntegerField(default=0)
-    total = models.PositiveBigIntegerField(default=0)
-    stages_done = models.JSONField(default=list, blank=True, help_text="[stage, seconds] of each finished stage")
-    errors = models.JSONField(default=list, blank=True)
-    result = models.JSONField(default=dict, blank=True, help_text="what was made: pool, version, figures")
-    version = models.ForeignKey(GoldVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    claim_token = models.CharField(max_length=32, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(default=timezone.now)
-    sent_at = models.DateTimeField(null=True, blank=True, help_text="when the job was last handed to a worker")
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        what = f"vBLEU references for {self.task.slug}" if self.task_id else "pool upload"
-        return f"{what} (job {self.pk}, {self.status})"
-
-    @property
-    def finished(self) -> bool:
-        return self.status in (self.DONE, self.FAILED)
+    def provenance_words(self) -> str:
+        """How this version was made, in a reader's words (empty for a version uploaded as it is)."""
+        return self.task.kind_impl.describe_provenance(self.provenance if isinstance(self.provenance, dict) else {})
 
 
 @functools.lru_cache(maxsize=8)

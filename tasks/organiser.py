@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from scoring import exports
 from tasks import access
+from tasks.hooks import organiser_links
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
 from tasks.organising import rescore_runs, runs_to_rescore
 from tasks.runfiles import download_name, read_run_file
@@ -77,7 +78,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "task": task, "page": page, "counts": counts, "phases": task.phases.select_related("gold_version"),
         "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET, "kept_filters": kept,
         "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
-        "gold_versions": task.gold_versions.order_by("-number")[:10],
+        "gold_versions": task.gold_versions.order_by("-number")[:10], "kind_links": organiser_links(task),
         "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
         if task.requires_team_approval else [],
     })

@@ -14,8 +14,6 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from scoring.kinds import KINDS
-from scoring.kinds.response.kind import store_vector_table
-from scoring.kinds.response.nlp import VectorTableError
 from scoring.validation import ValidationFailed, parse_json
 from tasks.changes import touch_scores
 from tasks.datafiles import blob_path, store_gold_source
@@ -55,7 +53,7 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
 
     Re-scored: runs outside phases, and the runs of ``phases``, which are moved to the new
     version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
-    stay, tagged with their version. ``provenance``: how the file was made (``tasks.vbleu``), kept
+    stay, tagged with their version. ``provenance``: how the file was made (``kinds.response.vbleu``), kept
     with the version.
     """
     if "\x00" in label or len(label) > 100:
@@ -160,28 +158,3 @@ def rescore_runs(runs: Any) -> int:
         for run_id in ids:
             transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
     return len(ids)
-
-
-def set_vector_table(task: Task, content: bytes, name: str = "") -> str:
-    """Keep an uploaded word2vec text table (``scoring.kinds.response.store_vector_table``: every
-    bad line named, never half-written), point the task's configuration at it and score every
-    run again (POSSCORE and the nugget scores change with the vectors). Returns its sha256."""
-    if task.kind != "response":
-        raise Rejected([f"{task.slug} is a {task.kind} task; only response tasks use vector tables"])
-    try:
-        digest, _ = store_vector_table(content, name=name or "uploaded")
-    except VectorTableError as error:
-        raise Rejected(getattr(error, "problems", None) or [str(error)]) from None
-    config = {**task.config, "vectors": {"sha256": digest, "name": name[:100]}}
-    try:
-        checked = task.kind_impl.config(config)
-    except ValueError as error:
-        raise Rejected([str(error)]) from None
-    missing = task.kind_impl.check_resources(checked)
-    if missing:
-        raise Rejected(missing)
-    with transaction.atomic():
-        task.config = config
-        task.save(update_fields=["config"])
-        rescore_runs(task.runs.filter(withdrawn_at__isnull=True))
-    return digest

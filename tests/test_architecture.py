@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("scoring", "tasks", "leaderboard", "evalserver")
+PACKAGES = ("scoring", "tasks", "leaderboard", "kinds", "evalserver")
 
 
 def project_modules() -> dict[str, Path]:
@@ -124,3 +124,15 @@ def test_the_registry_imports_a_kind_only_when_asked_for_it() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('scoring.kinds.response', 'spacy', 'sacrebleu'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_generic_apps_import_no_kind() -> None:
+    """``tasks``, ``leaderboard`` and ``evalserver`` ask the kind interface and the hooks
+    (``tasks.hooks``), never a kind's package or a kind's app (``kinds/<kind>/``); a kind's app may
+    use the generic apps."""
+    modules = project_modules()
+    for name, path in modules.items():
+        if not name.startswith(("tasks", "leaderboard", "evalserver")):
+            continue
+        used = imports(path, modules)
+        assert not [u for u in used if _kind_of(u) or u.startswith("kinds")], (name, sorted(used))

@@ -348,7 +348,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
     if name in ("task-data-file", "api-task-data-file"):
         return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
     if name in ("pool-job", "pool-job-status"):
-        from tasks.models import PoolJob
+        from kinds.response.models import PoolJob
 
         return [reverse(name, args=[pk]) for pk in [*PoolJob.objects.values_list("pk", flat=True), 999_999]]
     if name == "run-compare":

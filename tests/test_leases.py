@@ -12,8 +12,8 @@ from django.utils import timezone
 
 @pytest.mark.django_db(transaction=True)
 def test_the_heartbeat_keeps_only_the_claimed_row_alive_and_stops_with_the_block() -> None:
+    from kinds.response.models import PoolJob
     from tasks.leases import heartbeat
-    from tasks.models import PoolJob
 
     long_ago = timezone.now() - timedelta(hours=1)
     held = PoolJob.objects.create(status=PoolJob.RUNNING, claim_token="mine", heartbeat_at=long_ago)

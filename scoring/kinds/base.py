@@ -296,6 +296,16 @@ class Kind(ABC):
         and say what a value means (the DQ/ND kind: the variant and the ND aggregation)."""
         return [(str(key), describe_value(settings[key])) for key in sorted(settings)]
 
+    def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The few figures of a gold version's provenance (``GoldVersion.provenance``: how a version
+        was made when not uploaded as it is) that a list of versions and the API show, or None.
+        The response kind: a vBLEU extension's pool, k, rater and held-out accuracy."""
+        return None
+
+    def describe_provenance(self, provenance: Mapping[str, Any]) -> str:
+        """The same in a reader's words, for the organiser's list of versions ("" when none)."""
+        return ""
+
     # What participants get -------------------------------------------------------------------
     @abstractmethod
     def participant_data(self, data: object, config: Any) -> object:

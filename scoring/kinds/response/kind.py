@@ -872,6 +872,32 @@ class ResponseKind(Kind):
                         "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
                         "the mean over the run's nuggets of each act")
 
+    def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A vBLEU extension's figures: the version extended, the pool's checksum, k, the rater and,
+        for the automatic rater, its seed and held-out accuracy; None for an uploaded version."""
+        extension = provenance.get("vbleu")
+        if not isinstance(extension, dict):
+            return None
+        rater = extension.get("rater", {})
+        automatic = rater.get("kind") == "automatic"
+        return {"extends": provenance.get("extends"), "pool_sha256": extension.get("pool", {}).get("sha256", ""),
+                "k": extension.get("retrieval", {}).get("settings", {}).get("k"), "rater": rater.get("kind"),
+                "seed": rater.get("settings", {}).get("seed") if automatic else None,
+                "held_out_accuracy": rater.get("held_out_accuracy") if automatic else None}
+
+    def describe_provenance(self, provenance: Mapping[str, Any]) -> str:
+        summary = self.provenance_summary(provenance)
+        if summary is None:
+            return ""
+        if summary["rater"] == "automatic":
+            accuracy = summary["held_out_accuracy"]
+            rater = (f"automatic rater, held-out accuracy {accuracy:.4f}, seed {summary['seed']}"
+                     if isinstance(accuracy, int | float) else f"automatic rater, seed {summary['seed']}")
+        else:
+            rater = "human ratings"
+        return (f"vBLEU references from v{summary['extends']}: pool {str(summary['pool_sha256'])[:12]}, "
+                f"k = {summary['k']}, {rater}")
+
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
         segments = []
         for nugget in (details.get("nuggets") or {}).get(item_id, []):

@@ -53,7 +53,8 @@ def uploads_folder(settings: Any) -> list[Path]:
 @pytest.mark.django_db
 def test_the_web_form_builds_the_same_version_as_the_command_and_the_page_shows_every_stage(
         task_with_runs, planted, settings):
-    from tasks.models import GoldVersion, PoolJob, ReferencePool
+    from kinds.response.models import PoolJob, ReferencePool
+    from tasks.models import GoldVersion
 
     client = organiser_client(task_with_runs)
     form = client.get("/organiser/vbleu-task/vbleu/")
@@ -105,7 +106,8 @@ def test_the_web_form_builds_the_same_version_as_the_command_and_the_page_shows_
 
 @pytest.mark.django_db
 def test_a_stored_pool_is_reused_and_phases_move_to_the_new_version(task_with_runs, planted):
-    from tasks.models import GoldVersion, Phase, PoolJob, ReferencePool
+    from kinds.response.models import PoolJob, ReferencePool
+    from tasks.models import GoldVersion, Phase
 
     task = task_with_runs["task"]
     now = timezone.now()
@@ -128,7 +130,8 @@ def test_a_stored_pool_is_reused_and_phases_move_to_the_new_version(task_with_ru
 
 @pytest.mark.django_db
 def test_a_bad_pool_fails_the_job_with_every_bad_line_and_stores_nothing(task_with_runs, planted, settings):
-    from tasks.models import GoldVersion, PoolJob, ReferencePool
+    from kinds.response.models import PoolJob, ReferencePool
+    from tasks.models import GoldVersion
 
     bad = planted["bytes"].replace(b'"response"', b'"reply"', 2) + b"{not json\n"
     client = organiser_client(task_with_runs)
@@ -171,7 +174,7 @@ def test_a_bad_pool_fails_the_job_with_every_bad_line_and_stores_nothing(task_wi
     ({"label": "bad\x00label"}, True, "Null characters are not allowed."),
 ])
 def test_bad_fields_are_named_and_nothing_starts(task_with_runs, planted, settings, fields, upload, message):
-    from tasks.models import PoolJob
+    from kinds.response.models import PoolJob
 
     client = organiser_client(task_with_runs)
     answer = post_form(client, planted["bytes"] if upload else None, **fields)
@@ -183,7 +186,7 @@ def test_bad_fields_are_named_and_nothing_starts(task_with_runs, planted, settin
 
 @pytest.mark.django_db
 def test_a_pool_over_the_size_limit_is_refused_and_nothing_is_kept(task_with_runs, planted, settings):
-    from tasks.models import PoolJob
+    from kinds.response.models import PoolJob
 
     size = len(planted["bytes"])
     client = organiser_client(task_with_runs)
@@ -211,8 +214,8 @@ def test_a_pool_over_the_size_limit_is_refused_and_nothing_is_kept(task_with_run
 def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs, planted):
     from django.contrib.auth import get_user_model
 
-    from tasks.models import ReferencePool
-    from tasks.vbleu import store_pool, validate_pool
+    from kinds.response.models import ReferencePool
+    from kinds.response.vbleu import store_pool, validate_pool
 
     other = get_user_model().objects.create_user("oscar", password="oscar-pass-1")
     theirs, _ = store_pool(planted["bytes"], validate_pool(planted["bytes"]), "someone else's", other)
@@ -226,7 +229,7 @@ def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs
     assert theirs.sha256 in staff.get("/organiser/vbleu-task/vbleu/").content.decode()
     assert ReferencePool.objects.count() == 1
     # Once this task has used it (a job of the task's, say staff's), its organisers may choose it.
-    from tasks.models import PoolJob
+    from kinds.response.models import PoolJob
 
     PoolJob.objects.create(task=task_with_runs["task"], pool=theirs, status=PoolJob.DONE)
     # (the job list shows 12 characters of a checksum; the whole one is the pool choice's value)
@@ -235,8 +238,8 @@ def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs
 
 @pytest.mark.django_db
 def test_a_job_whose_process_died_is_taken_over_and_one_that_keeps_dying_fails(task_with_runs, planted):
-    from tasks.models import PoolJob
-    from tasks.vbleu import LEASE_SECONDS, MAX_ATTEMPTS, stage_upload, sweep_pool_jobs
+    from kinds.response.models import PoolJob
+    from kinds.response.vbleu import LEASE_SECONDS, MAX_ATTEMPTS, stage_upload, sweep_pool_jobs
 
     sha = stage_upload(SimpleUploadedFile("pool.jsonl", planted["bytes"]))
     long_ago = timezone.now() - timedelta(seconds=LEASE_SECONDS + 5)
@@ -282,8 +285,8 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
 
     from django.contrib.auth import get_user_model
 
-    from tasks import vbleu as server
-    from tasks.models import PoolJob
+    from kinds.response import vbleu as server
+    from kinds.response.models import PoolJob
 
     reached, gate = threading.Event(), threading.Event()
     real = server._JobProgress.__call__
@@ -301,7 +304,7 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
                                                            is_superuser=True))
     big = planted["bytes"] * 40
     try:
-        answer = staff.post("/admin/tasks/referencepool/add/",
+        answer = staff.post("/admin/response/referencepool/add/",
                             {"name": "big", "file": SimpleUploadedFile("big.jsonl", big)})
         job = PoolJob.objects.get()
         assert answer.status_code == 302 and answer["Location"] == f"/pool-jobs/{job.pk}/"
@@ -338,15 +341,15 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
 def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_pool_once(planted, settings):
     from django.contrib.auth import get_user_model
 
-    from tasks.models import PoolJob, ReferencePool
-    from tasks.vbleu import pool_file_path
+    from kinds.response.models import PoolJob, ReferencePool
+    from kinds.response.vbleu import pool_file_path
 
     staff = get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True, is_superuser=True)
     client = Client()
     client.force_login(staff)
     bad = planted["bytes"].replace(b'"response"', b'"reply"', 2)
     with committing():
-        answer = client.post("/admin/tasks/referencepool/add/", {"name": "", "file": SimpleUploadedFile("bad.jsonl",
+        answer = client.post("/admin/response/referencepool/add/", {"name": "", "file": SimpleUploadedFile("bad.jsonl",
                                                                                                           bad)})
     job = PoolJob.objects.get()
     assert answer["Location"] == f"/pool-jobs/{job.pk}/"
@@ -356,7 +359,7 @@ def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_
     assert ReferencePool.objects.count() == 0 and not (Path(settings.MEDIA_ROOT) / "pools").exists()
     for _ in range(2):
         with committing():
-            answer = client.post("/admin/tasks/referencepool/add/", {
+            answer = client.post("/admin/response/referencepool/add/", {
                 "name": "planted", "file": SimpleUploadedFile("pool.jsonl", planted["bytes"])})
         assert answer.status_code == 302
     pool = ReferencePool.objects.get()
@@ -367,12 +370,12 @@ def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_
     assert (first.result["stored_now"], second.result["stored_now"]) == (True, False)
     assert "stored before (the same file)" in client.get(f"/pool-jobs/{second.pk}/").content.decode()
     # Without a file: the admin's own form error, and no job.
-    answer = client.post("/admin/tasks/referencepool/add/", {"name": "x"})
+    answer = client.post("/admin/response/referencepool/add/", {"name": "x"})
     assert answer.status_code == 200 and "This field is required." in answer.content.decode()
     assert PoolJob.objects.count() == 3
     # Over the size limit: refused before the body is read.
     settings.EVALSERVER_POOL_MAX_BYTES = 1024
-    answer = client.post("/admin/tasks/referencepool/add/", {"name": "x", "file": SimpleUploadedFile(
+    answer = client.post("/admin/response/referencepool/add/", {"name": "x", "file": SimpleUploadedFile(
         "pool.jsonl", planted["bytes"])})
     assert answer.status_code == 413 and "a pool may have at most 1,024 bytes each" in answer.content.decode()
     assert PoolJob.objects.count() == 3
@@ -388,7 +391,8 @@ def test_access_matrix_of_the_vbleu_pages(task_with_runs, planted):
     staff a pool upload's; everybody else gets what a missing job gets."""
     from django.contrib.auth import get_user_model
 
-    from tasks.models import PoolJob, Team
+    from kinds.response.models import PoolJob
+    from tasks.models import Team
     from tasks.organising import create_task
 
     users = get_user_model()
@@ -456,8 +460,9 @@ def test_an_attempt_that_lost_its_claim_stops_before_storing_anything(task_with_
     """A process whose heartbeat stopped reaching the database for a lease loses the job to
     another; when it comes back it must not store a second version: its next progress write
     finds the claim gone and it stops."""
-    from tasks import vbleu as server
-    from tasks.models import GoldVersion, PoolJob, ReferencePool
+    from kinds.response import vbleu as server
+    from kinds.response.models import PoolJob, ReferencePool
+    from tasks.models import GoldVersion
 
     real = server._JobProgress.__call__
 

@@ -65,9 +65,10 @@ def answers(gold: list[dict], lines: list[dict], planted: dict[int, list[int]]) 
 def task_with_runs(db: Any, settings: Any, tmp_path: Path, planted: dict[str, Any]) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
+    from kinds.response.vectors import set_vector_table
     from scoring.kinds.response.kind import set_vector_directory
     from tasks.models import Team
-    from tasks.organising import create_task, load_gold_version, set_vector_table
+    from tasks.organising import create_task, load_gold_version
     from tasks.tokens import issue_token
 
     set_vector_directory(tmp_path / "vectors")
@@ -110,8 +111,9 @@ def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple[str, fl
 
 @pytest.mark.django_db
 def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(task_with_runs, planted):
-    from tasks.models import GoldVersion, ReferencePool, Run, Score
-    from tasks.vbleu import pool_file_path
+    from kinds.response.models import ReferencePool
+    from kinds.response.vbleu import pool_file_path
+    from tasks.models import GoldVersion, Run, Score
 
     task = task_with_runs["task"]
     out, err = build(task_with_runs)
@@ -134,7 +136,7 @@ def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(t
     rater = provenance["vbleu"]["rater"]
     assert rater["kind"] == "automatic" and rater["settings"]["seed"] == 3
     assert rater["settings"]["train_pairs"] == 2000 and 0.9 < rater["held_out_accuracy"] <= 1.0
-    assert extended.vbleu_summary() == {"extends": 1, "pool_sha256": pool.sha256, "k": 15, "rater": "automatic",
+    assert extended.provenance_summary() == {"extends": 1, "pool_sha256": pool.sha256, "k": 15, "rater": "automatic",
                                         "seed": 3, "held_out_accuracy": rater["held_out_accuracy"]}
     assert provenance["vbleu"]["references_added"] == PLANTED_ITEMS * 16
 
@@ -177,9 +179,10 @@ def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(t
 
 @pytest.mark.django_db
 def test_the_pipeline_reproduces_from_the_recorded_provenance(task_with_runs, planted):
+    from kinds.response.models import ReferencePool
+    from kinds.response.vbleu import read_stored_pool, source_gold
     from scoring.kinds.response.kind import task_vectors
-    from tasks.models import GoldVersion, ReferencePool
-    from tasks.vbleu import read_stored_pool, source_gold
+    from tasks.models import GoldVersion
 
     build(task_with_runs)
     task = task_with_runs["task"]
@@ -202,7 +205,8 @@ def test_the_pipeline_reproduces_from_the_recorded_provenance(task_with_runs, pl
 
 @pytest.mark.django_db
 def test_a_bad_pool_is_refused_with_every_bad_line_and_nothing_is_stored(task_with_runs, planted, settings):
-    from tasks.models import GoldVersion, ReferencePool
+    from kinds.response.models import ReferencePool
+    from tasks.models import GoldVersion
 
     lines = planted["bytes"].decode().splitlines()
     lines[2] = '{"utterance": "So what ?", "response": 3}'
@@ -313,14 +317,14 @@ def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with
 
     build(task_with_runs)
     extended = GoldVersion.objects.get(task=task_with_runs["task"], number=2)
-    summary = extended.vbleu_summary()
+    summary = extended.provenance_summary()
     organiser = Client()
     organiser.force_login(task_with_runs["organiser"])
     page = organiser.get("/organiser/vbleu-task/").content.decode()
-    assert (f"vBLEU references from v1: pool <code>{summary['pool_sha256'][:12]}</code>, k = 15, automatic rater, "
+    assert (f"vBLEU references from v1: pool {summary['pool_sha256'][:12]}, k = 15, automatic rater, "
             f"held-out accuracy {summary['held_out_accuracy']:.4f}, seed 3") in page
     answer = organiser.get("/api/v1/tasks/vbleu-task/gold-versions/").json()
-    assert [(v["number"], v["measures"], v["vbleu"]) for v in answer["gold_versions"]] == [
+    assert [(v["number"], v["measures"], v["provenance_summary"]) for v in answer["gold_versions"]] == [
         (2, ["bleu", "delta_bleu", "posscore", "vbleu"], summary), (1, ["bleu", "delta_bleu", "posscore"], None)]
     assert answer["gold_versions"][0]["provenance"] == extended.provenance
     # Neither references nor pool texts are served, to anybody.

@@ -1,6 +1,6 @@
 """The organiser's vBLEU pages: a form that extends a response task's references from a dialogue
 pool (uploaded, or stored before) and the page of the background job doing it, which follows its
-progress stage by stage. The work itself is ``tasks.vbleu``'s."""
+progress stage by stage. The work itself is ``kinds.response.vbleu``'s."""
 
 from __future__ import annotations
 
@@ -15,11 +15,22 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from kinds.response.models import PoolJob, ReferencePool
+from kinds.response.vbleu import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
 from scoring.kinds.response import vbleu as core
 from tasks import access
 from tasks.errors import Rejected
-from tasks.models import GoldVersion, PoolJob, ReferencePool, Run, Task
-from tasks.vbleu import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
+from tasks.hooks import accepts_large_files
+from tasks.models import GoldVersion, Run, Task
+
+
+def may_follow_pool_job(user: Any, job: PoolJob) -> bool:
+    """A pool job's page: the task's organisers (staff included); a job that only stores a pool
+    (the admin's upload) is staff's. Its creator has no say once they stop organising the task."""
+    if not user.is_authenticated:
+        return False
+    return job.task.is_organiser(user) if job.task_id else bool(user.is_staff)
+
 
 JOB_STAGES = {"pool": ["pool", "save"],
               "extend": ["pool", "index", "retrieve", "rater", "rate", "save"],
@@ -31,7 +42,7 @@ def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
     task used before (all of them for staff). Another task's pool is its organisers' business."""
     pools = ReferencePool.objects.all()
     if not user.is_staff:
-        used = {(version.vbleu_summary() or {}).get("pool_sha256") or "" for version in task.gold_versions.all()}
+        used = {(version.provenance_summary() or {}).get("pool_sha256") or "" for version in task.gold_versions.all()}
         used |= set(PoolJob.objects.filter(task=task, pool__isnull=False).values_list("pool__sha256", flat=True))
         pools = pools.filter(created_by=user) | pools.filter(sha256__in=used - {""})
     return list(pools.distinct().order_by("-created_at")[:100])
@@ -124,6 +135,7 @@ def _response_task(request: HttpRequest, slug: str) -> Task:
     return task
 
 
+@accepts_large_files(2)  # a pool and its human ratings
 @require_http_methods(["GET", "POST"])
 @login_required
 def vbleu_page(request: HttpRequest, slug: str) -> HttpResponse:
@@ -150,7 +162,7 @@ def vbleu_page(request: HttpRequest, slug: str) -> HttpResponse:
                 return redirect("pool-job", job_id=job.pk)
         else:
             status = 400
-    return render(request, "tasks/vbleu.html", {
+    return render(request, "response_kind/vbleu.html", {
         "task": task, "form": form, "jobs": PoolJob.objects.filter(task=task).select_related("version")[:20],
         "has_versions": bool(form.fields["from_version"].choices)}, status=status)
 
@@ -159,7 +171,7 @@ def _job_for(request: HttpRequest, job_id: int) -> PoolJob:
     if job_id >= 2**63:  # past PostgreSQL's bigint: no such job (the query would fail)
         raise Http404("no such job")
     job = PoolJob.objects.select_related("task", "pool", "version", "created_by").filter(pk=job_id).first()
-    if job is None or not access.may_follow_pool_job(request.user, job):
+    if job is None or not may_follow_pool_job(request.user, job):
         raise Http404("no such job")
     # Without a broker no beat sweeps: a job whose thread died (the web server restarted) is
     # started again by whoever looks at it.
@@ -228,8 +240,8 @@ def job_state(job: PoolJob) -> dict[str, Any]:
 def pool_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_for(request, job_id)
     back = (reverse("organiser-vbleu", args=[job.task.slug]) if job.task_id
-            else reverse("admin:tasks_referencepool_changelist"))
-    return render(request, "tasks/pool_job.html", {
+            else reverse("admin:response_referencepool_changelist"))
+    return render(request, "response_kind/pool_job.html", {
         "job": job, "state": job_state(job), "back": back,
         "version": GoldVersion.objects.filter(pk=job.version_id).first() if job.version_id else None,
         "elapsed": ((job.finished_at or timezone.now()) - job.created_at).total_seconds()})
@@ -248,6 +260,6 @@ def admin_upload(request: HttpRequest, upload: Any, name: str) -> HttpResponse:
     except Rejected as error:
         for line in error.errors:
             messages.error(request, line)
-        return redirect("admin:tasks_referencepool_add")
+        return redirect("admin:response_referencepool_add")
     messages.info(request, f"Pool {upload.name} received; it is read and stored in the background.")
     return redirect("pool-job", job_id=job.pk)

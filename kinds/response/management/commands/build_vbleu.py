@@ -1,6 +1,6 @@
 """``manage.py build_vbleu TASK POOL.jsonl [--k 15] [--seed 0] [--ratings R.json] [--parrot-weight W]
 [--label L] [--phase NAME ...] [--from-version N] [--gold GOLD.json]``: vBLEU references from a pool, as a
-new gold version of a response task (``tasks.vbleu``)."""
+new gold version of a response task (``kinds.response.vbleu``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kinds.response.models import ReferencePool
+from kinds.response.vbleu import STAGES, build_vbleu_version
 from scoring.kinds.response import vbleu
 from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
-from tasks.models import ReferencePool, Task
-from tasks.vbleu import STAGES, build_vbleu_version
+from tasks.models import Task
 
 
 class ProgressBar:

@@ -29,20 +29,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from evalserver.celery import app
+from kinds.response.models import PoolJob, ReferencePool
 from scoring.kinds.response import vbleu
 from scoring.kinds.response.kind import task_vectors
 from scoring.validation import ValidationFailed, parse_json
 from tasks import leases
 from tasks.datafiles import blob_path, store_blob
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
-from tasks.models import GoldVersion, PoolJob, ReferencePool, Task
+from tasks.models import GoldVersion, Task
 
 log = logging.getLogger(__name__)
 
@@ -533,12 +534,12 @@ def sweep_pool_jobs(job_ids: list[int] | None = None) -> list[int]:
     return found
 
 
-@app.task(acks_late=True, soft_time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT,
+@shared_task(acks_late=True, soft_time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT,
           time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT + 60)
 def run_pool_job_task(job_id: int) -> str:
     return run_pool_job(job_id)
 
 
-@app.task(acks_late=True)
+@shared_task(acks_late=True)
 def sweep_pool_jobs_task() -> list[int]:
     return sweep_pool_jobs()

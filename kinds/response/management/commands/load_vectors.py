@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kinds.response.vectors import set_vector_table
 from tasks.errors import Rejected
 from tasks.models import Task
-from tasks.organising import set_vector_table
 
 
 class Command(BaseCommand):
