@@ -136,3 +136,29 @@ def test_task_kinds_migration_keeps_every_score_bit_for_bit_both_ways(world: Any
     assert {version.pk: version.measure_keys for version in GoldVersion.objects.all()} == keys
     assert {run.pk: run.parts for run in Run.objects.all()} == parts
     assert Score.objects.get(run=uniform).summary["measures"]["quality.E.nvd"] == expected["quality"]["E"]["nvd"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pools_and_pool_jobs_keep_their_rows_when_they_move_to_the_response_app(world: Any) -> None:
+    """ReferencePool and PoolJob moved from the tasks app to the response kind's app by state-only
+    migrations: a pool and a job written before the move are the same rows after it."""
+    before = [("tasks", "0011_pool_jobs")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    pool = old.get_model("tasks", "ReferencePool").objects.create(sha256="a" * 64, name="pool.jsonl", n_pairs=12,
+                                                                  size=345)
+    job = old.get_model("tasks", "PoolJob").objects.create(task_id=world.task.pk, pool_id=pool.pk, status="done",
+                                                           stage="save", done=3, total=3, result={"pool": "a" * 64})
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    from kinds.response.models import PoolJob, ReferencePool
+
+    moved = ReferencePool.objects.get(pk=pool.pk)
+    assert (moved.sha256, moved.name, moved.n_pairs, moved.size) == ("a" * 64, "pool.jsonl", 12, 345)
+    moved_job = PoolJob.objects.get(pk=job.pk)
+    assert (moved_job.task_id, moved_job.pool_id, moved_job.status, moved_job.result) == (
+        world.task.pk, pool.pk, "done", {"pool": "a" * 64})
+    assert ReferencePool._meta.db_table == "tasks_referencepool" and PoolJob._meta.db_table == "tasks_pooljob"
