@@ -156,12 +156,11 @@ def _score_claimed(run_id: int, attempt: int) -> str:
         # changed, which is not the team's doing.
         version = run.gold_version.number if run.gold_version_id else "?"
         _finish_failed(run, [f"the run does not validate against gold version {version} (the organisers "
-                             "changed the gold); it does not count against your quota:", *error.errors],
-                       server_side=True)
+                             "changed the gold); it does not count against your quota:", *error.errors])
         return "failed: invalid against the gold"
     except NonFiniteScore as error:
         log.error("run %s: %s", run.pk, error)
-        _finish_failed(run, [f"{error}; the organisers have been told and can re-score the run"], server_side=True)
+        _finish_failed(run, [f"{error}; the organisers have been told and can re-score the run"])
         return "failed: non-finite score"
     except TRANSIENT_DB_ERRORS:
         raise  # not the run's fault: score_run keeps the claim for the retry
@@ -178,7 +177,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
                 _store(run, live, Score.LIVE)
             Run.objects.filter(pk=run.pk).update(
                 status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
-                failure_is_server_side=False, parts=parts)
+                parts=parts)
             board_changed(run.task)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
@@ -191,12 +190,11 @@ def _score_claimed(run_id: int, attempt: int) -> str:
 
 def _fail_deterministic(run: Run, error: Exception) -> str:
     if isinstance(error, SoftTimeLimitExceeded):
-        _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"],
-                       server_side=True)
+        _finish_failed(run, ["scoring took longer than the time limit; the organisers can re-score it"])
         return "failed: time limit"
     log.exception("scoring run %s failed", run.pk)
     _finish_failed(run, [f"internal error while scoring ({type(error).__name__}); the organisers "
-                         "have been told and can re-score the run"], server_side=True)
+                         "have been told and can re-score the run"])
     return "failed: internal error"
 
 
@@ -284,9 +282,9 @@ def _store(run: Run, result: Scored, scope: str) -> None:
         for key, values in result.per_item.items()])
 
 
-def _finish_failed(run: Run, errors: list[str], server_side: bool) -> None:
+def _finish_failed(run: Run, errors: list[str]) -> None:
     Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
-        status=Run.FAILED, errors=errors, finished_at=timezone.now(), failure_is_server_side=server_side)
+        status=Run.FAILED, errors=errors, finished_at=timezone.now())
 
 
 MAX_INTERRUPTIONS = 3
@@ -306,7 +304,7 @@ def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int
     # its memory) would die again: end the run instead of sending it for ever.
     dead = Q(status=Run.SCORING, started_at__lt=stale_before())
     Run.objects.filter(dead, interruptions__gte=MAX_INTERRUPTIONS).update(
-        status=Run.FAILED, finished_at=now, failure_is_server_side=True,
+        status=Run.FAILED, finished_at=now,
         errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
                 "organisers have been told and can re-score the run"])
     not_sent_lately = Q(last_sent_at__isnull=True) | Q(last_sent_at__lt=now - stale_after())

@@ -289,7 +289,6 @@ class Run(models.Model):
                                      help_text="the gold version the status refers to")
     errors = models.JSONField(default=list, blank=True)
     warnings = models.JSONField(default=list, blank=True)
-    failure_is_server_side = models.BooleanField(default=False)
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     queued_at = models.DateTimeField(default=timezone.now, help_text="when the scoring job was last queued")

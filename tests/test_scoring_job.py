@@ -53,7 +53,6 @@ def test_a_missing_file_fails_with_a_readable_server_side_reason(world: World) -
     assert jobs.score_run(run.pk) == "failed: internal error"
     run.refresh_from_db()
     assert run.status == Run.FAILED
-    assert run.failure_is_server_side
     assert run.errors == ["internal error while scoring (FileNotFoundError); the organisers have been told and "
                           "can re-score the run"]
 
@@ -97,7 +96,7 @@ def test_a_gold_update_that_drops_dialogues_fails_old_runs_with_a_reason(world: 
         organising.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json")
     run.refresh_from_db()
     # Valid when uploaded: the gold changed, not the team's doing (issue 11: no quota used).
-    assert run.status == Run.FAILED and run.failure_is_server_side
+    assert run.status == Run.FAILED
     assert run.errors[1].endswith("is not in the gold data of this task")
 
 
@@ -451,7 +450,7 @@ def test_a_run_whose_job_dies_again_and_again_ends_failed_not_resent_for_ever(wo
     assert jobs.requeue_stuck_runs() == [retried.pk]
     assert messages == [retried.pk]
     dead = Run.objects.get(pk=dying.pk)
-    assert dead.status == Run.FAILED and dead.failure_is_server_side
+    assert dead.status == Run.FAILED
     assert Run.objects.get(pk=retried.pk).interruptions == jobs.MAX_INTERRUPTIONS
     assert dead.errors == [f"scoring was cut off {jobs.MAX_INTERRUPTIONS + 1} times (time limit or worker "
                            "failure); the organisers have been told and can re-score the run"]

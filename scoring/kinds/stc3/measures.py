@@ -174,9 +174,3 @@ def get_measure(name: str) -> Measure:
         return MEASURES[name]
     except KeyError:
         raise ValueError(f"unknown measure {name!r}; known measures: {', '.join(MEASURES)}") from None
-
-
-def check_variant(variant: str) -> str:
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; expected one of: {', '.join(VARIANTS)}")
-    return variant
