@@ -266,8 +266,7 @@ def _print_kind(outcome: KindOutcome, options: argparse.Namespace, stdout: TextI
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=stderr)
     scored = outcome.scored
-    bad = [key for key, values in scored.per_item.items() if not np.isfinite(values).all()]
-    bad += [key for key, value in scored.headlines.items() if not math.isfinite(value) and key not in bad]
+    bad = scored.non_finite()
     text = ""
     if not bad:
         try:

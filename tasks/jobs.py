@@ -204,16 +204,10 @@ class NonFiniteScore(Exception):
 
 def _check_finite(*results: Scored | None) -> None:
     for result in results:
-        if result is None:
-            continue
-        for key, values in result.per_item.items():
-            if not np.isfinite(values).all():
-                bad = int(np.count_nonzero(~np.isfinite(values)))
-                raise NonFiniteScore(f"scoring produced {bad} score(s) that are not finite numbers (NaN or "
-                                     f"infinity) for {key}; nothing was stored")
-        if not all(np.isfinite(list(result.headlines.values()))):
-            raise NonFiniteScore("scoring produced a run figure that is not a finite number (NaN or infinity); "
-                                 "nothing was stored")
+        bad = result.non_finite() if result is not None else []
+        if bad:
+            raise NonFiniteScore(f"scoring produced scores that are not finite numbers (NaN or infinity) for "
+                                 f"{', '.join(bad)}; nothing was stored")
 
 
 def _compute(run: Run) -> tuple[Scored, Scored | None]:

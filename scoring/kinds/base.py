@@ -188,12 +188,18 @@ class Scored:
     def n_items(self) -> int:
         return len(self.item_ids)
 
-    def check_finite(self) -> None:
-        """No NaN or infinity may reach storage, a page or an export: refuse them here, named."""
+    def non_finite(self) -> list[str]:
+        """The measure keys with a NaN or an infinity, per item or as the run's figure, in order.
+        The one check the scoring job, the offline command and the kinds use: no such score may
+        reach storage, a page, an export or the terminal."""
         bad = [key for key, values in self.per_item.items() if not np.isfinite(values).all()]
-        bad += [key for key, value in self.headlines.items() if not math.isfinite(value)]
+        return bad + [key for key, value in self.headlines.items() if not math.isfinite(value) and key not in bad]
+
+    def check_finite(self) -> None:
+        """Refuse NaN and infinities, named (``ValueError``)."""
+        bad = self.non_finite()
         if bad:
-            raise ValueError("scores that are not finite numbers: " + ", ".join(sorted(set(bad))))
+            raise ValueError("scores that are not finite numbers: " + ", ".join(sorted(bad)))
 
     def summary(self) -> dict[str, Any]:
         """The ``score --format json`` object without per-item scores."""
