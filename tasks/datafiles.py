@@ -22,10 +22,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import re
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +37,7 @@ from django.utils import timezone
 
 from scoring.kinds import get_kind
 from scoring.validation import parse_json
+from tasks import blobs
 from tasks.errors import Rejected
 from tasks.models import GENERATED_DATA_FILES, DataFile, GoldVersion, Phase, Task, validate_data_file_name
 
@@ -47,52 +46,9 @@ log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024
 
 
-# Content-addressed storage -----------------------------------------------------------------
-
-def blob_path(folder: str, sha256: str) -> Path:
-    """Where a stored file lives: ``MEDIA_ROOT/<folder>/<first two hex digits>/<sha256>``."""
-    if len(sha256) != 64 or any(char not in "0123456789abcdef" for char in sha256):
-        raise ValueError("not a SHA-256 hex digest")
-    return Path(settings.MEDIA_ROOT) / folder / sha256[:2] / sha256
-
-
-def store_blob(folder: str, chunks: Iterable[bytes], max_bytes: int | None = None,
-               limit: tuple[str, str] = ("data file", "EVALSERVER_DATA_FILE_MAX_BYTES")) -> tuple[str, int]:
-    """Write the chunks to a temporary file while hashing them, then move it under its SHA-256
-    (identical files share one copy); (sha256, size). Over ``max_bytes``: ``Rejected``, and
-    nothing is kept."""
-    root = Path(settings.MEDIA_ROOT) / folder
-    root.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    size = 0
-    handle, temporary = tempfile.mkstemp(dir=root, prefix=".upload-")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for chunk in chunks:
-                size += len(chunk)
-                if max_bytes is not None and size > max_bytes:
-                    raise Rejected([f"file: more than {max_bytes:,} bytes, the largest {limit[0]} accepted "
-                                    f"({limit[1]})"], status=413)
-                digest.update(chunk)
-                stream.write(chunk)
-            stream.flush()
-            os.fsync(stream.fileno())
-        sha = digest.hexdigest()
-        path = blob_path(folder, sha)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            Path(temporary).unlink()
-        else:
-            os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return sha, size
-
-
 def store_gold_source(content: bytes) -> str:
     """Keep a gold file as uploaded; its SHA-256 (``GoldVersion.source_sha256``)."""
-    return store_blob("gold", [content])[0]
+    return blobs.store("gold", content).sha256
 
 
 def chunks_of(stream: IO[bytes]) -> Iterator[bytes]:
@@ -129,7 +85,7 @@ def section_gold(task: Task, phase: Phase | None) -> GoldVersion | None:
 def _participant_data(source_sha256: str, kind: str, config: bytes) -> bytes:
     # Cached per process: deriving a large gold takes a moment and some memory; the key is the
     # stored file itself (versions never change) and the task's configuration.
-    content = blob_path("gold", source_sha256).read_bytes()
+    content = blobs.path("gold", source_sha256).read_bytes()
     implementation = get_kind(kind)
     parsed = parse_json(content, "gold file")
     return orjson.dumps(implementation.participant_data(parsed, implementation.config(orjson.loads(config))))
@@ -138,7 +94,7 @@ def _participant_data(source_sha256: str, kind: str, config: bytes) -> bytes:
 def participant_data(task: Task, version: GoldVersion) -> bytes | None:
     """The participants' data of a gold version (the kind strips every annotation), or None for
     a version loaded before gold files were kept."""
-    if not version.source_sha256 or not blob_path("gold", version.source_sha256).exists():
+    if not version.source_sha256 or not blobs.path("gold", version.source_sha256).exists():
         return None
     return _participant_data(version.source_sha256, task.kind, orjson.dumps(task.config, option=orjson.OPT_SORT_KEYS))
 
@@ -216,7 +172,7 @@ def section_items(task: Task, phase: Phase | None) -> tuple[list[DataItem], list
 def item_content(task: Task, phase: Phase | None, item: DataItem) -> bytes | Path:
     """The bytes of a generated file, or the stored path of an organiser's file."""
     if item.data_file is not None:
-        return blob_path("data", item.data_file.sha256)
+        return blobs.path("data", item.data_file.sha256)
     if item.kind == "format":
         return format_document(task)
     version = section_gold(task, phase)
@@ -261,7 +217,9 @@ def data_file_problems(task: Task, name: str, phase: Phase | None, description: 
 
 def store_data_content(stream: IO[bytes]) -> tuple[str, int]:
     """Store an organiser's file (at most ``EVALSERVER_DATA_FILE_MAX_BYTES``); (sha256, size)."""
-    return store_blob("data", chunks_of(stream), settings.EVALSERVER_DATA_FILE_MAX_BYTES)
+    stored = blobs.store("data", chunks_of(stream), max_bytes=settings.EVALSERVER_DATA_FILE_MAX_BYTES,
+                         limit=("data file", "EVALSERVER_DATA_FILE_MAX_BYTES"))
+    return stored.sha256, stored.size
 
 
 def add_data_file(task: Task, name: str, stream: IO[bytes], phase: Phase | None = None, description: str = "",
@@ -297,4 +255,4 @@ def add_data_file(task: Task, name: str, stream: IO[bytes], phase: Phase | None 
 def forget_unused_blob(sha256: str) -> None:
     """Remove a stored organiser's file that no ``DataFile`` refers to any more."""
     if not DataFile.objects.filter(sha256=sha256).exists():
-        blob_path("data", sha256).unlink(missing_ok=True)
+        blobs.forget("data", sha256)

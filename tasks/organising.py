@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from scoring.kinds import KINDS
 from scoring.validation import ValidationFailed, parse_json
+from tasks import blobs
 from tasks.changes import touch_scores
-from tasks.datafiles import blob_path, store_gold_source
+from tasks.datafiles import store_gold_source
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
 from tasks.models import GoldVersion, Run, Task
@@ -70,7 +71,7 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
     except BaseException:
         # Nothing half-written: the kept file goes with the version that was not stored.
         if not GoldVersion.objects.filter(source_sha256=source_sha256).exists():
-            blob_path("gold", source_sha256).unlink(missing_ok=True)
+            blobs.forget("gold", source_sha256)
         raise
 
 

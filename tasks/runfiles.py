@@ -1,57 +1,37 @@
-"""Run files: stored unchanged under their SHA-256, written atomically, read back for scoring and
-exports; and the file names people send or download, made safe in one place.
+"""Run files: stored unchanged under their SHA-256 in the blob store (``tasks.blobs``), read back for
+scoring and exports; and the file names people send or download, made safe in one place.
 
 Identical files share one copy. Nothing here knows about runs' rules or scoring.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from django.conf import settings
-
+from tasks import blobs
 from tasks.models import Run
 from tasks.names import character_problems
 
 
 def run_file_path(sha256: str) -> Path:
-    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        raise ValueError("not a SHA-256 hex digest")
-    return Path(settings.MEDIA_ROOT) / "runs" / sha256[:2] / f"{sha256}.json"
+    return blobs.path("runs", sha256)
 
 
 def store_run_file(content: bytes) -> str:
-    """Store the bytes unchanged under their SHA-256 (written atomically; identical files share one copy)."""
+    """Store the bytes unchanged under their SHA-256 (``tasks.blobs``: identical files share one copy)."""
     return store_new_run_file(content)[0]
 
 
 def store_new_run_file(content: bytes) -> tuple[str, bool]:
     """``store_run_file``, and whether this call wrote the file (so that a failed upload can take
     back a file it added, and never one another run shares)."""
-    sha = hashlib.sha256(content).hexdigest()
-    path = run_file_path(sha)
-    created = not path.exists()
-    if created:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(content)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-    return sha, created
+    stored = blobs.store("runs", content)
+    return stored.sha256, stored.created
 
 
 def read_run_file(run: Run) -> bytes:
-    return run_file_path(run.file_sha256).read_bytes()
+    return blobs.read("runs", run.file_sha256)
 
 
 def safe_filename(name: str | None) -> str:

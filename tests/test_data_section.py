@@ -22,7 +22,7 @@ from django.test import Client
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
-from tasks import datafiles
+from tasks import blobs, datafiles
 from tasks.errors import Rejected
 from tasks.models import AccessLog, DataFile, GoldVersion, Phase, Task, TermsAcceptance
 from tasks.organising import create_task, load_gold_version
@@ -150,7 +150,7 @@ def test_a_version_loaded_before_gold_files_were_kept_says_it_has_no_participant
 
 @pytest.mark.django_db
 def test_a_kept_gold_file_lost_from_storage_is_said_so(world: World) -> None:
-    datafiles.blob_path("gold", world.gold_version.source_sha256).unlink()
+    blobs.path("gold", world.gold_version.source_sha256).unlink()
     datafiles._participant_data.cache_clear()
     listing = Client().get(f"/api/v1/tasks/{world.task.slug}/data/").json()
     assert [entry["name"] for entry in listing["files"]] == ["format.json", "sample-run.json"]
@@ -165,7 +165,7 @@ def test_the_kept_gold_file_is_the_upload_byte_for_byte_and_never_served(world: 
     with committing():
         version = load_gold_version(world.task, content, "gold.json")
     assert version.source_sha256 == hashlib.sha256(content).hexdigest() == version.sha256
-    assert datafiles.blob_path("gold", version.source_sha256).read_bytes() == content
+    assert blobs.path("gold", version.source_sha256).read_bytes() == content
     client = Client()
     client.force_login(world.organiser)
     for url in ("/tasks/demo-task/data/gold.json", f"/tasks/demo-task/data/{version.source_sha256}",
@@ -230,15 +230,15 @@ def test_replacing_and_deleting_a_file_keeps_only_the_stored_copies_in_use(world
     second = add(world.task, "train.json", b"[2]", replace=True, description="corrected")
     assert (second.pk, second.sha256, second.description) == (first.pk, hashlib.sha256(b"[2]").hexdigest(),
                                                                 "corrected")
-    assert datafiles.blob_path("data", first.sha256).exists()  # copy.json still uses it
+    assert blobs.path("data", first.sha256).exists()  # copy.json still uses it
     with committing():
         DataFile.objects.get(name="copy.json").delete()
-    assert not datafiles.blob_path("data", first.sha256).exists()
+    assert not blobs.path("data", first.sha256).exists()
     assert body(Client().get("/tasks/demo-task/data/train.json")) == b"[2]"
     with committing():
         add(world.task, "same.json", b"[2]")
         DataFile.objects.get(name="train.json").delete()
-    assert datafiles.blob_path("data", second.sha256).exists()  # same.json shares it
+    assert blobs.path("data", second.sha256).exists()  # same.json shares it
 
 
 @pytest.mark.django_db

@@ -1,7 +1,4 @@
-from pathlib import Path
-
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class ResponseKindConfig(AppConfig):
@@ -12,9 +9,11 @@ class ResponseKindConfig(AppConfig):
     def ready(self) -> None:
         # Here, not at the top: models can be imported only once the apps are loaded.
         from scoring.kinds.response.kind import set_vector_directory
+        from tasks import blobs
         from tasks.hooks import add_organiser_link
 
-        # Vector tables organisers upload (load_vectors) live beside the run files, in every
-        # process that scores (web, worker, commands).
-        set_vector_directory(Path(settings.MEDIA_ROOT) / "vectors")
+        # Vector tables organisers upload (load_vectors) live in the blob store's "vectors" folder,
+        # named by checksum, in every process that scores (web, worker, commands); asked each
+        # time, so the folder follows MEDIA_ROOT.
+        set_vector_directory(lambda: blobs.path("vectors", "0" * 64).parent)
         add_organiser_link("response", "Extend the references from a dialogue pool (vBLEU)", "organiser-vbleu")

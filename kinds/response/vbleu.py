@@ -17,8 +17,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -40,8 +38,7 @@ from kinds.response.models import PoolJob, ReferencePool
 from scoring.kinds.response import vbleu
 from scoring.kinds.response.kind import task_vectors
 from scoring.validation import ValidationFailed, parse_json
-from tasks import leases
-from tasks.datafiles import blob_path, store_blob
+from tasks import blobs, leases
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import GoldVersion, Task
 
@@ -55,9 +52,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def pool_file_path(sha256: str) -> Path:
-    if not _SHA256.match(sha256):
-        raise ValueError("not a SHA-256 hex digest")
-    return Path(settings.MEDIA_ROOT) / "pools" / sha256[:2] / f"{sha256}.jsonl"
+    return blobs.path("pools", sha256)
 
 
 def validate_pool(source: str | os.PathLike | bytes | BinaryIO, progress: vbleu.Progress | None = None,
@@ -69,45 +64,25 @@ def validate_pool(source: str | os.PathLike | bytes | BinaryIO, progress: vbleu.
         raise Rejected([f"{label}: {line}" for line in error.errors]) from None
 
 
-def _write_pool_file(source: str | os.PathLike | bytes | BinaryIO, sha256: str) -> bool:
-    """Copy the pool's bytes under its checksum (atomically); whether this call wrote the file."""
-    path = pool_file_path(sha256)
-    if path.exists():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upload-")
-    try:
-        with os.fdopen(handle, "wb") as output:
-            if isinstance(source, bytes | bytearray | memoryview):
-                output.write(source)
-            elif isinstance(source, str | os.PathLike):
-                with open(source, "rb") as stream:
-                    shutil.copyfileobj(stream, output, 1 << 20)
-            else:
-                source.seek(0)
-                shutil.copyfileobj(source, output, 1 << 20)
-            output.flush()
-            os.fsync(output.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return True
-
-
 def store_pool(source: str | os.PathLike | bytes | BinaryIO, pool: vbleu.Pool, name: str = "",
                user: Any = None) -> tuple[ReferencePool, bool]:
     """Keep a validated pool (``validate_pool``'s ``pool`` of the same ``source``) once by its
     checksum: the file and its row; whether this call wrote the file (so a failure after it can
     take the file back). A pool stored before is returned as it is."""
-    created = _write_pool_file(source, pool.sha256)
+    stored = blobs.store("pools", source)
+    if stored.sha256 != pool.sha256:  # the source changed between its validation and now
+        if stored.created:
+            blobs.forget("pools", stored.sha256)
+        raise Rejected([f"the pool changed while it was stored (checksum {stored.sha256[:12]}, validated as "
+                        f"{pool.sha256[:12]}); upload it again"])
+    created = stored.created
     try:
         record, _ = ReferencePool.objects.get_or_create(sha256=pool.sha256, defaults={
             "name": name[:255], "n_pairs": len(pool), "size": pool.size,
             "created_by": user if user is not None and getattr(user, "is_authenticated", False) else None})
     except BaseException:
         if created:
-            pool_file_path(pool.sha256).unlink(missing_ok=True)
+            blobs.forget("pools", pool.sha256)
         raise
     return record, created
 
@@ -161,7 +136,7 @@ def source_gold(version: GoldVersion, content: bytes | None = None) -> tuple[lis
             return parse_json(content, "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
         except ValidationFailed as error:
             raise Rejected(error.errors) from None
-    kept = blob_path("gold", version.source_sha256) if version.source_sha256 else None
+    kept = blobs.path("gold", version.source_sha256) if version.source_sha256 else None
     if kept is not None and kept.exists():
         # The file as it was loaded (tasks.datafiles keeps it): nugget alternatives and all.
         try:
@@ -263,9 +238,8 @@ PROGRESS_SECONDS = 0.5
 def stage_upload(upload: Any, what: str = "pool") -> str:
     """Keep an uploaded file (a Django ``UploadedFile``) for its job; its sha256. Over
     ``EVALSERVER_POOL_MAX_BYTES``: ``Rejected`` and nothing kept."""
-    sha256, _ = store_blob(UPLOADS, upload.chunks(), settings.EVALSERVER_POOL_MAX_BYTES,
-                           (what, "EVALSERVER_POOL_MAX_BYTES"))
-    return sha256
+    return blobs.store(UPLOADS, upload.chunks(), max_bytes=settings.EVALSERVER_POOL_MAX_BYTES,
+                       limit=(what, "EVALSERVER_POOL_MAX_BYTES")).sha256
 
 
 def submit_pool_job(*, user: Any, task: Task | None = None, upload: Any = None, pool: ReferencePool | None = None,
@@ -399,7 +373,7 @@ def run_pool_job(job_id: int) -> str:
 
 def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
     options = job.options
-    upload = blob_path(UPLOADS, job.upload_sha256) if job.upload_sha256 else None
+    upload = blobs.path(UPLOADS, job.upload_sha256) if job.upload_sha256 else None
     if upload is not None and not upload.exists():
         raise Rejected(["the uploaded pool is no longer on the server (its job was ended before); upload it again"])
     if job.task is None:
@@ -414,7 +388,7 @@ def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
         raise Rejected(["a phase chosen for the new version no longer exists; start again"])
     ratings = None
     if job.ratings_sha256:
-        path = blob_path(UPLOADS, job.ratings_sha256)
+        path = blobs.path(UPLOADS, job.ratings_sha256)
         if not path.exists():
             raise Rejected(["the uploaded ratings are no longer on the server; upload them again"])
         try:
@@ -515,7 +489,7 @@ def _forget_files(hashes: set[str], jobs: Any = None) -> None:
     waiting = (PoolJob.objects if jobs is None else jobs).filter(status__in=[PoolJob.QUEUED, PoolJob.RUNNING])
     for sha256 in hashes:
         if not waiting.filter(Q(upload_sha256=sha256) | Q(ratings_sha256=sha256)).exists():
-            blob_path(UPLOADS, sha256).unlink(missing_ok=True)
+            blobs.forget(UPLOADS, sha256)
 
 
 def sweep_pool_jobs(job_ids: list[int] | None = None) -> list[int]:

@@ -1,12 +1,14 @@
-"""Word-vector tables organisers upload for a response task's POSSCORE (``load_vectors``): kept by
-checksum under ``MEDIA_ROOT/vectors`` (``scoring.kinds.response.kind.store_vector_table``)."""
+"""Word-vector tables organisers upload for a response task's POSSCORE (``load_vectors``): checked
+by the scoring core (``parse_word2vec``: every bad line named) and kept in the blob store
+(``tasks.blobs``, folder ``vectors``), where the scoring core finds them by checksum
+(``scoring.kinds.response.kind.vector_table_path``)."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from scoring.kinds.response.kind import store_vector_table
-from scoring.kinds.response.nlp import VectorTableError
+from scoring.kinds.response.nlp import VectorTableError, parse_word2vec
+from tasks import blobs
 from tasks.errors import Rejected
 from tasks.models import Task
 from tasks.organising import rescore_runs
@@ -15,15 +17,18 @@ KIND = "response"
 
 
 def set_vector_table(task: Task, content: bytes, name: str = "") -> str:
-    """Keep an uploaded word2vec text table (``scoring.kinds.response.store_vector_table``: every
-    bad line named, never half-written), point the task's configuration at it and score every
-    run again (POSSCORE and the nugget scores change with the vectors). Returns its sha256."""
+    """Keep an uploaded word2vec text table (every bad line named; stored whole and durable before
+    any configuration names it), point the task's configuration at it and score every run again
+    (POSSCORE and the nugget scores change with the vectors). Returns its sha256."""
     if task.kind != KIND:
         raise Rejected([f"{task.slug} is a {task.kind} task; only response tasks use vector tables"])
     try:
-        digest, _ = store_vector_table(content, name=name or "uploaded")
+        table = parse_word2vec(content, name=name or "uploaded")
     except VectorTableError as error:
         raise Rejected(getattr(error, "problems", None) or [str(error)]) from None
+    digest = blobs.store("vectors", content).sha256
+    if digest != table.file_checksum:  # both are the SHA-256 of the bytes: a mismatch is a bug
+        raise Rejected([f"the vector table's checksum came out as {digest[:12]} and {table.file_checksum[:12]}"])
     config = {**task.config, "vectors": {"sha256": digest, "name": name[:100]}}
     try:
         checked = task.kind_impl.config(config)

@@ -65,7 +65,7 @@ import tempfile
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -348,15 +348,17 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
 # Vector tables and tagging resources ---------------------------------------------------------------
 
 _STATE_LOCK = threading.Lock()
-_VECTOR_DIRECTORY: Path | None = None
+_VECTOR_DIRECTORY: Path | Callable[[], Path] | None = None
 _TAGGING_PROCESSES = 1
 _ENCODERS: dict[tuple, PosEncoder] = {}
 
 
-def set_vector_directory(path: str | os.PathLike | None) -> None:
-    """Where uploaded vector tables are kept (``<path>/<sha256>.txt``); None: ``EVALSERVER_VECTOR_DIR``."""
+def set_vector_directory(path: str | os.PathLike | Callable[[], Path] | None) -> None:
+    """Where uploaded vector tables are kept (``<path>/<sha256>.txt``): a directory, or a function
+    that names it when asked (the server: its blob store's folder, which follows its settings);
+    None: ``EVALSERVER_VECTOR_DIR``."""
     global _VECTOR_DIRECTORY
-    _VECTOR_DIRECTORY = Path(path) if path is not None else None
+    _VECTOR_DIRECTORY = path if path is None or callable(path) else Path(path)
 
 
 def set_tagging_processes(processes: int) -> None:
@@ -368,7 +370,7 @@ def set_tagging_processes(processes: int) -> None:
 
 
 def _vector_directory() -> Path:
-    directory = _VECTOR_DIRECTORY
+    directory = _VECTOR_DIRECTORY() if callable(_VECTOR_DIRECTORY) else _VECTOR_DIRECTORY
     if directory is None and os.environ.get("EVALSERVER_VECTOR_DIR"):
         directory = Path(os.environ["EVALSERVER_VECTOR_DIR"])
     if directory is None:
@@ -387,7 +389,8 @@ def vector_table_path(sha256: str) -> Path:
 def store_vector_table(data: bytes, name: str = "uploaded") -> tuple[str, VectorTable]:
     """Validate an uploaded word2vec text table (``VectorTableError`` names every bad line) and
     keep it under its sha256 in the vector directory; returns the sha256 a task configuration
-    names, and the table. Written to a temporary file and renamed: never half-written."""
+    names, and the table. Written to a temporary file, flushed to the disk and renamed: never
+    half-written. For offline use: the server keeps tables in its blob store (``tasks.blobs``)."""
     table = parse_word2vec(data, name=name)
     digest = table.file_checksum
     path = vector_table_path(digest)
@@ -397,6 +400,8 @@ def store_vector_table(data: bytes, name: str = "uploaded") -> tuple[str, Vector
         try:
             with os.fdopen(handle, "wb") as output:
                 output.write(data)
+                output.flush()
+                os.fsync(output.fileno())  # whole on the disk before a configuration names it
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)

@@ -25,12 +25,10 @@ from tests.conftest import committing
 def response_task(db: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
-    from scoring.kinds.response.kind import set_vector_directory
     from tasks.models import Team
     from tasks.organising import create_task, load_gold_version
     from tasks.tokens import issue_token
 
-    set_vector_directory(tmp_path / "vectors")
     task = create_task("response-task", "response", "Responses", kind="response")
     gold = response_demo.generate_gold(12, seed=3)
     with committing():
@@ -39,7 +37,6 @@ def response_task(db: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
     Team.objects.create(name="Aurora", slug="aurora").members.add(user)
     yield {"task": task, "gold": gold, "token": issue_token(user), "user": user,
            "runs": response_demo.generate_runs(gold, seed=5)}
-    set_vector_directory(Path(settings.MEDIA_ROOT) / "vectors")
 
 
 def upload(data: dict[str, Any], name: str, content: Any) -> Any:

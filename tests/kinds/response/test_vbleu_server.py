@@ -66,12 +66,10 @@ def task_with_runs(db: Any, settings: Any, tmp_path: Path, planted: dict[str, An
     from django.contrib.auth import get_user_model
 
     from kinds.response.vectors import set_vector_table
-    from scoring.kinds.response.kind import set_vector_directory
     from tasks.models import Team
     from tasks.organising import create_task, load_gold_version
     from tasks.tokens import issue_token
 
-    set_vector_directory(tmp_path / "vectors")
     task = create_task("vbleu-task", "response", "Responses", kind="response")
     set_vector_table(task, vector_table_text().encode(), "planted topics")
     with committing():
@@ -93,7 +91,6 @@ def task_with_runs(db: Any, settings: Any, tmp_path: Path, planted: dict[str, An
     pool_path = tmp_path / "pool.jsonl"
     pool_path.write_bytes(planted["bytes"])
     yield {"task": task, "runs": runs, "ids": ids, "pool_path": pool_path, "organiser": organiser}
-    set_vector_directory(Path(settings.MEDIA_ROOT) / "vectors")
 
 
 def build(task_with_runs: dict[str, Any], *extra: str) -> tuple[str, str]:

@@ -1,0 +1,66 @@
+"""The blob store (tasks.blobs): every kept file under its SHA-256, whole, once."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from tasks import blobs
+from tasks.errors import Rejected
+
+
+def test_every_kind_of_file_is_stored_once_under_its_sha256_where_its_readers_look(tmp_path: Path) -> None:
+    content = b'[{"id": "1"}]'
+    digest = hashlib.sha256(content).hexdigest()
+    media = Path(settings.MEDIA_ROOT)
+    expected = {"runs": media / "runs" / digest[:2] / f"{digest}.json",
+                "gold": media / "gold" / digest[:2] / digest,
+                "data": media / "data" / digest[:2] / digest,
+                "pool-uploads": media / "pool-uploads" / digest[:2] / digest,
+                "pools": media / "pools" / digest[:2] / f"{digest}.jsonl",
+                "vectors": media / "vectors" / f"{digest}.txt"}
+    assert set(expected) == set(blobs.FOLDERS)
+    source = tmp_path / "source.json"
+    source.write_bytes(content)
+    for folder, place in expected.items():
+        first = blobs.store(folder, content)
+        assert (first.sha256, first.size, first.created) == (digest, len(content), True)
+        assert blobs.path(folder, digest) == place and place.read_bytes() == content
+        # The same bytes from chunks, a stream or a file: nothing written again.
+        for again in ([content[:5], content[5:]], io.BytesIO(content), source):
+            assert blobs.store(folder, again) == blobs.Stored(digest, len(content), False)
+        assert blobs.read(folder, digest) == content
+        blobs.forget(folder, digest)
+        assert not place.exists()
+    # No temporary file is left behind anywhere.
+    assert not [path for path in media.rglob(".upload-*")]
+
+
+def test_a_file_over_its_limit_is_refused_and_nothing_is_kept() -> None:
+    with pytest.raises(Rejected) as refused:
+        blobs.store("data", [b"x" * 6, b"y" * 6], max_bytes=10, limit=("data file", "EVALSERVER_DATA_FILE_MAX_BYTES"))
+    assert refused.value.status == 413
+    assert refused.value.errors == ["file: more than 10 bytes, the largest data file accepted "
+                                    "(EVALSERVER_DATA_FILE_MAX_BYTES)"]
+    assert not [path for path in (Path(settings.MEDIA_ROOT) / "data").rglob("*") if path.is_file()]
+
+
+@pytest.mark.parametrize("bad", ["", "A" * 64, "a" * 63, "../" + "a" * 61, "a" * 64 + "/x"])
+def test_only_a_sha256_names_a_file(bad: Any) -> None:
+    with pytest.raises(ValueError, match="not a SHA-256 hex digest"):
+        blobs.path("runs", bad)
+
+
+def test_a_failed_write_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> Any:
+        yield b"half"
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        blobs.store("runs", broken())
+    assert not [path for path in (Path(settings.MEDIA_ROOT) / "runs").rglob("*") if path.is_file()]
