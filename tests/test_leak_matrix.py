@@ -428,6 +428,7 @@ def test_every_url_is_classified() -> None:
     assert not set(URL_KINDS) - set(names), f"URL_KINDS names URLs that are gone: {set(URL_KINDS) - set(names)}"
 
 
+@pytest.mark.slow  # every URL x parameter class x role, in every state: dev.py test --quick leaves it out
 @pytest.mark.django_db
 @pytest.mark.parametrize("state", STATES, ids=[state.name for state in STATES])
 def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None:
