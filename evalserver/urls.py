@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from evalserver.health import healthz
 from leaderboard import runs as run_views
+from leaderboard import statistics_pages
 from leaderboard import views as board_views
 from tasks import accounts, organiser
 from tasks import api as task_api
@@ -22,9 +23,9 @@ urlpatterns = [
     path("", board_views.home, name="home"),
     path("tasks/<slug:slug>/", board_views.task_page, name="task-page"),
     path("tasks/<slug:slug>/leaderboard.csv", board_views.leaderboard_csv, name="leaderboard-csv"),
-    path("tasks/<slug:slug>/statistics/", board_views.statistics_page, name="statistics-page"),
-    path("tasks/<slug:slug>/statistics/<str:key>/pvalues/", board_views.pvalues_page, name="pvalues-page"),
-    path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", board_views.statistics_export,
+    path("tasks/<slug:slug>/statistics/", statistics_pages.statistics_page, name="statistics-page"),
+    path("tasks/<slug:slug>/statistics/<str:key>/pvalues/", statistics_pages.pvalues_page, name="pvalues-page"),
+    path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", statistics_pages.statistics_export,
          name="statistics-export"),
     path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
     path("tasks/<slug:slug>/overview/", task_overview.overview, name="task-overview"),

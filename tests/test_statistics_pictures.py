@@ -65,7 +65,7 @@ def test_the_tau_heat_map_holds_the_stored_tau_of_every_pair(board: World) -> No
 
 @pytest.mark.django_db
 def test_the_asl_curves_are_the_sorted_p_values_of_every_run_pair(board: World) -> None:  # noqa: F811
-    from leaderboard.views import _asl_curves
+    from leaderboard.statistics_pages import _asl_curves
     from tasks import access
 
     record = TaskStatistics.objects.get(task=board.task, phase=None)

@@ -24,8 +24,7 @@ from django.test import Client
 from django.utils import timezone
 
 from leaderboard import jobs as statistics_jobs
-from leaderboard import scheduling, statistics
-from leaderboard import views as board_views
+from leaderboard import scheduling, statistics, statistics_pages
 from leaderboard.models import StatisticsState, TaskStatistics
 from tasks import submissions
 from tasks.changes import touch_scores
@@ -483,7 +482,7 @@ def test_a_board_whose_computation_was_lost_is_woken_by_its_page(queued_board: W
     submit(world, world.alice, 1, "one")
     submit(world, world.bob, 2, "two")
     woken: list[tuple[int, float]] = []
-    monkeypatch.setattr(board_views, "wake_statistics", lambda task_id, delay: woken.append((task_id, delay)))
+    monkeypatch.setattr(statistics_pages, "wake_statistics", lambda task_id, delay: woken.append((task_id, delay)))
     statistics_page(world)
     assert woken == []  # requested just now: its job is on its way
     StatisticsState.objects.filter(task=world.task).update(requested_at=timezone.now() - timedelta(seconds=11))

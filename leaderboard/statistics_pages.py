@@ -1,0 +1,366 @@
+"""The statistics pages of a board: significance tests and intervals per measure, the p-value
+matrix of a measure, and their exports (CSV, text, LaTeX, Discpower files). The boards
+themselves are ``leaderboard.views``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from django.core.cache import cache
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from leaderboard import scheduling
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key
+from leaderboard.charts import asl_chart, bar_chart, heat_map
+from leaderboard.jobs import wake_statistics
+from leaderboard.tables import SHADE_BOUNDS, pvalue_table
+from leaderboard.views import board_for, settings_lines, shown_statistics
+from scoring import exports
+from scoring.kinds import MeasureSpec
+from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
+from tasks import access, cachekeys
+from tasks.models import Task
+from tasks.runfiles import download_name
+
+
+def _statistics_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board, Any]:
+    view, board = board_for(request, slug)
+    return view, board, shown_statistics(view, board)
+
+
+@require_GET
+def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
+    measures = []
+    levels: list[float] = []
+    charts: dict[str, Any] = {}
+    if record is not None:
+        summaries = record.summaries()
+        # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
+        for group in board.groups():
+            levels = levels or record.meta.get(group.name, {}).get("alphas", [])
+        suffixes = [alpha_suffix(level) for level in levels]
+        for column in board.columns:
+            summary = summaries.get(column.key)
+            if summary is None:
+                continue
+            meta = record.meta.get(column.group, {}).get("measures", {}).get(column.key, {})
+            measures.append({"key": column.key, "spec": column, "runs": len(summary["run_ids"]),
+                             "top_group": len(summary["top_group"]),
+                             "powers": [meta.get(f"discriminative_power_{suffix}") for suffix in suffixes],
+                             "deltas": [meta.get(f"delta_required_{suffix}") for suffix in suffixes]})
+        charts = _statistics_charts(view, board, record, measures, levels)
+    return render(request, "leaderboard/statistics.html", {
+        "task": task, "phase": phase, "board": board, "record": record, "measures": measures,
+        "levels": levels, "settings": settings_lines(task, board), **charts,
+        "columns": [measure["spec"] for measure in measures], "kind_tables": _kind_tables(task, board, record),
+        "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
+        "run_labels": _run_labels(record, board, record.run_ids) if record else [],
+        **_statistics_status(task, phase, board, record),
+    })
+
+
+def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:
+    """The kind's own comparisons (``Kind.compare``) as tables with formatted cells; None while
+    the board's runs differ from those compared (a run hidden or withdrawn since is named in
+    them, so they wait for the recomputation that its change queued)."""
+    data = record.meta.get("kind") if record is not None else None
+    if not data:
+        return []
+    if {row["id"] for row in board.rows} != set(record.run_ids):
+        return None
+    if isinstance(data.get("unavailable"), str):  # the server's own reason (a live board), not the kind's
+        return [{"title": "Comparisons between the runs", "note": f"Not computed: {data['unavailable']}.",
+                 "headers": [], "rows": []}]
+    tables = task.kind_impl.compare_tables(data)
+    for table in tables:
+        table["rows"] = [[_cell(value, table.get("shade", False)) for value in row] for row in table["rows"]]
+        curves = table.get("curves") or []
+        # At most CURVES_PER_CHART curves a chart, each in its own colour and dash.
+        table["charts"] = [asl_chart(curves[start:start + CURVES_PER_CHART])
+                           for start in range(0, len(curves), CURVES_PER_CHART)]
+    return tables
+
+
+def _cell(value: Any, shade: bool) -> dict[str, Any]:
+    if value is None:
+        return {"text": "–", "number": True}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return {"text": str(value), "number": False}
+    text = f"{value:,}" if isinstance(value, int) else f"{value:.4f}"
+    # Shading in five steps of a single blue (readable without telling hues apart).
+    level = min(4, max(0, int(float(value) * 5))) if shade and 0.0 <= value <= 1.0 else None
+    return {"text": text, "number": True, "level": level}
+
+
+CURVES_PER_CHART = 7
+
+
+def _statistics_charts(view: access.BoardAccess, board: Board, record: Any, measures: list[dict[str, Any]],
+                       levels: list[float]) -> dict[str, Any]:
+    """The pictures of the statistics page, drawn from the stored numbers: discriminative power as
+    bars, the ASL curves of each measure group (by subgroup), Kendall's tau as a heat map per group."""
+    titles = {column.key: column.column_title for column in board.columns}
+    power = bar_chart([measure["spec"].column_title for measure in measures],
+                      [(f"pairs with p < {level:g}", [measure["powers"][i] for measure in measures])
+                       for i, level in enumerate(levels)],
+                      titles=[measure["spec"].title for measure in measures]) if measures and levels else None
+    curves = _asl_curves(view, board, record, [measure["key"] for measure in measures])
+    asl = []
+    for group in board.groups():
+        sets: dict[str, list[MeasureSpec]] = {}
+        for spec in group.measures:
+            if spec.key in curves:
+                named = spec.subgroup_title and spec.subgroup_title != spec.subgroup
+                sets.setdefault(f"{spec.subgroup} ({spec.subgroup_title})" if named else spec.subgroup, []).append(spec)
+        for subgroup, specs in sets.items():
+            for start in range(0, len(specs), CURVES_PER_CHART):
+                chunk = specs[start:start + CURVES_PER_CHART]
+                title = group.title + (f", {subgroup}" if subgroup else "")
+                asl.append({"title": title, "chart": asl_chart(
+                    [(spec.column_title, curves[spec.key]) for spec in chunk], levels=levels or (0.05,),
+                    titles=[spec.title for spec in chunk])})
+    heat_maps = []
+    for group in board.groups():
+        taus = record.meta.get(group.name, {}).get("kendall_tau", [])
+        keys = [spec.key for spec in group.measures if any(spec.key in (tau["a"], tau["b"]) for tau in taus)]
+        if len(keys) < 2:
+            continue
+        where = {key: i for i, key in enumerate(keys)}
+        values: list[list[float | None]] = [[1.0 if i == j else None for j in range(len(keys))]
+                                            for i in range(len(keys))]
+        notes = [["the same measure" if i == j else "" for j in range(len(keys))] for i in range(len(keys))]
+        for tau in taus:
+            if tau["a"] in where and tau["b"] in where:
+                i, j = where[tau["a"]], where[tau["b"]]
+                values[i][j] = values[j][i] = tau["tau"]
+                if tau.get("low") is not None and tau.get("high") is not None:
+                    notes[i][j] = notes[j][i] = (f"{tau.get('level', 0.95):.0%} interval [{tau['low']:.3f}, "
+                                                 f"{tau['high']:.3f}]")
+        long_titles = [board.column(key).title for key in keys]
+        heat_maps.append({"title": group.title, "n_resamples": taus[0].get("n_resamples"), "seed": taus[0].get("seed"),
+                          "chart": heat_map([titles[key] for key in keys], [titles[key] for key in keys], values,
+                                            row_titles=long_titles, column_titles=long_titles, notes=notes,
+                                            what="Kendall's tau")})
+    return {"power_chart": power, "asl_charts": asl, "heat_maps": heat_maps}
+
+
+def _asl_curves(view: access.BoardAccess, board: Board, record: Any, keys: list[str]) -> dict[str, list[float]]:
+    """Per measure, the p-values of every pair of the runs the board shows, smallest first
+    (``scoring.stats.asl_curve``), from the stored counts; cached with the record and the board
+    (500 runs and 22 measures are 2.7 million p-values rebuilt from 11 MB of counts)."""
+    key = cachekeys.asl_curves(board_cache_key(view.task, view.phase, view.organiser), record.pk, record.generation,
+                               record.computed_at.timestamp())
+    curves = cache.get(key)
+    if curves is None:
+        curves = {}
+        shown = {row["id"] for row in board.rows}
+        for stored in record.measures.filter(key__in=keys).order_by("pk"):
+            stored.statistics = record
+            keep = [i for i, run_id in enumerate(stored.summary["run_ids"]) if run_id in shown]
+            if len(keep) >= 2:
+                pvalues = stored.result().pvalues
+                curves[stored.key] = asl_curve(pvalues[np.ix_(keep, keep)]).tolist()
+        cache.set(key, curves, CACHE_SECONDS)
+    return curves
+
+
+def _other_scope(view: access.BoardAccess, board: Board, record: Any) -> str:
+    """What stored statistics that are not shown were computed over (the whole test set, kept
+    from a publication since withdrawn; another gold version), so the page can say why."""
+    from leaderboard.statistics import stored_statistics
+
+    if record is not None or board.hidden_reason:
+        return ""
+    stored = stored_statistics(view.task, view.phase)
+    if stored is None:
+        return ""
+    scope = "the whole gold" if stored.scope == "full" else "the live subset"
+    version = "" if stored.gold_version_id == board.gold_version_id else ", on another gold version"
+    return f"{scope}{version}"
+
+
+def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dict[str, Any]:
+    """What the pages say about the statistics besides their numbers: over how many of the runs
+    now on the board they were computed, and whether a newer computation is queued or running
+    (``leaderboard.scheduling``). A board whose computation was lost (a web process restarted
+    with its timer) is woken here, so a visitor never reads "queued" for ever."""
+    status = scheduling.board_status(task.pk, phase.pk if phase else None)
+    on_board = {row["id"] for row in board.rows}
+    covered = len(on_board & set(record.run_ids)) if record is not None else 0
+    if status.mode in ("thread", "celery") and not board.hidden_reason:
+        if status.state is None and len(on_board) >= 2:
+            # Scored before any computation was ever requested (e.g. while statistics were off).
+            scheduling.request(task.pk)
+            wake_statistics(task.pk, 0.0)
+            status = scheduling.board_status(task.pk, phase.pk if phase else None)
+        elif status.queued and status.starts_in == 0 and status.state.requested_at is not None and (
+                timezone.now() - status.state.requested_at).total_seconds() > 2 * scheduling.debounce_seconds():
+            wake_statistics(task.pk, 0.0)
+    return {"status": status, "runs_on_board": len(on_board), "runs_covered": covered,
+            "covers_board": record is not None and covered == len(on_board) == len(record.run_ids),
+            "debounce": scheduling.debounce_seconds()}
+
+
+def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:
+    """Names of the runs the statistics compared, as far as the board still shows them: a run
+    hidden or withdrawn since (a recomputation is then on its way) is not named any more."""
+    shown = {row["id"] for row in board.rows}
+    return [record.run_labels.get(str(run_id), str(run_id)) if run_id in shown else "(a run no longer on the board)"
+            for run_id in run_ids]
+
+
+@require_GET
+def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
+    stored = record.measure(key, pairwise=True) if record is not None else None
+    if stored is None:
+        raise Http404("no statistics for this measure yet")
+    entry = _on_board(stored.entry(), board)
+    labels = _run_labels(record, board, entry["run_ids"])
+    column = board.column(key)
+    return render(request, "leaderboard/pvalues.html", {
+        "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
+        "shade_bounds": SHADE_BOUNDS,
+        "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
+
+
+def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
+    """Per-item matrices of test data reach only organisers until the results are published:
+    test data is a gold version that a test or final phase uses, whichever board shows it (the
+    same rule as per-item scores on run pages, ``tasks.access``)."""
+    return access.matrices_allowed(view.phases, board.gold_version_id, view.organiser)
+
+
+@require_GET
+def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> HttpResponse:
+    view, board, record = _statistics_for(request, slug)
+    task, phase = view.task, view.phase
+    stored = None
+    if record is not None and key != "all":
+        stored = record.measure(key, pairwise=kind in ("pvalues.txt", "pvalues.csv"))
+    if record is None or (key != "all" and stored is None):
+        raise Http404("no statistics for this measure yet")
+    needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
+    if needs_matrix and not _matrices_allowed(view, board):
+        return render(request, "403.html", status=403)
+    if needs_matrix:
+        from leaderboard.statistics import gather_matrices
+
+        column = board.column(key)
+        if column is None:
+            raise Http404("no per-item scores for this measure")
+        matrices = gather_matrices(board, column.group)
+        if key not in matrices.by_key:
+            raise Http404("no per-item scores for this measure")
+        names = _run_names(board)
+        labels = [names.get(run_id, str(run_id)) for run_id in matrices.run_ids]
+        gold = task.gold_versions.get(number=board.gold_version).load()
+        ids = list(gold.item_ids)
+        if board.scope == "live" and phase is not None and phase.live_subset() is not None:
+            ids = [ids[i] for i in phase.live_subset()]
+        if kind == "matrix.csv":
+            body, content_type = exports.matrix_csv(ids, labels, matrices.by_key[key]), "text/csv"
+        else:
+            matrix_text, names_text = exports.discpower_files(labels, matrices.by_key[key])
+            body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
+        access.log_access(request, task, f"{kind} of {key} ({board.scope}, gold v{board.gold_version})")
+    elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
+        entry = _on_board(stored.entry(), board)
+        names = _run_names(board)
+        labels = [names[run_id] for run_id in entry["run_ids"]]
+        result = _result_from(entry, record)
+        body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
+        content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
+    elif kind == "means.tex":
+        keys = _latex_measures(board, record, request.GET.get("measures", ""))
+        if isinstance(keys, HttpResponse):
+            return keys
+        body, content_type = _latex(view.task, board, record, keys), "text/x-tex"
+    else:
+        raise Http404("unknown export")
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{download_name(key)}-{kind}"'
+    return response
+
+
+def _on_board(entry: dict[str, Any], board: Board) -> dict[str, Any]:
+    """A measure's stored statistics restricted to the runs the board shows this reader: a run
+    hidden or withdrawn since they were computed keeps its mean and differences to itself until
+    the recomputation its hiding queued (the p-values of the others stay those computed with it)."""
+    shown = {row["id"] for row in board.rows}
+    keep = [i for i, run_id in enumerate(entry["run_ids"]) if run_id in shown]
+    if len(keep) == len(entry["run_ids"]):
+        return entry
+    if len(keep) < 2:
+        raise Http404("no statistics for this measure until they are computed again")
+    rows = np.ix_(keep, keep)
+    return {**entry, "run_ids": [entry["run_ids"][i] for i in keep], "means": [entry["means"][i] for i in keep],
+            **{name: np.asarray(entry[name])[rows] for name in ("pvalues", "differences", "effect_sizes", "mc_se")},
+            **{name: [entry[name][i] for i in keep] for name in ("ci_low", "ci_high") if name in entry}}
+
+
+def _run_names(board: Board) -> dict[int, str]:
+    return {row["id"]: f"{row['team']}/{row['name']}" for row in board.rows}
+
+
+def _result_from(entry: dict, record: Any) -> Any:
+    """A TukeyHSDResult rebuilt from stored numbers, for the export functions."""
+    return TukeyHSDResult.from_stored(entry, permutations=record.permutations, seed=record.seed,
+                                      n_dialogues=record.n_items)
+
+
+def _latex_measures(board: Board, record: Any, chosen: str) -> list[str] | HttpResponse:
+    """The measures of the LaTeX table: the official ones by default (all where the kind names
+    none), every one for ``all``, or a comma-separated list of measure keys (400 naming every key
+    that has no statistics on this board)."""
+    summaries = set(record.summaries())
+    available = [column for column in board.columns if column.key in summaries]
+    chosen = chosen.strip()
+    if chosen == "all":
+        return [column.key for column in available]
+    if chosen in ("", "official"):
+        official = [column.key for column in available if column.official]
+        return official or [column.key for column in available]
+    asked = [key.strip() for key in chosen.split(",") if key.strip()]
+    known = {column.key for column in available}
+    unknown = [key for key in asked if key not in known]
+    if unknown or not asked:
+        message = (f"measures: no statistics on this board for {', '.join(repr(key[:64]) for key in unknown[:20])}"
+                   if unknown else "measures: name at least one measure key")
+        return HttpResponse(f"{message}; use 'official', 'all' or a comma-separated list of: "
+                            f"{', '.join(column.key for column in available)}\n", status=400,
+                            content_type="text/plain; charset=utf-8")
+    return [column.key for column in available if column.key in set(asked)]
+
+
+def _latex(task: Task, board: Board, record: Any, keys: list[str]) -> str:
+    summaries = record.summaries()
+    names = _run_names(board)
+    # Runs hidden or withdrawn since the computation are left out, not named by their ids.
+    run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
+    settings = "; ".join(f"{label}: {value}" for label, value in task.kind_impl.describe_settings(board.settings))
+    note = (f"Randomised Tukey HSD, B = {record.permutations}, seed {record.seed}; "
+            f"top group at alpha = {record.alpha:g}; "
+            f"{record.n_items} {board.item_noun}s ({board.scope} scores, gold version {board.gold_version}); "
+            f"computed {record.computed_at:%Y-%m-%d %H:%M} UTC."
+            + (f" Scored with {settings}." if settings else ""))
+    columns = {column.key: column for column in board.columns}
+    return exports.latex_means_tables(
+        [names[run_id] for run_id in run_ids], keys,
+        {key: dict(zip(summaries[key]["run_ids"], summaries[key]["means"], strict=True)) for key in keys},
+        {key: set(summaries[key]["top_group"]) for key in keys}, run_ids,
+        # Bold marks the best run in each measure's direction, as its top group was drawn.
+        lower_is_better={key: not columns[key].higher_is_better for key in keys},
+        headers={key: columns[key].short_title if columns[key].subgroup else columns[key].column_title
+                 for key in keys},
+        groups={key: columns[key].group_title or columns[key].group for key in keys},
+        subgroups={key: columns[key].subgroup for key in keys},
+        descriptions={key: f"{columns[key].title}; {columns[key].direction}" for key in keys},
+        name_notes=[f"run {run_id} on the board" for run_id in run_ids], note=note)
