@@ -79,6 +79,7 @@ from scoring.response.formats import (
     MAX_RESPONSE_CHARS,
     ResponseGold,
     ResponseRun,
+    check_nugget_work,
     load_response_gold,
     load_response_run,
 )
@@ -699,6 +700,11 @@ class ResponseKind(Kind):
         # Runs are checked against the task's current taxonomy.
         reference = gold.gold if gold.gold.acts == config.acts else replace(gold.gold, acts=config.acts)
         run = load_response_run(data, reference, allow_missing=allow_missing)
+        if config.nugget_mode == "always" or (config.nugget_mode == "auto" and (
+                any(nuggets is not None for nuggets in run.nuggets)
+                or any(gold.gold.alternatives[item] for item in run.items))):
+            # Budgeted before the run is accepted: the worker's time and memory follow this figure.
+            check_nugget_work(run, reference, data)
         n_missing = len(gold) - len(run.items)
         warnings = []
         if n_missing:
