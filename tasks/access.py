@@ -27,11 +27,12 @@ def is_organiser(user: Any, task: Task) -> bool:
 
 
 def may_follow_pool_job(user: Any, job: PoolJob) -> bool:
-    """A pool job's page: the task's organisers (staff included); a job that only stores a pool
-    (the admin's upload) is staff's. Its creator has no say once they stop organising the task."""
+    """A pool job's page: the task's organisers (superusers included); a job that only stores a
+    pool (the admin's upload) is for those who may see pools in the admin. Its creator has no say
+    once they stop organising the task."""
     if not user.is_authenticated:
         return False
-    return job.task.is_organiser(user) if job.task_id else bool(user.is_staff)
+    return job.task.is_organiser(user) if job.task_id else user.has_perm("tasks.view_referencepool")
 
 
 def is_member(user: Any, run: Run) -> bool:

@@ -124,9 +124,12 @@ class Task(models.Model):
             user=user, terms_sha256=self.terms_sha256).exists())
 
     def is_organiser(self, user: Any) -> bool:
-        if not user.is_authenticated:
+        """The task's organisers and superusers. Staff status alone is no right: it only opens the
+        admin, where model permissions decide (a staff account without any saw every hidden task,
+        dashboard and runs.zip)."""
+        if not user.is_authenticated or not user.is_active:
             return False
-        return user.is_staff or self.organisers.filter(pk=user.pk).exists()
+        return user.is_superuser or self.organisers.filter(pk=user.pk).exists()
 
 
 class GoldVersion(models.Model):

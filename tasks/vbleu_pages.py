@@ -28,9 +28,10 @@ JOB_STAGES = {"pool": ["pool", "save"],
 
 def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
     """The stored pools an organiser may extend this task from: those they uploaded and those this
-    task used before (all of them for staff). Another task's pool is its organisers' business."""
+    task used before (all of them for those who may see pools in the admin). Another task's pool is
+    its organisers' business."""
     pools = ReferencePool.objects.all()
-    if not user.is_staff:
+    if not user.has_perm("tasks.view_referencepool"):
         used = {(version.vbleu_summary() or {}).get("pool_sha256") or "" for version in task.gold_versions.all()}
         used |= set(PoolJob.objects.filter(task=task, pool__isnull=False).values_list("pool__sha256", flat=True))
         pools = pools.filter(created_by=user) | pools.filter(sha256__in=used - {""})

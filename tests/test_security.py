@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # "staff" is a superuser; "staff without permissions" has staff status (the admin opens) and no
 # permission, no task and no team: staff status alone gives no organiser right (issue 24).
 BARE_STAFF = "staff without permissions"
-ROLES = ("anonymous", "owner", "rival", "organiser", "staff")
+ROLES = ("anonymous", "owner", "rival", "organiser", "staff", BARE_STAFF)
 
 # url name -> (method, {role: expected status}); "owner" is alice, whose team owns the run.
 EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
