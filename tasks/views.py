@@ -174,6 +174,7 @@ def team_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
+@never_cache  # Cache-Control: no-store: the token must not stay in a browser's or proxy's cache
 def regenerate_token(request: HttpRequest) -> HttpResponse:
     token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")
