@@ -31,6 +31,7 @@ import gc
 import io
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -84,6 +85,40 @@ class _Problems:
             raise ValidationFailed(lines)
 
 
+class HugeInteger:
+    """An integer literal of more digits than Python converts to an ``int`` (4,300 by default,
+    ``sys.get_int_max_str_digits``): JSON allows any length, and converting one costs time that
+    grows with the square of its length. ``parse_json`` leaves it as this, so that validation
+    names where it is (``value is too large``) instead of the parser failing with a ValueError
+    (an HTTP 500 on every upload path)."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits:,} digits>"
+
+
+def _parse_int(text: str) -> int | HugeInteger:
+    digits = len(text) - text.startswith("-")
+    limit = sys.get_int_max_str_digits()
+    return HugeInteger(digits) if limit and digits > limit else int(text)
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored or encoded, if it holds an unpaired surrogate (``"\\ud800"``
+    in JSON: half of a UTF-16 pair, which no UTF-8 file can hold); None if it has none."""
+    if text.isascii():
+        return None
+    for position, character in enumerate(text):
+        if "\ud800" <= character <= "\udfff":
+            return (f"contains an unpaired surrogate U+{ord(character):04X} at position {position} "
+                    "(half of a UTF-16 pair: not a character)")
+    return None
+
+
 def _label(value: object) -> str:
     """A value as it should appear in an error message: short, one line, no control characters."""
     try:
@@ -134,7 +169,7 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
             except UnicodeDecodeError as error:
                 raise ValidationFailed([f"{what} is not valid UTF-8 (byte {error.start}: {error.reason})"]) from None
         try:
-            return json.loads(data)
+            return json.loads(data, parse_int=_parse_int)
         except json.JSONDecodeError as error:
             raise ValidationFailed(
                 [f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"]
@@ -691,6 +726,8 @@ class _Distributions:
                     numbers[position] = float(value)
                 except OverflowError:
                     too_large[position] = True
+            elif type(value) is HugeInteger:
+                too_large[position] = True
         return numbers.reshape(shape), too_large.reshape(shape)
 
     @property
@@ -705,7 +742,7 @@ class _Distributions:
     def not_numbers(self) -> np.ndarray:
         if self.all_numbers:
             return np.zeros((self.n_rows, self.width), dtype=bool)
-        return np.array([type(value) not in _NUMBER_TYPES for value in self.cells],
+        return np.array([type(value) not in _NUMBER_TYPES and type(value) is not HugeInteger for value in self.cells],
                         dtype=bool).reshape(self.n_rows, self.width)
 
 

@@ -61,6 +61,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
 import zipfile
@@ -194,6 +195,8 @@ class ResponseConfig:
 
 
 def _is_number(value: object) -> bool:
+    if type(value) is int:  # math.isfinite(10**400) raises OverflowError
+        return -sys.float_info.max <= value <= sys.float_info.max
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

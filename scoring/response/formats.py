@@ -39,7 +39,8 @@ Run, a JSON list with one entry per gold item::
   ``MAX_ALTERNATIVES_PER_NUGGET`` (50, ``diff`` and ``same`` together) per nugget; the kind also
   budgets a run's nugget work (``check_nugget_work``) before accepting it.
 
-Texts may not contain NUL characters (PostgreSQL cannot store them). Keys not read are ignored.
+Texts may not contain NUL characters (PostgreSQL cannot store them) nor unpaired surrogates
+(``"\\ud800"``: not a character; they cannot be encoded). Keys not read are ignored.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scoring.formats import ValidationFailed, _label, _Problems, canonical_id
+from scoring.formats import ValidationFailed, _label, _Problems, canonical_id, surrogate_problem
 from scoring.response.nuggets import ACTS_SEED004, MAX_SENTENCE_NUGGETS, Nugget, Turn, variant_count
 
 MAX_RESPONSE_CHARS = 10_000
@@ -140,6 +141,10 @@ def _text(value: object, path: str, problems: _Problems, limit: int = MAX_TEXT_C
         return None
     if "\x00" in value:
         problems.add(path, "must not contain NUL characters")
+        return None
+    surrogate = surrogate_problem(value)
+    if surrogate:  # accepted, it failed at scoring with UnicodeEncodeError, and again at every re-score
+        problems.add(path, surrogate)
         return None
     if len(value) > limit:
         problems.add(path, f"is {len(value)} characters long; at most {limit} are allowed")
@@ -255,6 +260,10 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
                     continue
                 text = _text(reference.get("text"), f"{where}.text", problems)
                 weight = reference.get("weight", 1.0)
+                if type(weight) is int and not -1 <= weight <= 1:
+                    # Checked as an int: math.isfinite(10**400) raises OverflowError.
+                    problems.add(f"{where}.weight", f"{_label(weight)} is outside [-1, 1]")
+                    continue
                 if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
                     problems.add(f"{where}.weight", f"must be a finite number, not {_label(weight)}")
                     continue
