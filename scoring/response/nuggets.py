@@ -195,8 +195,8 @@ class BleuTurns:
 # Variants are scored a batch at a time: at most this many pieces (nugget references) or this many
 # characters of variant text per batch. Memory is then bounded by the batch, not by the square of
 # a turn's nugget count (7,500 one-character nuggets were 56 million pieces and 2.8 GB at once).
-BATCH_PIECES = 262_144
-BATCH_CHARACTERS = 2_000_000
+BATCH_PIECES = 65_536
+BATCH_CHARACTERS = 500_000
 # Distinct texts encoded at once: a group of turns is encoded together, at least one turn.
 GROUP_TEXTS = 8_192
 
