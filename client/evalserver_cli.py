@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import builtins
 import hashlib
 import http.client
 import json
@@ -25,6 +26,7 @@ import re
 import socket
 import ssl
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -76,6 +78,23 @@ class ApiError(CliError):
 
 
 # Output ------------------------------------------------------------------------------------
+
+# C0 controls but newline and tab, DEL and the C1 controls: a server's text (a run name, an error,
+# a note) could otherwise move the cursor, rewrite the screen or, with OSC 52, write to the
+# user's clipboard. Shown escaped, as JSON writes them.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every terminal control character written as ``\\u001b`` and the like."""
+    return _TERMINAL_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def print(*values: Any, **options: Any) -> None:  # noqa: A001
+    """Everything this module prints passes through here: text from the server reaches the
+    terminal without its control characters (the progress bar writes to its stream itself)."""
+    builtins.print(*(terminal_safe(str(value)) for value in values), **options)
+
 
 def warn(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
@@ -766,11 +785,17 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
+# Names Windows keeps for devices, whatever the extension: writing "con.txt" writes to the console.
+WINDOWS_DEVICES = {"con", "prn", "aux", "nul"} | {f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)}
+
+
 def safe_data_name(name: Any) -> str:
     """A file name from the server, checked before anything is written under it: letters, digits,
-    '.', '-' and '_', no '..', no directories (the server allows no other names)."""
+    '.', '-' and '_', no '..', no '.' at the end, no directories, no Windows device name (the
+    server allows no other names)."""
     text = str(name)
-    if not SAFE_NAME.fullmatch(text) or ".." in text:
+    if not SAFE_NAME.fullmatch(text) or ".." in text or text.endswith(".") \
+            or text.split(".")[0].lower() in WINDOWS_DEVICES:
         raise CliError(f"the server listed a file named {text[:80]!r}, which is not a safe file name; nothing was "
                        "written under it", EXIT_NETWORK)
     return text
@@ -787,29 +812,37 @@ def sha256_of(path: str) -> str:
 def download_file(client: Client, path: str, target: str, size: int, sha256: str, show: bool) -> None:
     """Download to ``target`` through a temporary file beside it, checked against the listed size
     and SHA-256 before it takes the target's place: an interrupted or corrupted download never
-    looks like a complete file."""
-    temporary = f"{target}.part"
+    looks like a complete file. No more than the listed size is written (a server that sends
+    more is stopped at one byte past it). The temporary file's name starts with a dot, which no
+    listed name does: it cannot replace a listed file (``x.txt.part`` beside ``x.txt``)."""
+    handle_number, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".part",
+                                                dir=os.path.dirname(target) or ".")
+    handle = os.fdopen(handle_number, "wb")
     digest = hashlib.sha256()
     bar = Progress(size, show)
 
     def sink(answer: Any) -> None:
-        with open(temporary, "wb") as handle:
-            while True:
-                chunk = answer.read(CHUNK_SIZE)
-                if not chunk:
-                    break
-                digest.update(chunk)
-                handle.write(chunk)
-                bar.update(len(chunk))
+        while True:
+            chunk = answer.read(min(CHUNK_SIZE, size + 1 - bar.sent))
+            if not chunk:
+                break
+            digest.update(chunk)
+            handle.write(chunk)
+            bar.update(len(chunk))
+            if bar.sent > size:
+                raise CliError(f"{os.path.basename(target)}: the server sent more than the {size} bytes it "
+                               "listed; stopped, nothing kept", EXIT_NETWORK)
         bar.finish()
 
     try:
         client.request("GET", path, authenticated=bool(client.token), sink=sink)
+        handle.close()
         if bar.sent != size or digest.hexdigest() != sha256:
             raise CliError(f"{os.path.basename(target)}: the download does not match the listing ({bar.sent} of "
                            f"{size} bytes, or another SHA-256); try again", EXIT_NETWORK)
         os.replace(temporary, target)
     finally:
+        handle.close()
         if os.path.exists(temporary):
             os.remove(temporary)
 

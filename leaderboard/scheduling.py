@@ -31,7 +31,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Q, Value
+from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -66,6 +66,25 @@ def board_filter(task_id: int) -> Q:
     """The state rows of the boards the task has now: one per phase, or one without a phase."""
     phase_ids = list(Phase.objects.filter(task_id=task_id).values_list("pk", flat=True))
     return Q(task_id=task_id) & (Q(phase_id__in=phase_ids) if phase_ids else Q(phase__isnull=True))
+
+
+def _shown() -> Q:
+    """``board_filter`` over every task at once: a phase's row, or the phase-less row of a task
+    without phases. Once a task has phases its phase-less board is never shown and ``run_due``
+    never serves it."""
+    return Q(phase__isnull=False) | ~Exists(Phase.objects.filter(task_id=OuterRef("task_id")))
+
+
+RETIRED = "not computed: this board is no longer shown (the task has phases)"
+
+
+def retire_unshown() -> int:
+    """Close the pending requests of boards no page shows (the phase-less board of a task that
+    has phases): nobody needs their statistics and ``run_due`` never serves them, so left
+    pending they were overdue for ever and beat sent their task a job every minute. Returns
+    how many were closed."""
+    return StatisticsState.objects.filter(~_shown(), requested__gt=F("completed")).update(
+        completed=F("requested"), pending_since=None, finished_at=timezone.now(), outcome=RETIRED)
 
 
 def state_for(task_id: int, phase_id: int | None) -> StatisticsState:
@@ -193,10 +212,12 @@ def heartbeat(claim: Claim) -> Iterator[None]:
 def overdue_task_ids(slack: float = 60.0) -> list[int]:
     """Tasks with a board whose request should have started by now but no live claim holds it:
     its job was lost (broker restarted, web process restarted) or its computing process died."""
+    retire_unshown()
     now = timezone.now()
     late = now - timedelta(seconds=debounce_seconds() + slack)
     cap = now - timedelta(seconds=max_wait_seconds() + slack)
-    return sorted(set(StatisticsState.objects.filter(_unheld(now), requested__gt=F("completed")).filter(
+    # Only boards run_due serves: a job sent for any other row could never complete it.
+    return sorted(set(StatisticsState.objects.filter(_shown(), _unheld(now), requested__gt=F("completed")).filter(
         Q(requested_at__lt=late) | Q(pending_since__lt=cap) | Q(requested_at__isnull=True))
         .values_list("task_id", flat=True)))
 

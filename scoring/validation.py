@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -49,6 +50,40 @@ class Problems:
             if self.dropped:
                 lines.append(f"... and {self.dropped} more problem(s) not listed")
             raise ValidationFailed(lines)
+
+
+class HugeInteger:
+    """An integer literal of more digits than Python converts to an ``int`` (4,300 by default,
+    ``sys.get_int_max_str_digits``): JSON allows any length, and converting one costs time that
+    grows with the square of its length. ``parse_json`` leaves it as this, so that validation
+    names where it is (``value is too large``) instead of the parser failing with a ValueError
+    (an HTTP 500 on every upload path)."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits:,} digits>"
+
+
+def _parse_int(text: str) -> int | HugeInteger:
+    digits = len(text) - text.startswith("-")
+    limit = sys.get_int_max_str_digits()
+    return HugeInteger(digits) if limit and digits > limit else int(text)
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored or encoded, if it holds an unpaired surrogate (``"\\ud800"``
+    in JSON: half of a UTF-16 pair, which no UTF-8 file can hold); None if it has none."""
+    if text.isascii():
+        return None
+    for position, character in enumerate(text):
+        if "\ud800" <= character <= "\udfff":
+            return (f"contains an unpaired surrogate U+{ord(character):04X} at position {position} "
+                    "(half of a UTF-16 pair: not a character)")
+    return None
 
 
 def quoted(value: object) -> str:
@@ -101,7 +136,7 @@ def parse_json(data: bytes | str, what: str = "file") -> object:
             except UnicodeDecodeError as error:
                 raise ValidationFailed([f"{what} is not valid UTF-8 (byte {error.start}: {error.reason})"]) from None
         try:
-            return json.loads(data)
+            return json.loads(data, parse_int=_parse_int)
         except json.JSONDecodeError as error:
             raise ValidationFailed(
                 [f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"]
@@ -298,6 +333,10 @@ def check_text(value: object, path: str, problems: Problems, limit: int = MAX_TE
         return None
     if "\x00" in value:
         problems.add(path, "must not contain NUL characters")
+        return None
+    surrogate = surrogate_problem(value)
+    if surrogate:  # accepted, it failed at scoring with UnicodeEncodeError, and again at every re-score
+        problems.add(path, surrogate)
         return None
     if len(value) > limit:
         problems.add(path, f"is {len(value)} characters long; at most {limit} are allowed")

@@ -39,6 +39,7 @@ from tasks.models import (
     TermsAcceptance,
 )
 from tasks.organising import load_gold_version, rescore_runs, runs_to_rescore, validated_gold
+from tasks.views import admin_login
 
 
 def _preset_choices() -> list[tuple[str, str]]:
@@ -434,6 +435,10 @@ class TermsAcceptanceAdmin(ProjectAdmin):
 # installed only for the migration that hashed its tokens. Its admin page would create clear-text
 # tokens that no longer authenticate anyone: hide it.
 from rest_framework.authtoken.models import TokenProxy  # noqa: E402
+
+# The admin signs in through the rate-limited view (tasks.views.admin_login); bound before the
+# URL configuration reads admin.site.urls, which takes self.login.
+admin.site.login = admin_login
 
 if admin.site.is_registered(TokenProxy):
     admin.site.unregister(TokenProxy)

@@ -124,9 +124,12 @@ class Task(models.Model):
             user=user, terms_sha256=self.terms_sha256).exists())
 
     def is_organiser(self, user: Any) -> bool:
-        if not user.is_authenticated:
+        """The task's organisers and superusers. Staff status alone is no right: it only opens the
+        admin, where model permissions decide (a staff account without any saw every hidden task,
+        dashboard and runs.zip)."""
+        if not user.is_authenticated or not user.is_active:
             return False
-        return user.is_staff or self.organisers.filter(pk=user.pk).exists()
+        return user.is_superuser or self.organisers.filter(pk=user.pk).exists()
 
 
 class GoldVersion(models.Model):
@@ -371,6 +374,11 @@ DATA_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 GENERATED_DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 
 
+# The client refuses these names too (client/evalserver_cli.py, WINDOWS_DEVICES).
+WINDOWS_DEVICE_NAMES = frozenset({"con", "prn", "aux", "nul"} | {f"{port}{n}" for port in ("com", "lpt")
+                                                                  for n in range(1, 10)})
+
+
 def validate_data_file_name(name: str) -> None:
     """A name that is safe as a URL path part and as a file name on any system (the command-line
     client saves files under it): letters, digits, ``.``, ``-`` and ``_``, starting with a letter
@@ -380,6 +388,9 @@ def validate_data_file_name(name: str) -> None:
                               "starting with a letter or digit")
     if ".." in name or name.endswith("."):
         raise ValidationError(f"{name!r} is not a valid file name: no '..' and no '.' at the end")
+    if name.split(".")[0].lower() in WINDOWS_DEVICE_NAMES:
+        raise ValidationError(f"{name!r} is not a valid file name: Windows keeps {name.split('.')[0]!r} for a "
+                              "device, whatever the extension (participants could not save it)")
     if name.lower() in GENERATED_DATA_FILES:
         raise ValidationError(f"{name!r} is the name of a file the server makes itself; choose another name")
 

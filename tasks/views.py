@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
@@ -35,8 +36,15 @@ from tasks.submissions import (
 )
 from tasks.tokens import current_token, issue_token, revoke_tokens
 
+# Every password form counts against one limit per address: the admin's sign-in had none (125
+# wrong passwords for a superuser all answered 200), and separate counters would add up.
+SIGN_IN_GROUP = "sign-in"
+_sign_in_limit = ratelimit(key="ip", group=SIGN_IN_GROUP, rate=lambda group, request: settings.EVALSERVER_LOGIN_RATE,
+                           method="POST", block=False)
+LIMITED_MESSAGE = "Too many sign-in attempts from your address. Wait a minute and try again."
 
-@method_decorator(ratelimit(key="ip", rate=settings.EVALSERVER_LOGIN_RATE, method="POST", block=False), name="post")
+
+@method_decorator(_sign_in_limit, name="post")
 class LoginView(auth_views.LoginView):
     """Sign-in with a limit on attempts per address: past it, the form says to wait."""
 
@@ -54,6 +62,30 @@ class LoginView(auth_views.LoginView):
             return render(request, "registration/login.html",
                           {"form": form, "limited": True}, status=429)
         return super().post(request, *args, **kwargs)
+
+
+@never_cache
+@_sign_in_limit
+def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    """The admin's sign-in (``admin.site.login``) under the same limit as ``/accounts/login/``:
+    past it, the admin's form with the reason and a 429, and the password is not checked."""
+    from django.contrib import admin
+    from django.contrib.admin.forms import AdminAuthenticationForm
+    from django.contrib.admin.sites import AdminSite
+    from django.core.exceptions import NON_FIELD_ERRORS
+    from django.template.response import TemplateResponse
+
+    if not getattr(request, "limited", False):
+        return AdminSite.login(admin.site, request, extra_context)
+    from django.forms.utils import ErrorDict
+
+    # An unbound form with the reason as its error: binding it to the post would check the password.
+    form = AdminAuthenticationForm(request)
+    form._errors = ErrorDict({NON_FIELD_ERRORS: form.error_class([LIMITED_MESSAGE])})
+    context = {**admin.site.each_context(request), "title": "Log in", "subtitle": None, "form": form,
+               "app_path": request.get_full_path(), "username": "", **(extra_context or {})}
+    request.current_app = admin.site.name
+    return TemplateResponse(request, admin.site.login_template or "admin/login.html", context, status=429)
 
 
 class PasswordResetView(auth_views.PasswordResetView):
@@ -142,6 +174,7 @@ def team_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
+@never_cache  # Cache-Control: no-store: the token must not stay in a browser's or proxy's cache
 def regenerate_token(request: HttpRequest) -> HttpResponse:
     token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")

@@ -200,3 +200,111 @@ CASES: list[Case] = [
          transport="no-file", web_expect=["file: choose a run file to upload"]),
 ]
 
+
+
+# Cases of every task kind (issue 24): each builds its file from the gold of a task of that kind
+# (tests/test_hostile_uploads.py makes the tasks: stc3 from fixtures.synthetic, response from
+# fixtures.response_demo, metric from fixtures.metric_demo) and is uploaded through the API and
+# the web form. Huge integers were 500s on every path; the nugget cases made the scoring worker
+# allocate gigabytes; an unpaired surrogate failed at scoring, and again at every re-score.
+HUGE_INTEGER = "1" + "0" * 5000  # past Python's 4,300-digit int-from-string limit
+TOO_LARGE = "1" + "0" * 400  # an int, beyond the largest double
+
+
+@dataclass
+class KindCase:
+    kind: str
+    name: str
+    build: Callable[[list], bytes]
+    expect: list[str]
+    status: int = 400
+
+
+def _first_value_as(text_value: str) -> Callable[[list], bytes]:
+    """The stc3 run with its first quality value written as ``text_value`` (JSON text)."""
+    return _replace_value(text_value)
+
+
+def _stc3_id(gold: list) -> bytes:
+    run = _run(gold)
+    run[0]["id"] = "__HOLE__"
+    return json.dumps(run).replace('"__HOLE__"', HUGE_INTEGER).encode()
+
+
+def _response_run(gold: list) -> list[dict[str, Any]]:
+    return [{"id": item["id"], "response": "I am sorry to hear that. Try restarting it."} for item in gold]
+
+
+def _response_edit(change: Callable[[list[dict[str, Any]]], Any]) -> Callable[[list], bytes]:
+    def build(gold: list) -> bytes:
+        run = _response_run(gold)
+        change(run)
+        return json.dumps(run).replace('"__HOLE__"', HUGE_INTEGER).encode()
+    return build
+
+
+def _many_nuggets(count: int) -> Callable[[list[dict[str, Any]]], None]:
+    def change(run: list[dict[str, Any]]) -> None:
+        run[0]["response"] = "a" * count
+        run[0]["nuggets"] = [{"text": "a", "act": "Opinion"} for _ in range(count)]
+    return change
+
+
+def _many_alternatives(run: list[dict[str, Any]]) -> None:
+    run[0]["response"] = "I am sorry. Try again."
+    run[0]["nuggets"] = [{"text": "I am sorry.", "act": "Apology", "same": [f"Sorry {k}." for k in range(6000)]},
+                         {"text": "Try again.", "act": "Recommendation"}]
+
+
+def _over_budget(run: list[dict[str, Any]]) -> None:
+    # Within both limits, but 2 x 5,101 variants of 9,900 characters: 101 million > 50 million.
+    for entry in run[:2]:
+        nuggets = [{"text": f"{k:02d}" + "b" * 97, "act": "Opinion", "same": [f"w{k}x{j}" for j in range(50)]}
+                   for k in range(100)]
+        entry["response"] = "".join(nugget["text"] for nugget in nuggets)
+        entry["nuggets"] = nuggets
+
+
+def _metric_edit(value_text: str) -> Callable[[list], bytes]:
+    def build(gold: list) -> bytes:
+        run = [{"id": response["id"], "score": 0.5} for context in gold for response in context["responses"]]
+        run[0]["score"] = "__HOLE__"
+        return json.dumps(run).replace('"__HOLE__"', value_text).encode()
+    return build
+
+
+KIND_CASES: list[KindCase] = [
+    KindCase("stc3", "integer of 5,001 digits as a value", _first_value_as(HUGE_INTEGER),
+             ['[0].quality.A["2"]: value is too large to be a number']),
+    KindCase("stc3", "integer of 5,001 digits as an id", _stc3_id,
+             ["[0].id: must be a non-empty string or an integer, got <an integer of 5,001 digits>"]),
+    KindCase("response", "integer of 5,001 digits as a response", _response_edit(
+        lambda run: run[0].__setitem__("response", "__HOLE__")),
+             ["[0].response: must be a string, not <an integer of 5,001 digits>"]),
+    KindCase("response", "integer of 5,001 digits as an id",
+             _response_edit(lambda run: run[1].__setitem__("id", "__HOLE__")),
+             ["[1].id: must be a non-empty string or an integer, not <an integer of 5,001 digits>"]),
+    KindCase("response", "unpaired surrogate in a response", lambda gold: json.dumps(_response_run(gold)).replace(
+        "I am sorry", "I am \\ud800sorry", 1).encode(),
+             ["[0].response: contains an unpaired surrogate U+D800 at position 5 (half of a UTF-16 pair: "
+              "not a character)"]),
+    KindCase("response", "unpaired surrogate in a nugget", lambda gold: json.dumps(
+        [{**entry, "nuggets": [{"text": "__NUGGET__", "act": "Apology"}]} if k == 0 else entry
+         for k, entry in enumerate(_response_run(gold))]).replace(
+        '"__NUGGET__"', '"I am sorry\\udfff to hear that. Try restarting it."').encode(),
+             ["[0].nuggets[0].text: contains an unpaired surrogate U+DFFF at position 10"]),
+    KindCase("response", "101 one-character nuggets", _response_edit(_many_nuggets(101)),
+             ["[0].nuggets: has 101 nuggets; at most 100 are allowed per response"]),
+    # The audit's 7,500 (on a larger gold) passed the file's shape bound; on 30 items it stops there.
+    KindCase("response", "7,500 one-character nuggets", _response_edit(_many_nuggets(7500)),
+             ["file holds more than 17680 objects, lists and values"]),
+    KindCase("response", "6,000 alternatives for one nugget", _response_edit(_many_alternatives),
+             ["[0].nuggets[0]: has 6000 alternatives (diff and same together); at most 50 are allowed"]),
+    KindCase("response", "nugget work over the run's budget", _response_edit(_over_budget),
+             ["nugget scores of this run would cover 101,004,616 characters of variant responses",
+              "at most 50,000,000 are allowed; the costliest response is [0]"]),
+    KindCase("metric", "score of 10**400", _metric_edit(TOO_LARGE),
+             ["[0].score: is too large to be a number, got " + "1" + "0" * 56 + "..."]),
+    KindCase("metric", "score of 5,001 digits", _metric_edit(HUGE_INTEGER),
+             ["[0].score: is too large to be a number, got <an integer of 5,001 digits>"]),
+]

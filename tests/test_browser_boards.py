@@ -198,3 +198,36 @@ def test_an_organiser_previews_and_publishes_the_final_results_and_confirms_a_re
     page.wait_for_url(f"{base}/organiser/{SLUG}/")
     assert "queued for re-scoring" in page.inner_text(".messages")
     page.context.close()
+
+
+@pytest.fixture
+def superuser(transactional_db: Any, settings: Any) -> None:
+    """Made before Playwright's event loop starts (Django refuses database calls from its thread)."""
+    from django.contrib.auth import get_user_model
+
+    settings.EVALSERVER_LOGIN_RATE = "3/m"
+    get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True, is_superuser=True)
+
+
+def test_the_admin_sign_in_past_the_limit_says_why_at_both_widths(superuser: None, live_server: Any,
+                                                                   browser: Any) -> None:  # noqa: F811
+    """Issue 24: the admin's sign-in takes the sign-in limit; past it, its own form with the reason
+    (a 429), at 1366 px and on a phone (one address: the phone's attempts are all past it)."""
+    base = live_server.url
+    for width in WIDTHS:
+        page = open_as(browser, base, width)
+        statuses = []
+        for attempt in range(4):
+            page.goto(f"{base}/admin/login/")
+            page.fill("#id_username", "root")
+            page.fill("#id_password", f"wrong-{width}-{attempt}")
+            with page.expect_response(lambda response: response.request.method == "POST") as answer:
+                page.click("input[type=submit]")
+            statuses.append(answer.value.status)
+        assert statuses[-1] == 429, statuses
+        text = page.inner_text("body")
+        assert "Too many sign-in attempts from your address. Wait a minute and try again." in text
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(SCREENSHOTS) / f"admin-login-limited-{width}.png"), full_page=True)

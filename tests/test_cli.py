@@ -539,6 +539,78 @@ def test_data_refuses_a_corrupted_download_and_unsafe_names(tmp_path: Path) -> N
         assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == []  # no partial file anywhere
 
 
+class FloodingServer(LyingServer):
+    """Lists a 6-byte file and sends 64 MB for it, with no Content-Length (issue 24: 200 MB were
+    written for a file listed as 6 bytes)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the handler's API
+        if self.path.split("?")[0].endswith("/data/"):
+            return super().do_GET()
+        self.send_response(200)
+        self.end_headers()
+        try:
+            for _ in range(1024):
+                self.wfile.write(b"x" * 65536)
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped reading, as it should
+            pass
+        return None
+
+
+def lying(tmp_path: Path, files: dict[str, bytes], listed: list[dict[str, Any]], handler: Any = LyingServer,
+          notes: list[str] | None = None, task: str = SLUG) -> subprocess.CompletedProcess[str]:
+    attributes = {"files": files, "listed": listed}
+    if notes is not None or task != SLUG:
+        def do_get(self: Any) -> None:
+            if self.path.split("?")[0].endswith("/data/"):
+                content = json.dumps({"task": task, "phase": None, "files": listed, "notes": notes or []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+            else:
+                handler.do_GET(self)
+        attributes["do_GET"] = do_get
+    made = type("Hostile", (handler,), attributes)
+    with ThreadingHTTPServer(("127.0.0.1", 0), made) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        result = cli("data", SLUG, "--out", str(tmp_path / "out"), server=f"http://127.0.0.1:{server.server_address[1]}")
+        server.shutdown()
+    return result
+
+
+def test_data_against_a_hostile_server(tmp_path: Path) -> None:
+    """Issue 24: the client against a server that sends more than it lists, lists a name that is a
+    Windows device, a name that was the client's own temporary file, or terminal escapes."""
+    import hashlib
+
+    def entry(name: str, content: bytes) -> dict[str, Any]:
+        return {"name": name, "size": len(content), "sha256": hashlib.sha256(content).hexdigest(), "available": True}
+
+    flood = lying(tmp_path / "flood", {}, [entry("x.txt", b"hello\n")], FloodingServer)
+    assert flood.returncode == 3
+    assert "error: x.txt: the server sent more than the 6 bytes it listed; stopped, nothing kept" in flood.stderr
+    assert [path for path in (tmp_path / "flood").rglob("*") if path.is_file()] == []
+
+    for name in ("con.txt", "NUL", "com1.json", "lpt9.tar.gz", "aux", "data.json."):
+        refused = lying(tmp_path / "names", {}, [entry(name, b"1")])
+        assert refused.returncode == 3 and "which is not a safe file name" in refused.stderr, name
+
+    # x.txt.part first, then x.txt: x.txt's temporary file used to be x.txt.part, which it replaced.
+    files = {"x.txt.part": b"the listed part file\n", "x.txt": b"the text\n"}
+    both = lying(tmp_path / "part", files, [entry(name, content) for name, content in files.items()])
+    assert both.returncode == 0, both.stderr
+    assert {path.name: path.read_bytes() for path in (tmp_path / "part" / "out").iterdir()} == files
+
+    # OSC 52 (write to the clipboard), a screen clear and an 8-bit CSI, in a note and the task's name.
+    escapes = lying(tmp_path / "escapes", {}, [], notes=["\x1b]52;c;ZXZpbA==\x07 read me", "8-bit \x9b2J"],
+                    task="t\x1b[2Jx")
+    assert escapes.returncode == 0, escapes.stderr
+    assert not any(character in escapes.stdout + escapes.stderr for character in "\x1b\x07\x9b")
+    assert "note: \\u001b]52;c;ZXZpbA==\\u0007 read me" in escapes.stdout
+    assert "note: 8-bit \\u009b2J" in escapes.stdout
+    assert escapes.stdout.startswith("t\\u001b[2Jx: data of no phases")
+
+
 def test_runs_says_why_submissions_are_closed_and_submit_shows_the_quota(served: Served, tmp_path: Path) -> None:
     from datetime import UTC, datetime, timedelta
 

@@ -198,7 +198,11 @@ def test_organisers_files_names_and_sizes_are_checked(world: World, settings: An
            "a/b.txt": "is not a valid file name", "x" * 101: "is not a valid file name",
            "a..b": "no '..'", "ends.": "no '..' and no '.' at the end", "format.json": "a file the server makes",
            "Participant-Data.JSON": "a file the server makes", "GUIDELINES.TXT": "has a file named 'guidelines.txt'",
-           "guidelines.txt": "pass replace", "tab\there": "is not a valid file name", "": "is not a valid file name"}
+           "guidelines.txt": "pass replace", "tab\there": "is not a valid file name", "": "is not a valid file name",
+           # Windows devices, whatever the extension (issue 24: the client accepted con.txt).
+           "con.txt": "name: 'con.txt' is not a valid file name: Windows keeps 'con' for a device, whatever the "
+                      "extension (participants could not save it)",
+           "LPT1.tar.gz": "Windows keeps 'LPT1' for a device", "nul": "Windows keeps 'nul' for a device"}
     for name, problem in bad.items():
         with pytest.raises(Rejected) as refused:
             add(task, name, b"x")

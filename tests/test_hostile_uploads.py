@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from tasks.models import Phase
 from tests.conftest import World, committing
-from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES, Case
+from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES, KIND_CASES, Case, KindCase
 
 
 def all_row_counts() -> dict[str, int]:
@@ -144,3 +144,52 @@ def test_a_real_chunked_upload_gets_411_json(live_server) -> None:
 
 def multipart_body(content: bytes) -> tuple[bytes, str]:
     return encode_multipart(BOUNDARY, {"file": SimpleUploadedFile("run.json", content)}), MULTIPART_CONTENT
+
+
+def kind_task(kind: str, world: World) -> tuple[str, list]:
+    """A task of ``kind`` with a small gold, and that gold (the stc3 one is the world's)."""
+    import orjson
+
+    from fixtures import metric_demo, response_demo
+    from tasks.models import Team
+    from tasks.organising import create_task, load_gold_version
+
+    if kind == "stc3":
+        return world.task.slug, world.gold
+    gold = response_demo.generate_gold(30, seed=3) if kind == "response" else metric_demo.generate_gold(6, 3, seed=1)
+    task = create_task(f"{kind}-corpus", title=f"{kind} corpus", kind=kind)
+    with committing():
+        load_gold_version(task, orjson.dumps(gold), "gold.json")
+    assert Team.objects.filter(members=world.alice).exists()
+    return task.slug, gold
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", KIND_CASES, ids=[f"{case.kind}: {case.name}" for case in KIND_CASES])
+def test_hostile_uploads_of_every_kind_are_refused_with_the_path(world: World, settings, case: KindCase) -> None:
+    """Through the API and the web form: the exact sentences, a 400, nothing stored, no quota used."""
+    settings.RUN_UPLOAD_MAX_BYTES = CORPUS_MAX_BYTES
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = CORPUS_MAX_BYTES
+    slug, gold = kind_task(case.kind, world)
+    content = case.build(gold)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {world.alice_token}")
+    web = Client()
+    web.force_login(world.alice)
+    before, files_before = all_row_counts(), sorted(Path(settings.MEDIA_ROOT).rglob("*"))
+    with committing():
+        answer = api.post(f"/api/v1/tasks/{slug}/runs/", {"file": SimpleUploadedFile("run.json", content)},
+                          format="multipart")
+    assert answer.status_code == case.status, answer.content[:500]
+    errors = answer.json()["errors"]
+    for fragment in case.expect:
+        assert any(fragment in line for line in errors), (fragment, errors[:5])
+    with committing():
+        page = web.post(f"/tasks/{slug}/upload/", {"file": SimpleUploadedFile("run.json", content)})
+    assert page.status_code == case.status
+    text = html.unescape(page.content.decode())
+    for fragment in case.expect:
+        assert fragment in text, (fragment, text[:2000])
+    assert "try again in a minute" not in text
+    assert all_row_counts() == before
+    assert sorted(Path(settings.MEDIA_ROOT).rglob("*")) == files_before

@@ -10,7 +10,8 @@ run is hidden by its team after the statistics were computed.
 The forbidden numbers are computed here from the stored scores with the README's rules, not by
 the code under test:
 
-* organisers and staff may see everything;
+* the task's organisers and superusers may see everything; staff status alone gives nothing
+  (a "staff without permissions" account is a plain signed-in user to these rules);
 * a hidden run's numbers reach only its team (and organisers);
 * on the test gold, until the results are published (by the test or the final phase), scores on
   the whole test set and every per-dialogue score reach nobody else; the live-subset means may
@@ -105,7 +106,8 @@ PHASE_VALUES: dict[str, tuple[str | None, str]] = {
 # Stale statistics are a matter of known boards: the unknown classes are walked with fresh ones.
 STALE_CLASSES = ("absent", "dev", "test", "final", "empty")
 
-ROLES = ("anonymous", "alice", "bob", "organiser", "staff")
+# "staff" is a superuser; "staff without permissions" has staff status and nothing else.
+ROLES = ("anonymous", "alice", "bob", "organiser", "staff", "staff without permissions")
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,8 @@ def _floats(summary: Any, path: str = "") -> list[tuple[str, float]]:
 def numbers_for(leak: LeakWorld, viewer: Any, state: State) -> list[Number]:
     """Every stored score number, and whether this viewer may see it in this state."""
     published = state.test_published or state.final_published
-    organiser = viewer is not None and (viewer.is_staff or leak.world.task.organisers.filter(pk=viewer.pk).exists())
+    organiser = viewer is not None and (viewer.is_superuser or
+                                        leak.world.task.organisers.filter(pk=viewer.pk).exists())
     members = {team.pk: set(team.members.values_list("pk", flat=True)) for team in Team.objects.all()}
     numbers = []
 
@@ -370,8 +373,12 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
 
 def clients(leak: LeakWorld) -> dict[str, tuple[Client, Any]]:
     made = {"anonymous": (Client(raise_request_exception=False), None)}
+    from django.contrib.auth import get_user_model
+
+    bare = get_user_model().objects.get_or_create(username="vera", defaults={"is_staff": True})[0]
     for role, user in (("alice", leak.world.alice), ("bob", leak.world.bob),
-                       ("organiser", leak.world.organiser), ("staff", leak.world.staff)):
+                       ("organiser", leak.world.organiser), ("staff", leak.world.staff),
+                       ("staff without permissions", bare)):
         client = Client(raise_request_exception=False)
         client.force_login(user)
         made[role] = (client, user)

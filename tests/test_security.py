@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -19,7 +20,10 @@ from tasks.models import Run
 from tests.conftest import World, committing, run_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
-ROLES = ("anonymous", "owner", "rival", "organiser", "staff")
+# "staff" is a superuser; "staff without permissions" has staff status (the admin opens) and no
+# permission, no task and no team: staff status alone gives no organiser right (issue 24).
+BARE_STAFF = "staff without permissions"
+ROLES = ("anonymous", "owner", "rival", "organiser", "staff", BARE_STAFF)
 
 # url name -> (method, {role: expected status}); "owner" is alice, whose team owns the run.
 EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
@@ -29,31 +33,48 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "statistics-page": ("GET", dict.fromkeys(ROLES, 200)),
     "pvalues-page": ("GET", dict.fromkeys(ROLES, 200)),
     "statistics-export": ("GET", dict.fromkeys(ROLES, 200)),
-    "upload": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
-    "run-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
-    "run-items-csv": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
-    "run-details": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
-    "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
-    "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403}),
-    "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
-    "token-regenerate": ("POST", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
-    "token-revoke": ("POST", {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 302}),
+    "upload": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200, BARE_STAFF: 200}),
+    "run-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+                         BARE_STAFF: 404}),
+    "run-items-csv": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+                              BARE_STAFF: 404}),
+    "run-details": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+                            BARE_STAFF: 404}),
+    "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+                            BARE_STAFF: 404}),
+    "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403,
+                                BARE_STAFF: 404}),
+    "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
+                          BARE_STAFF: 200}),
+    "token-regenerate": ("POST", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
+                                  BARE_STAFF: 200}),
+    "token-revoke": ("POST", {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 302,
+                              BARE_STAFF: 302}),
     "login": ("GET", dict.fromkeys(ROLES, 200)),
     "signup": ("GET", dict.fromkeys(ROLES, 200)),
     "logout": ("POST", dict.fromkeys(ROLES, 302)),
-    "organiser-dashboard": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-dashboard": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                    BARE_STAFF: 404}),
     # A GET shows what would be re-scored and the confirmation; only the confirmed POST re-scores.
-    "organiser-rescore": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
-    "organiser-preview": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
-    "organiser-runs-zip": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
-    "organiser-results": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-rescore": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                  BARE_STAFF: 404}),
+    "organiser-preview": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                  BARE_STAFF: 404}),
+    "organiser-runs-zip": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                   BARE_STAFF: 404}),
+    "organiser-results": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                  BARE_STAFF: 404}),
     "api-tasks": ("GET", dict.fromkeys(ROLES, 200)),
     "api-leaderboard": ("GET", dict.fromkeys(ROLES, 200)),
-    "api-upload": ("GET", {"anonymous": 401, "owner": 405, "rival": 405, "organiser": 405, "staff": 405}),
-    "api-my-runs": ("GET", {"anonymous": 401, "owner": 200, "rival": 200, "organiser": 200, "staff": 200}),
-    "api-run": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
-    "api-gold-versions": ("GET", {"anonymous": 401, "owner": 403, "rival": 403, "organiser": 200, "staff": 200}),
-    "api-run-details": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200}),
+    "api-upload": ("GET", {"anonymous": 401, "owner": 405, "rival": 405, "organiser": 405, "staff": 405,
+                           BARE_STAFF: 405}),
+    "api-my-runs": ("GET", {"anonymous": 401, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
+                            BARE_STAFF: 200}),
+    "api-run": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200, BARE_STAFF: 404}),
+    "api-gold-versions": ("GET", {"anonymous": 401, "owner": 403, "rival": 403, "organiser": 200, "staff": 200,
+                                  BARE_STAFF: 403}),
+    "api-run-details": ("GET", {"anonymous": 401, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+                                BARE_STAFF: 404}),
     "api-schema": ("GET", dict.fromkeys(ROLES, 200)),
     "api-docs": ("GET", dict.fromkeys(ROLES, 200)),
     "api-redoc": ("GET", dict.fromkeys(ROLES, 200)),
@@ -73,11 +94,14 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "favicon": ("GET", dict.fromkeys(ROLES, 200)),
     # vBLEU extends response tasks: this world's task is a DQ/ND one (tests/kinds/response/test_vbleu_jobs.py walks a
     # response task's page and every job state); no job 1 exists here.
-    "organiser-vbleu": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404}),
-    "pool-job": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404}),
-    "pool-job-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404}),
+    "organiser-vbleu": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
+                                BARE_STAFF: 404}),
+    "pool-job": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
+                         BARE_STAFF: 404}),
+    "pool-job-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
+                                BARE_STAFF: 404}),
 }
-ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200}
+ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200, BARE_STAFF: 200}
 
 
 def project_patterns() -> list[tuple[str, str]]:
@@ -109,9 +133,18 @@ def concrete(route: str, world: World, run: Run) -> str:
     return "/" + path.replace("$", "")
 
 
+def bare_staff() -> Any:
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model()
+    return users.objects.filter(username="vera").first() or users.objects.create_user(
+        "vera", password="vera-pass-1", is_staff=True)
+
+
 def client_as(role: str, world: World) -> Client:
     client = Client()
-    user = {"owner": world.alice, "rival": world.bob, "organiser": world.organiser, "staff": world.staff}.get(role)
+    user = {"owner": world.alice, "rival": world.bob, "organiser": world.organiser, "staff": world.staff,
+            BARE_STAFF: bare_staff() if role == BARE_STAFF else None}.get(role)
     if user is not None:
         client.force_login(user)
     return client
@@ -227,3 +260,63 @@ def test_a_short_secret_key_is_refused(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be at least 50 characters" in result.stderr
+
+
+# Brute force: every path that checks a password or a token, 125 wrong guesses from one address
+# (as the red-team audit sent them), then the right secret. (path, how a guess is sent, what the
+# wrong guesses get, what the right secret then gets.) Password forms share one limit per
+# address (EVALSERVER_LOGIN_RATE, 10 a minute here): wrong guesses answer 200 (the form again)
+# ten times, then 429, and the right password waits too. An API token is 256 random bits: no
+# guess can succeed, so wrong tokens are each a 401 and never lock out the real one (one address
+# may be a whole lab behind NAT).
+SIGN_IN_PATHS = ("/accounts/login/", "/admin/login/")
+GUESSES = 125
+
+
+def _password_guess(client: Client, path: str, password: str) -> Any:
+    return client.post(path, {"username": "sam", "password": password, "next": "/admin/"})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", SIGN_IN_PATHS)
+def test_brute_force_on_every_sign_in_path_is_limited(world: World, path: str) -> None:
+    client = Client()
+    statuses = [_password_guess(client, path, f"guess-{k}").status_code for k in range(GUESSES)]
+    assert statuses[:10] == [200] * 10
+    assert statuses[10:] == [429] * (GUESSES - 10)
+    limited = _password_guess(client, path, "staff-pass-1")
+    assert limited.status_code == 429
+    assert "Too many sign-in attempts from your address. Wait a minute and try again." in limited.content.decode()
+    assert client.get("/admin/").status_code == 302, "the right password is not checked while limited"
+    assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.django_db
+def test_the_sign_in_paths_share_one_limit(world: World) -> None:
+    """Ten guesses on the participants' form leave none for the admin's."""
+    client = Client()
+    assert [_password_guess(client, "/accounts/login/", "wrong").status_code for _ in range(10)] == [200] * 10
+    assert _password_guess(client, "/admin/login/", "staff-pass-1").status_code == 429
+    other_address = Client(REMOTE_ADDR="192.0.2.7")
+    assert _password_guess(other_address, "/admin/login/", "staff-pass-1").status_code == 302
+
+
+@pytest.mark.django_db
+def test_brute_force_on_the_api_token_gets_401s_and_no_lockout(world: World) -> None:
+    from rest_framework.test import APIClient
+
+    url = f"/api/v1/tasks/{world.task.slug}/my-runs/"
+    statuses = {APIClient(HTTP_AUTHORIZATION=f"Token {k:064x}").get(url).status_code for k in range(GUESSES)}
+    assert statuses == {401}
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {world.alice_token}").get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_brute_force_on_password_reset_is_limited(world: World) -> None:
+    """The form that sends a reset link: 5 an hour from one address; its links cannot be guessed."""
+    client = Client()
+    resets = [client.post("/accounts/password-reset/", {"email": f"x{k}@example.org"}).status_code
+              for k in range(7)]
+    assert resets[:5] == [302] * 5 and resets[5:] == [429, 429]
+    links = {client.get(f"/accounts/password-reset/MQ/guess-{k}/").status_code for k in range(GUESSES)}
+    assert links == {200}  # a wrong link is a page saying so; the token is an HMAC, nothing to guess

@@ -527,3 +527,33 @@ def test_a_burst_of_scored_runs_ends_with_statistics_over_every_run(world: World
     assert spy.max_running == 1 and spy.started <= 2
     state = StatisticsState.objects.get(task=world.task)
     assert took < 0.3 + 3 * max(state.last_seconds, 0.5) + 2.0
+
+
+@pytest.mark.django_db
+def test_a_board_nobody_sees_is_not_sent_for_ever(queued_board: World) -> None:
+    """Issue 24: the phase-less board of a task that later got phases kept its pending request;
+    run_due never serves that board, so beat re-sent the task a job every minute, for ever."""
+    from django.db.models import F
+
+    from tasks.models import Phase
+
+    world = queued_board
+    submit(world, world.alice, 1, "one")
+    phaseless = StatisticsState.objects.get(task=world.task, phase=None)
+    assert phaseless.requested > phaseless.completed
+    now = timezone.now()
+    with committing():
+        phase = Phase.objects.create(task=world.task, name="dev", gold_version=world.gold_version,
+                                     starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1))
+    # The new phase's board was requested when the phase was made; say it has been computed.
+    StatisticsState.objects.filter(task=world.task, phase=phase).update(completed=F("requested"))
+    StatisticsState.objects.filter(task=world.task).update(requested_at=now - timedelta(seconds=70))
+    assert statistics_jobs.wake_forgotten_statistics() == []
+    phaseless.refresh_from_db()
+    assert phaseless.requested == phaseless.completed and phaseless.pending_since is None
+    assert phaseless.outcome == "not computed: this board is no longer shown (the task has phases)"
+    assert statistics_jobs.wake_forgotten_statistics() == []  # and the next minute too
+    # The phase's board is served as before: a lost job for it is sent again.
+    scheduling.request(world.task.pk)
+    StatisticsState.objects.filter(task=world.task, phase=phase).update(requested_at=now - timedelta(seconds=70))
+    assert statistics_jobs.wake_forgotten_statistics() == [world.task.pk]

@@ -133,6 +133,9 @@ def test_team_page_and_tokens(world: World) -> None:
     page = client.get("/team/").content.decode()
     assert "Team Aurora" in page and world.alice_token not in page  # never shown after creation
     response = client.post("/team/token/regenerate/")
+    # The one page that shows the token is stored by no cache (issue 24).
+    assert set(response["Cache-Control"].split(", ")) == {"max-age=0", "no-cache", "no-store", "must-revalidate",
+                                                         "private"}
     new_key = re.search(r'id="token">([0-9a-f]+)<', response.content.decode()).group(1)
     assert new_key != world.alice_token and len(new_key) == 64
     assert [token.token_key for token in AuthToken.objects.filter(user=world.alice)] == [new_key[:15]]

@@ -25,11 +25,12 @@ from tasks.models import GoldVersion, Run, Task
 
 
 def may_follow_pool_job(user: Any, job: PoolJob) -> bool:
-    """A pool job's page: the task's organisers (staff included); a job that only stores a pool
-    (the admin's upload) is staff's. Its creator has no say once they stop organising the task."""
+    """A pool job's page: the task's organisers (superusers included); a job that only stores a
+    pool (the admin's upload) is for those who may see pools in the admin. Its creator has no say
+    once they stop organising the task."""
     if not user.is_authenticated:
         return False
-    return job.task.is_organiser(user) if job.task_id else bool(user.is_staff)
+    return job.task.is_organiser(user) if job.task_id else user.has_perm("response.view_referencepool")
 
 
 JOB_STAGES = {"pool": ["pool", "save"],
@@ -39,9 +40,10 @@ JOB_STAGES = {"pool": ["pool", "save"],
 
 def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
     """The stored pools an organiser may extend this task from: those they uploaded and those this
-    task used before (all of them for staff). Another task's pool is its organisers' business."""
+    task used before (all of them for those who may see pools in the admin). Another task's pool is
+    its organisers' business."""
     pools = ReferencePool.objects.all()
-    if not user.is_staff:
+    if not user.has_perm("response.view_referencepool"):
         used = {(version.provenance_summary() or {}).get("pool_sha256") or "" for version in task.gold_versions.all()}
         used |= set(PoolJob.objects.filter(task=task, pool__isnull=False).values_list("pool__sha256", flat=True))
         pools = pools.filter(created_by=user) | pools.filter(sha256__in=used - {""})

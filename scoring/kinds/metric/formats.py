@@ -33,12 +33,13 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-from scoring.validation import Problems, ValidationFailed, canonical_id, check_text, gc_paused, quoted
+from scoring.validation import HugeInteger, Problems, ValidationFailed, canonical_id, check_text, gc_paused, quoted
 
 __all__ = ["MAX_CONTEXT_PAIRS", "MetricGold", "ValidationFailed", "load_metric_gold", "load_metric_run"]
 
@@ -52,8 +53,14 @@ MAX_CONTEXT_PAIRS = 5_000_000
 
 
 def _finite_number(value: object) -> bool:
-    # bool is an int subclass; True must not pass for 1.
-    return type(value) in (int, float) and math.isfinite(value)
+    # bool is an int subclass; True must not pass for 1. An int beyond the largest double (10**400)
+    # made math.isfinite raise OverflowError: an HTTP 500.
+    if type(value) is float:
+        return math.isfinite(value)
+    return type(value) is int and -_LARGEST_DOUBLE <= value <= _LARGEST_DOUBLE
+
+
+_LARGEST_DOUBLE = int(sys.float_info.max)
 
 
 def _number_problem(value: object) -> str:
@@ -61,7 +68,9 @@ def _number_problem(value: object) -> str:
         return "missing"
     if isinstance(value, bool):
         return f"must be a number, got the boolean {quoted(value)}"
-    if type(value) in (int, float):
+    if type(value) is int or type(value) is HugeInteger:
+        return f"is too large to be a number, got {quoted(value)}"
+    if type(value) is float:
         return f"must be a finite number, got {quoted(value)}"
     return f"must be a number, got {quoted(value)}"
 

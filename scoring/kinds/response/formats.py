@@ -34,9 +34,13 @@ Run, a JSON list with one entry per gold item::
 - ``response``: a non-empty string of at most ``MAX_RESPONSE_CHARS`` characters;
 - ``nuggets`` (optional): a non-empty list whose texts concatenate, whitespace aside, to the
   response; acts from the task's taxonomy; a run may bring its own ``diff``/``same``
-  alternatives, which are used instead of the gold's for that nugget.
+  alternatives, which are used instead of the gold's for that nugget;
+- at most ``MAX_NUGGETS_PER_RESPONSE`` (100) nuggets per response or gold item and
+  ``MAX_ALTERNATIVES_PER_NUGGET`` (50, ``diff`` and ``same`` together) per nugget; the kind also
+  budgets a run's nugget work (``check_nugget_work``) before accepting it.
 
-Texts may not contain NUL characters (PostgreSQL cannot store them). Keys not read are ignored.
+Texts may not contain NUL characters (PostgreSQL cannot store them) nor unpaired surrogates
+(``"\\ud800"``: not a character; they cannot be encoded). Keys not read are ignored.
 """
 
 from __future__ import annotations
@@ -45,10 +49,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scoring.kinds.response.nuggets import ACTS_SEED004, Nugget, Turn
+from scoring.kinds.response.nuggets import ACTS_SEED004, MAX_SENTENCE_NUGGETS, Nugget, Turn, variant_count
 from scoring.validation import Problems, ValidationFailed, canonical_id, check_text, quoted
 
 MAX_RESPONSE_CHARS = 10_000
+# Nugget scores score every variant of a turn (without each nugget, with each alternative), each
+# as long as the turn: the work grows with nuggets x alternatives x length, so each is bounded.
+MAX_NUGGETS_PER_RESPONSE = MAX_SENTENCE_NUGGETS
+MAX_ALTERNATIVES_PER_NUGGET = 50  # diff and same together
+# The characters of all variant turns a run's nugget scores cover (see ``nugget_work``):
+# a 1,000-response run with 4 nuggets and 15 alternatives each, 600 characters per response, is 39 million.
+MAX_NUGGET_WORK = 50_000_000
 ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
 __all__ = ["ResponseGold", "ResponseRun", "ValidationFailed", "load_response_gold", "load_response_run"]
 
@@ -164,6 +175,11 @@ def _alternatives(
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     diff: list[str] = []
     same: list[str] = []
+    given = sum(len(nugget[key]) for key in ("diff", "same") if isinstance(nugget.get(key), list))
+    if given > MAX_ALTERNATIVES_PER_NUGGET:
+        problems.add(path, f"has {given} alternatives (diff and same together); at most "
+                           f"{MAX_ALTERNATIVES_PER_NUGGET} are allowed")
+        return (), ()
     if "diff" in nugget:
         if not isinstance(nugget["diff"], list):
             problems.add(f"{path}.diff", f"must be a list, not {quoted(nugget['diff'])}")
@@ -222,6 +238,10 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
                     continue
                 text = check_text(reference.get("text"), f"{where}.text", problems)
                 weight = reference.get("weight", 1.0)
+                if type(weight) is int and not -1 <= weight <= 1:
+                    # Checked as an int: math.isfinite(10**400) raises OverflowError.
+                    problems.add(f"{where}.weight", f"{quoted(weight)} is outside [-1, 1]")
+                    continue
                 if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
                     problems.add(f"{where}.weight", f"must be a finite number, not {quoted(weight)}")
                     continue
@@ -313,6 +333,10 @@ def load_response_run(data: object, gold: ResponseGold, allow_missing: bool = Fa
             problems.add(f"{path}.nuggets", f"must be a non-empty list of {{\"text\", \"act\"}} objects, "
                                             f"not {quoted(nuggets)}")
             continue
+        if len(nuggets) > MAX_NUGGETS_PER_RESPONSE:
+            problems.add(f"{path}.nuggets", f"has {len(nuggets)} nuggets; at most {MAX_NUGGETS_PER_RESPONSE} "
+                                            "are allowed per response")
+            continue
         parsed: list[Nugget] = []
         complete = True
         for k, nugget in enumerate(nuggets):
@@ -344,3 +368,44 @@ def load_response_run(data: object, gold: ResponseGold, allow_missing: bool = Fa
     if not present:
         raise ValidationFailed(["the run has no response to any gold item"])
     return ResponseRun([responses[item] for item in present], [nuggets_by_item[item] for item in present], present)
+
+
+def _sentence_bound(text: str) -> int:
+    """At least as many sentences as the sentencizer can find: it ends one only after punctuation."""
+    import unicodedata
+
+    marks = sum(1 for character in text if unicodedata.category(character).startswith("P"))
+    return min(MAX_SENTENCE_NUGGETS, marks + 1)
+
+
+def nugget_work(run: ResponseRun, gold: ResponseGold) -> tuple[int, int]:
+    """The characters of every variant turn scoring this run's nuggets covers, and the item (gold
+    row) of the costliest response: a response's length times its variants (the turn, then per
+    nugget the turn without it and one per alternative). A response without nuggets is counted
+    with as many sentences as it could be split into."""
+    total = 0
+    costliest, worst = -1, -1
+    for turn in run.turns(gold):
+        if turn.nuggets is not None:
+            variants = variant_count(turn.nuggets)
+        else:
+            variants = 1 + _sentence_bound(turn.response)
+        work = variants * len(turn.response)
+        total += work
+        if work > worst:
+            costliest, worst = turn.item, work
+    return total, costliest
+
+
+def check_nugget_work(run: ResponseRun, gold: ResponseGold, data: object) -> None:
+    """Refuse a run whose nugget scores would cover more than ``MAX_NUGGET_WORK`` characters,
+    naming the entry that costs most."""
+    total, item = nugget_work(run, gold)
+    if total <= MAX_NUGGET_WORK:
+        return
+    position = next((k for k, entry in enumerate(data) if isinstance(entry, dict)
+                     and canonical_id(entry.get("id")) == gold.ids[item]), None) if isinstance(data, list) else None
+    where = f"; the costliest response is [{position}]" if position is not None else ""
+    raise ValidationFailed([
+        f"nugget scores of this run would cover {total:,} characters of variant responses (per response: its "
+        f"length times 1 + per nugget 1 + its alternatives); at most {MAX_NUGGET_WORK:,} are allowed{where}"])

@@ -61,6 +61,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
 import zipfile
@@ -76,9 +77,13 @@ import numpy as np
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
 from scoring.kinds.response import bleu as bleu_module
 from scoring.kinds.response.formats import (
+    MAX_ALTERNATIVES_PER_NUGGET,
+    MAX_NUGGET_WORK,
+    MAX_NUGGETS_PER_RESPONSE,
     MAX_RESPONSE_CHARS,
     ResponseGold,
     ResponseRun,
+    check_nugget_work,
     load_response_gold,
     load_response_run,
 )
@@ -193,6 +198,8 @@ class ResponseConfig:
 
 
 def _is_number(value: object) -> bool:
+    if type(value) is int:  # math.isfinite(10**400) raises OverflowError
+        return -sys.float_info.max <= value <= sys.float_info.max
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -704,6 +711,11 @@ class ResponseKind(Kind):
         # Runs are checked against the task's current taxonomy.
         reference = gold.gold if gold.gold.acts == config.acts else replace(gold.gold, acts=config.acts)
         run = load_response_run(data, reference, allow_missing=allow_missing)
+        if config.nugget_mode == "always" or (config.nugget_mode == "auto" and (
+                any(nuggets is not None for nuggets in run.nuggets)
+                or any(gold.gold.alternatives[item] for item in run.items))):
+            # Budgeted before the run is accepted: the worker's time and memory follow this figure.
+            check_nugget_work(run, reference, data)
         n_missing = len(gold) - len(run.items)
         warnings = []
         if n_missing:
@@ -1004,14 +1016,15 @@ class ResponseKind(Kind):
                  "meaning": f"the response: a non-empty text of at most {MAX_RESPONSE_CHARS:,} characters"},
                 {"path": "[i].nuggets", "type": "list (optional)",
                  "meaning": "the response split into nuggets, in order; their texts put together (whitespace "
-                            "aside) must give the response"},
+                            f"aside) must give the response; at most {MAX_NUGGETS_PER_RESPONSE} nuggets"},
                 {"path": "[i].nuggets[k].text", "type": "string", "meaning": "the nugget's span of the response"},
                 {"path": "[i].nuggets[k].act", "type": "string", "meaning": f"its dialogue act: {', '.join(acts)}"},
                 {"path": "[i].nuggets[k].diff", "type": "list of {text, act} (optional)",
                  "meaning": "alternatives with other acts (one per act), for MD_diff; the organisers' are used "
                             "when left out"},
                 {"path": "[i].nuggets[k].same", "type": "list of strings (optional)",
-                 "meaning": "rewordings with the same act, for MD_same; the organisers' are used when left out"},
+                 "meaning": "rewordings with the same act, for MD_same; the organisers' are used when left out; "
+                            f"at most {MAX_ALTERNATIVES_PER_NUGGET} alternatives per nugget, diff and same together"},
             ],
             "example": {"id": "<context id>", "response": "Sorry to hear that. Have you tried restarting it?",
                         "nuggets": [{"text": "Sorry to hear that.", "act": first},
@@ -1029,5 +1042,8 @@ class ResponseKind(Kind):
                 f"{config.nuggets.w_diff:g}, {config.nuggets.w_same:g}.",
                 "Every context needs exactly one response; an id not in the test data, a repeated id or an empty "
                 "response is refused, with every problem listed.",
+                f"Nugget scores score every variant of a response (without each nugget, with each alternative): "
+                f"a run whose variants would hold more than {MAX_NUGGET_WORK:,} characters in all (per response: "
+                "its length times 1 + per nugget 1 + its alternatives) is refused at upload.",
             ],
         }

@@ -177,6 +177,9 @@ def pipeline_vectors(nlp: Language, lowercase: bool = True) -> VectorTable:
         return table
 
 
+MAX_VECTOR_DIMENSIONS = 4_096  # spaCy's English tables have 300
+
+
 def parse_word2vec(data: bytes | str, name: str = "uploaded", lowercase: bool = False) -> VectorTable:
     """Read a word2vec *text* table: a header ``<count> <dimensions>``, then ``word v1 ... vd`` per line.
 
@@ -208,11 +211,20 @@ def parse_word2vec(data: bytes | str, name: str = "uploaded", lowercase: bool = 
         raise VectorTableError(["line 1: the header '<count> <dimensions>' is missing"])
     header = lines[0].split()
     count = dimensions = None
-    if len(header) == 2 and all(part.isdigit() for part in header):
+    # At most 9 digits each: a longer number cannot be right, and int() of more than 4,300 digits
+    # raised ValueError (a 500 from load_vectors).
+    if len(header) == 2 and all(part.isascii() and part.isdigit() and len(part) <= 9 for part in header):
         count, dimensions = int(header[0]), int(header[1])
     if count is None or dimensions is None or count < 1 or dimensions < 1:
         raise VectorTableError([f"line 1: the header must be two positive integers '<count> <dimensions>', "
                                 f"not {lines[0][:60]!r}"])
+    # The matrix is allocated from the header: bound it by what the file can hold first.
+    if dimensions > MAX_VECTOR_DIMENSIONS:
+        raise VectorTableError([f"line 1: the header announces {dimensions:,} dimensions; at most "
+                                f"{MAX_VECTOR_DIMENSIONS:,} are allowed"])
+    if count > len(lines) - 1:
+        raise VectorTableError([f"line 1: the header announces {count:,} vectors but the table has "
+                                f"{len(lines) - 1:,} more line(s)"])
     words: list[str] = []
     matrix = np.empty((count, dimensions), dtype=np.float32)
     seen: dict[str, int] = {}

@@ -23,14 +23,19 @@ D_phi compares like with like.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from scoring.kinds.response import bleu as bleu_module
 from scoring.kinds.response import posscore as posscore_module
+
+# A response without nuggets is split into sentences for D_phi; past this many, the rest of the
+# response is the last piece (the same bound as nuggets per response, so a 10,000-character
+# "a. a. a. ..." cannot cost the square of 5,000 sentences).
+MAX_SENTENCE_NUGGETS = 100
 
 # Seed 004, Table 1: the default taxonomy of dialogue acts of open-domain response nuggets.
 ACTS_SEED004: tuple[str, ...] = (
@@ -187,35 +192,65 @@ class BleuTurns:
         return bleu_module.item_scores(stats, self.prepared.config.max_order, self.prepared.config.brevity)
 
 
-@dataclass
-class _Plan:
-    """Every variant turn of a batch, as lists of piece indices, and where each nugget's variants are."""
+# Variants are scored a batch at a time: at most this many pieces (nugget references) or this many
+# characters of variant text per batch. Memory is then bounded by the batch, not by the square of
+# a turn's nugget count (7,500 one-character nuggets were 56 million pieces and 2.8 GB at once).
+BATCH_PIECES = 65_536
+BATCH_CHARACTERS = 500_000
+# Distinct texts encoded at once: a group of turns is encoded together, at least one turn.
+GROUP_TEXTS = 8_192
 
-    texts: list[str] = field(default_factory=list)
-    text_index: dict[str, int] = field(default_factory=dict)
-    items: list[int] = field(default_factory=list)
-    variants: list[list[int]] = field(default_factory=list)
 
-    def piece(self, text: str) -> int:
-        index = self.text_index.get(text)
-        if index is None:
-            index = self.text_index[text] = len(self.texts)
-            self.texts.append(text)
-        return index
+def _variants(turn_pieces: list[int], nuggets: Sequence[Nugget], index: dict[str, int]
+              ) -> Iterator[list[int]]:
+    """The turn T itself, then per nugget: T without it, T with each diff, then each same alternative."""
+    yield turn_pieces
+    for position, nugget in enumerate(nuggets):
+        before, after = turn_pieces[:position], turn_pieces[position + 1 :]
+        yield before + after
+        for text in (*nugget.diff, *nugget.same):
+            yield before + [index[text]] + after
 
-    def add(self, item: int, pieces: list[int]) -> int:
-        self.items.append(item)
-        self.variants.append(pieces)
-        return len(self.variants) - 1
+
+def variant_count(nuggets: Sequence[Nugget]) -> int:
+    """How many variant turns ``score_nuggets`` scores for a turn with these nuggets."""
+    return 1 + sum(1 + len(nugget.diff) + len(nugget.same) for nugget in nuggets)
+
+
+def _score_batches(measure: TurnMeasure, encoded: object, lengths: list[int],
+                   variants: Iterable[tuple[int, list[int]]]) -> np.ndarray:
+    """One score per variant, scoring them a bounded batch at a time."""
+    scores: list[np.ndarray] = []
+    batch: list[list[int]] = []
+    items: list[int] = []
+    pieces = characters = 0
+    for item, variant in variants:
+        batch.append(variant)
+        items.append(item)
+        pieces += len(variant)
+        characters += sum(lengths[piece] for piece in variant)
+        if pieces >= BATCH_PIECES or characters >= BATCH_CHARACTERS:
+            scores.append(np.asarray(measure.score(encoded, np.array(items, dtype=np.int64), batch), dtype=np.float64))
+            batch, items, pieces, characters = [], [], 0, 0
+    if batch:
+        scores.append(np.asarray(measure.score(encoded, np.array(items, dtype=np.int64), batch), dtype=np.float64))
+    return np.concatenate(scores) if scores else np.zeros(0)
 
 
 def score_nuggets(
     turns: Sequence[Turn], measure: TurnMeasure, config: NuggetConfig | None = None, nlp: object | None = None,
 ) -> list[list[NuggetScore]]:
-    """NS for every nugget of every turn, all variants scored in one ``measure.encode`` / ``score`` pass.
+    """NS for every nugget of every turn.
+
+    Turns are taken in groups whose distinct texts are encoded in one ``measure.encode`` call; a
+    group's variant turns are generated lazily and scored a bounded batch at a time, so only one
+    score per variant is kept. Within a group, texts are numbered in the order they first appear
+    in the whole call, so a variant's pieces are summed in the same order as when every variant
+    was scored at once: the scores are bit-identical to that.
 
     Turns without nuggets are split into sentences with ``nlp`` (default: the task pipeline's
-    sentencizer) and get D_phi alone.
+    sentencizer) and get D_phi alone; past ``MAX_SENTENCE_NUGGETS`` sentences, the rest of the
+    response is the last piece.
     """
     config = config or NuggetConfig()
     unsplit = [index for index, turn in enumerate(turns) if turn.nuggets is None]
@@ -224,38 +259,67 @@ def score_nuggets(
         from scoring.kinds.response.nlp import load_pipeline, sentences
 
         pieces = sentences([turns[index].response for index in unsplit], nlp or load_pipeline())
-        split = {index: [Nugget(text) for text in texts] for index, texts in zip(unsplit, pieces)}
+        split = {index: [Nugget(text) for text in _capped(texts)] for index, texts in zip(unsplit, pieces)}
 
-    plan = _Plan()
-    # Per turn: (its nuggets, the variant index of T, per nugget (deleted, diff variants, same variants)).
-    layout: list[tuple[list[Nugget], int, list[tuple[int, list[int], list[int]]]]] = []
-    for index, turn in enumerate(turns):
-        nuggets = split.get(index, turn.nuggets) or []
-        pieces = [plan.piece(nugget.text) for nugget in nuggets]
-        whole = plan.add(turn.item, pieces)
-        per_nugget = []
-        for position, nugget in enumerate(nuggets):
-            before, after = pieces[:position], pieces[position + 1 :]
-            deleted = plan.add(turn.item, before + after)
-            diff = [plan.add(turn.item, before + [plan.piece(text)] + after) for text in nugget.diff]
-            same = [plan.add(turn.item, before + [plan.piece(text)] + after) for text in nugget.same]
-            per_nugget.append((deleted, diff, same))
-        layout.append((nuggets, whole, per_nugget))
+    all_nuggets = [split.get(index, turn.nuggets) or [] for index, turn in enumerate(turns)]
+    # Every distinct text's number in order of first appearance (what one batch would have used).
+    order: dict[str, int] = {}
+    for nuggets in all_nuggets:
+        for nugget in nuggets:
+            order.setdefault(nugget.text, len(order))
+        for nugget in nuggets:
+            for text in (*nugget.diff, *nugget.same):
+                order.setdefault(text, len(order))
 
-    if plan.variants:
-        encoded = measure.encode(plan.texts)
-        scores = measure.score(encoded, np.array(plan.items, dtype=np.int64), plan.variants)
-    else:
-        scores = np.zeros(0)
+    scores_by_turn: list[np.ndarray] = []
+    start = 0
+    while start < len(turns):
+        stop, texts = start, set()
+        while stop < len(turns) and (stop == start or len(texts) < GROUP_TEXTS):
+            for nugget in all_nuggets[stop]:
+                texts.add(nugget.text)
+                texts.update(nugget.diff)
+                texts.update(nugget.same)
+            stop += 1
+        local = sorted(texts, key=order.__getitem__)
+        index = {text: position for position, text in enumerate(local)}
+        encoded = measure.encode(local) if local else None
+        lengths = [len(text) for text in local]
+        counts = [variant_count(nuggets) if nuggets else 0 for nuggets in all_nuggets[start:stop]]
+        flat = _score_batches(measure, encoded, lengths, (
+            (turns[position].item, variant)
+            for position in range(start, stop) if all_nuggets[position]
+            for variant in _variants([index[n.text] for n in all_nuggets[position]], all_nuggets[position], index)))
+        offset = 0
+        for count in counts:
+            scores_by_turn.append(flat[offset : offset + count])
+            offset += count
+        start = stop
+
     results = []
-    for nuggets, whole, per_nugget in layout:
-        s_turn = float(scores[whole])
-        results.append([
-            nugget_score(s_turn, float(scores[deleted]), scores[diff].tolist(), scores[same].tolist(), config,
-                         text=nugget.text, act=nugget.act)
-            for nugget, (deleted, diff, same) in zip(nuggets, per_nugget)
-        ])
+    for nuggets, scores in zip(all_nuggets, scores_by_turn):
+        if not nuggets:
+            results.append([])
+            continue
+        s_turn = float(scores[0])
+        scored = []
+        cursor = 1
+        for nugget in nuggets:
+            deleted = float(scores[cursor])
+            diff = scores[cursor + 1 : cursor + 1 + len(nugget.diff)].tolist()
+            same_start = cursor + 1 + len(nugget.diff)
+            same = scores[same_start : same_start + len(nugget.same)].tolist()
+            cursor = same_start + len(nugget.same)
+            scored.append(nugget_score(s_turn, deleted, diff, same, config, text=nugget.text, act=nugget.act))
+        results.append(scored)
     return results
+
+
+def _capped(texts: list[str]) -> list[str]:
+    """At most ``MAX_SENTENCE_NUGGETS`` sentences: the rest of the response joins the last one."""
+    if len(texts) <= MAX_SENTENCE_NUGGETS:
+        return texts
+    return [*texts[: MAX_SENTENCE_NUGGETS - 1], " ".join(texts[MAX_SENTENCE_NUGGETS - 1 :])]
 
 
 def act_means(results: Sequence[Sequence[NuggetScore]]) -> dict[str, float]:

@@ -45,6 +45,7 @@ from scoring.validation import (
     EXTRA_ENTRIES,
     MAX_ERRORS,
     VALUE_ALLOWANCE,
+    HugeInteger,
     ValidationFailed,
     canonical_id,
     check_shape,
@@ -430,6 +431,8 @@ class _Distributions:
                     numbers[position] = float(value)
                 except OverflowError:
                     too_large[position] = True
+            elif type(value) is HugeInteger:
+                too_large[position] = True
         return numbers.reshape(shape), too_large.reshape(shape)
 
     @property
@@ -444,7 +447,7 @@ class _Distributions:
     def not_numbers(self) -> np.ndarray:
         if self.all_numbers:
             return np.zeros((self.n_rows, self.width), dtype=bool)
-        return np.array([type(value) not in _NUMBER_TYPES for value in self.cells],
+        return np.array([type(value) not in _NUMBER_TYPES and type(value) is not HugeInteger for value in self.cells],
                         dtype=bool).reshape(self.n_rows, self.width)
 
 

@@ -147,3 +147,56 @@ def test_overlong_response_refused():
     errors = errors_of(load_response_run, [{"id": "c17", "response": "a" * 10_001}, {"id": "18", "response": "b"}],
                        gold)
     assert errors == ["[0].response: is 10001 characters long; at most 10000 are allowed"]
+
+
+def test_nuggets_per_response_and_alternatives_per_nugget_are_bounded():
+    """Issue 24: 7,500 one-character nuggets grew the worker by 2.8 GB; 6,000 alternatives took 44 s."""
+    gold = load_response_gold(GOLD)
+    many = [{"id": "c17", "response": "a" * 101, "nuggets": [{"text": "a", "act": "Opinion"}] * 101},
+            {"id": "18", "response": "b"}]
+    assert errors_of(load_response_run, many, gold) == [
+        "[0].nuggets: has 101 nuggets; at most 100 are allowed per response"]
+    at_limit = [{"id": "c17", "response": "a" * 100, "nuggets": [{"text": "a", "act": "Opinion"}] * 100},
+                {"id": "18", "response": "b"}]
+    assert len(load_response_run(at_limit, gold).nuggets[0]) == 100
+    alternatives = [{"id": "c17", "response": "I am sorry.", "nuggets": [
+        {"text": "I am sorry.", "act": "Apology", "diff": [{"text": "Thanks.", "act": "Thanking"}],
+         "same": [f"Sorry {k}." for k in range(50)]}]}, {"id": "18", "response": "b"}]
+    assert errors_of(load_response_run, alternatives, gold) == [
+        "[0].nuggets[0]: has 51 alternatives (diff and same together); at most 50 are allowed"]
+    alternatives[0]["nuggets"][0]["same"].pop()
+    assert len(load_response_run(alternatives, gold).nuggets[0][0].same) == 49
+    # The gold's own alternatives and nuggets have the same bounds (a run's nugget takes them).
+    gold_data = [dict(GOLD[0], nuggets=[{"text": "x", "act": "Apology", "same": ["y"] * 51}]), GOLD[1]]
+    assert errors_of(load_response_gold, gold_data) == [
+        "[0].nuggets[0]: has 51 alternatives (diff and same together); at most 50 are allowed"]
+    gold_data = [dict(GOLD[0], nuggets=[{"text": f"x{k}", "act": "Apology"} for k in range(101)]), GOLD[1]]
+    assert errors_of(load_response_gold, gold_data) == [
+        "[0].nuggets: has 101 nuggets; at most 100 are allowed per item"]
+
+
+def test_a_runs_nugget_work_is_budgeted_before_it_is_accepted():
+    from scoring.kinds.response.formats import MAX_NUGGET_WORK, check_nugget_work, nugget_work
+
+    gold = load_response_gold(GOLD)
+    # 100 nuggets of 99 characters with 48 alternatives each: 4,901 variants of 9,900 characters.
+    nuggets = [{"text": f"{k:02d}" + "b" * 97, "act": "Opinion", "same": [f"w{k}x{j}" for j in range(48)]}
+               for k in range(100)]
+    data = [{"id": "18", "response": "Fine."},
+            {"id": "c17", "response": "".join(n["text"] for n in nuggets), "nuggets": nuggets}]
+    run = load_response_run(data, gold)
+    assert nugget_work(run, gold) == (4_901 * 9_900 + 3 * 5, 0)  # "Fine.": 2 sentences at most; gold row 0
+    check_nugget_work(run, gold, data)  # 48.5 million: within the budget
+    for nugget in nuggets:
+        nugget["same"] += ["one more", "and another"]
+    run = load_response_run(data, gold)
+    assert nugget_work(run, gold)[0] == 5_101 * 9_900 + 15 > MAX_NUGGET_WORK == 50_000_000
+    with pytest.raises(ValidationFailed) as caught:
+        check_nugget_work(run, gold, data)
+    assert caught.value.errors == [
+        "nugget scores of this run would cover 50,499,915 characters of variant responses (per response: its "
+        "length times 1 + per nugget 1 + its alternatives); at most 50,000,000 are allowed; the costliest "
+        "response is [1]"]
+    # A response without nuggets is counted with as many sentences as its punctuation allows (at most 100).
+    plain = load_response_run([{"id": "c17", "response": "a. " * 200}, {"id": "18", "response": "Yes, fine."}], gold)
+    assert nugget_work(plain, gold) == (101 * 600 + 4 * 10, 0)  # "Yes, fine.": 2 marks, 3 sentences at most

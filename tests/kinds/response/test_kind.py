@@ -420,6 +420,14 @@ def test_format_description_is_generated_from_the_config_and_its_example_is_vali
     assert description["notes"][0].startswith("Measures: bleu: BLEU-4 (corpus, closest reference length); "
                                               "posscore: POSSCORE")
     assert "higher is better" in description["notes"][0] and "delta_bleu" not in description["notes"][0]
+    # The limits of issue 24, as the upload applies them.
+    meanings = {field["path"]: field["meaning"] for field in description["fields"]}
+    assert meanings["[i].nuggets"].endswith("; at most 100 nuggets")
+    assert meanings["[i].nuggets[k].same"].endswith("; at most 50 alternatives per nugget, diff and same together")
+    assert description["notes"][-1] == (
+        "Nugget scores score every variant of a response (without each nugget, with each alternative): a run whose "
+        "variants would hold more than 50,000,000 characters in all (per response: its length times 1 + per nugget "
+        "1 + its alternatives) is refused at upload.")
     example = dict(description["example"], id="a")
     gold = KIND.compile_gold([{"id": "a", "references": [{"text": "Sorry."}]}], config)
     run = KIND.parse_run([example], gold, config)

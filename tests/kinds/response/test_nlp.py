@@ -120,6 +120,13 @@ def test_word2vec_table_every_bad_line_named():
         ("2 0\n", "line 1: the header must be two positive integers"),
         ("3 2\na 1 2\nb 3 4\n", "line 1: the header announces 3 vectors but the table has 2"),
         (b"1 1\n\xff 1\n", "the vector table is not valid UTF-8"),
+        # Issue 24: a count of 5,001 digits was a ValueError (int() refuses more than 4,300 digits),
+        # and the matrix was allocated from the header before any line was read.
+        ("1" + "0" * 5000 + " 300\nchess 1\n", "line 1: the header must be two positive integers '<count> "
+                                              "<dimensions>', not '1000000000"),
+        ("1 999999999\nchess 1\n", "line 1: the header announces 999,999,999 dimensions; at most 4,096 are allowed"),
+        ("999999999 2\nchess 1 2\n", "line 1: the header announces 999,999,999 vectors but the table has 1 more "
+                                    "line(s)"),
     ],
 )
 def test_word2vec_header_problems(text, problem):

@@ -225,8 +225,13 @@ def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs
     answer = post_form(client, pool=theirs.sha256)
     assert answer.status_code == 400 and "Select a valid choice." in answer.content.decode()
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True))
+    staff.force_login(get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True,
+                                                           is_superuser=True))
     assert theirs.sha256 in staff.get("/organiser/vbleu-task/vbleu/").content.decode()
+    # Staff status alone is no organiser right: such an account gets what a participant gets.
+    bare = Client()
+    bare.force_login(get_user_model().objects.create_user("vera", password="vera-pass-1", is_staff=True))
+    assert bare.get("/organiser/vbleu-task/vbleu/").status_code == 404
     assert ReferencePool.objects.count() == 1
     # Once this task has used it (a job of the task's, say staff's), its organisers may choose it.
     from kinds.response.models import PoolJob
@@ -249,7 +254,8 @@ def test_a_job_whose_process_died_is_taken_over_and_one_that_keeps_dying_fails(t
     staff = Client()
     from django.contrib.auth import get_user_model
 
-    staff.force_login(get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True))
+    staff.force_login(get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True,
+                                                           is_superuser=True))
     assert staff.get(f"/pool-jobs/{dead.pk}/status.json").json()["status"] == "done"
     dead.refresh_from_db()
     assert dead.attempts == 2 and dead.pool is not None
@@ -381,7 +387,8 @@ def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_
     assert PoolJob.objects.count() == 3
 
 
-ROLES = ("anonymous", "participant", "other-organiser", "organiser", "staff")
+# "staff" is a superuser; "staff without permissions" has staff status and nothing else (issue 24).
+ROLES = ("anonymous", "participant", "other-organiser", "organiser", "staff", "staff without permissions")
 
 
 @pytest.mark.django_db
@@ -404,9 +411,10 @@ def test_access_matrix_of_the_vbleu_pages(task_with_runs, planted):
     stc3.organisers.add(task_with_runs["organiser"])
     participant = users.objects.get(username="alice")
     assert Team.objects.filter(members=participant).exists()
-    staff = users.objects.create_user("root", password="root-pass-1", is_staff=True)
+    staff = users.objects.create_user("root", password="root-pass-1", is_staff=True, is_superuser=True)
+    bare = users.objects.create_user("vera", password="vera-pass-1", is_staff=True)
     people = {"participant": participant, "other-organiser": other_organiser,
-              "organiser": task_with_runs["organiser"], "staff": staff}
+              "organiser": task_with_runs["organiser"], "staff": staff, "staff without permissions": bare}
     clients = {"anonymous": Client()}
     for role, user in people.items():
         clients[role] = Client()
