@@ -37,7 +37,7 @@ from scoring.kinds import MeasureSpec
 from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
 from tasks.lookup import cached_task
-from tasks.models import Score, Task
+from tasks.models import Score, Task, publication_problem
 from tasks.runfiles import download_name
 from tasks.submissions import quota_status
 
@@ -64,7 +64,7 @@ def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
 
 def _board_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board]:
     view = _find_board(request, slug)
-    return view, get_board(view.task, view.phase, view.organiser)
+    return view, get_board(view.task, view.phase, view.organiser, phases=view.phases)
 
 
 def _shown_statistics(view: access.BoardAccess, board: Board) -> Any:
@@ -98,7 +98,8 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     # stored statistics match the board (_shown_statistics) changes only with the board's key or a
     # new computation, both in this key.
     status = board_status(task.pk, phase.pk if phase else None)
-    key = cachekeys.board_section(board_cache_key(task, phase, organiser), tab, sort, show, status.cache_token())
+    board_key = board_cache_key(task, phase, organiser, phases=view.phases)
+    key = cachekeys.board_section(board_key, tab, sort, show, status.cache_token())
     section = cache.get(key)
     if section is None:
         section = _board_section(view, tab, sort, show, status)
@@ -115,7 +116,7 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
     from leaderboard.statistics import measure_summary
 
     task, phase, organiser = view.task, view.phase, view.organiser
-    board = get_board(task, phase, organiser)
+    board = get_board(task, phase, organiser, phases=view.phases)
     groups = board.groups()
     group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
     every = board.columns_for(group)
@@ -161,7 +162,7 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("no such task")
     task, phases = found
     phase = access.named_phase(phases, request.GET.get("phase")) or access.preview_phase(phases)
-    board = get_board(task, phase, organiser=False, preview=True)
+    board = get_board(task, phase, organiser=False, preview=True, phases=phases)
     groups = board.groups()
     tab = request.GET.get("tab", "")
     group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
@@ -179,8 +180,12 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
     phase_name = phase.name if phase else None
     shown = {row["id"] for row in board.rows}
     left_out = [] if board.hidden_reason else [
-        row for row in get_board(task, phase, organiser=True).rows if row["id"] not in shown]
+        row for row in get_board(task, phase, organiser=True, phases=phases).rows if row["id"] not in shown]
+    # While a phase accepts runs on this gold, publishing is refused (tasks.organising.set_publication):
+    # the page says so, and offers to close submissions first.
+    blocking = phase.open_phases_on_gold() if phase is not None and phase.kind != "development" else []
     return render(request, "leaderboard/preview.html", {
+        "blocking": blocking, "blocking_reason": publication_problem(phase, blocking) if blocking else "",
         "task": task, "phase": phase, "phases": [item for item in phases if item.kind != "development"],
         "board": board, "group": group, "columns": columns, "show": show,
         "table": board_table(rows, columns, sort_key, group, phase_name, [], None, show) if rows else "",
@@ -240,7 +245,7 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
-    key = cachekeys.board_json(board_cache_key(task, phase, organiser))
+    key = cachekeys.board_json(board_cache_key(task, phase, organiser, phases=view.phases))
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
         return _board_caching_headers(HttpResponseNotModified(), etag, organiser)
@@ -479,7 +484,8 @@ def _asl_curves(view: access.BoardAccess, board: Board, record: Any, keys: list[
     """Per measure, the p-values of every pair of the runs the board shows, smallest first
     (``scoring.stats.asl_curve``), from the stored counts; cached with the record and the board
     (500 runs and 22 measures are 2.7 million p-values rebuilt from 11 MB of counts)."""
-    key = cachekeys.asl_curves(board_cache_key(view.task, view.phase, view.organiser), record.pk, record.generation,
+    board_key = board_cache_key(view.task, view.phase, view.organiser, phases=view.phases)
+    key = cachekeys.asl_curves(board_key, record.pk, record.generation,
                                record.computed_at.timestamp())
     curves = cache.get(key)
     if curves is None:

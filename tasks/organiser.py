@@ -20,8 +20,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from scoring import exports
 from tasks import access
+from tasks.errors import Rejected
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
-from tasks.organising import rescore_runs, runs_to_rescore
+from tasks.organising import rescore_runs, runs_to_rescore, set_publication
 from tasks.runfiles import download_name, read_run_file
 
 
@@ -75,6 +76,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     kept = urlencode([(name, _param(request.GET, name)) for name in FILTERS if _param(request.GET, name)])
     return render(request, "tasks/dashboard.html", {
         "task": task, "page": page, "counts": counts, "phases": task.phases.select_related("gold_version"),
+        "phase_rows": phase_rows(task),
         "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET, "kept_filters": kept,
         "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
         "gold_versions": task.gold_versions.order_by("-number")[:10],
@@ -83,34 +85,52 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     })
 
 
+def phase_rows(task: Task) -> list[dict[str, Any]]:
+    """Each phase with where it stands now and, for a test or final phase, what stands in the way
+    of publishing its results (a phase that still accepts runs on its gold)."""
+    now = timezone.now()
+    rows = []
+    for phase in task.phases.select_related("gold_version"):
+        blocking = phase.open_phases_on_gold(now) if phase.kind != Phase.DEVELOPMENT else []
+        rows.append({"phase": phase, "state": phase.state(now), "blocking": blocking,
+                     "blocking_names": " and ".join(other.name for other in blocking)})
+    return rows
+
+
 def _dashboard_action(request: HttpRequest, task: Task) -> None:
     action = _param(request.POST, "action")
-    if action in ("publish", "unpublish"):
+    if action in ("publish", "unpublish", "close-and-publish"):
         name = _param(request.POST, "phase")
         phase = Phase.objects.filter(task=task, name=name).first() if name else None
         if phase is None:
             messages.error(request, f"No phase named {name!r} in this task." if name else "Choose a phase.")
             return
+        publish = action != "unpublish"
         if phase.kind == Phase.DEVELOPMENT:
             messages.error(request, f"The {phase.name} phase is a development phase: it has no results to publish.")
             return
-        publish = action == "publish"
         if publish and request.POST.get("confirm") != "yes":
             # A publication is confirmed on the preview page, which shows what it will show.
             messages.error(request, f"The results of the {phase.name} phase were not published: tick the "
                                     "confirmation below the preview of the results first.")
             return
-        if phase.results_published == publish:
+        if phase.results_published == publish and not (publish and phase.open_phases_on_gold()):
             messages.info(request, f"The results of the {phase.name} phase are {'already' if publish else 'not'} "
                                    "published; nothing changed.")
             return
-        phase.results_published = publish
-        # save(), not update(): the signals renew the cached task lookups and the statistics.
-        phase.save(update_fields=["results_published"])
+        try:
+            closed = set_publication(phase, publish, close_first=action == "close-and-publish")
+        except Rejected as rejected:
+            messages.error(request, " ".join(rejected.errors))
+            return
+        for other in closed:
+            access.log_access(request, task, f"closed the {other.name} phase for submissions at "
+                                             f"{other.ends_at:%Y-%m-%d %H:%M:%S} UTC")
         done = "published" if publish else "withdrew"
         access.log_access(request, task, f"{done} the results of the {phase.name} phase")
-        now = "public: scores on the whole test set and per-dialogue scores" if publish else "hidden again"
-        messages.success(request, f"The results of the {phase.name} phase are now {now}.")
+        now = "public: scores on the whole test set and per-item scores" if publish else "hidden again"
+        closing = (f"Submissions to {' and '.join(other.name for other in closed)} are closed. " if closed else "")
+        messages.success(request, f"{closing}The results of the {phase.name} phase are now {now}.")
     elif action == "approve":
         team_id = _param(request.POST, "team")
         if not task.requires_team_approval:

@@ -12,9 +12,10 @@ the code under test:
 
 * organisers and staff may see everything;
 * a hidden run's numbers reach only its team (and organisers);
-* on the test gold, until the results are published (by the test or the final phase), scores on
-  the whole test set and every per-dialogue score reach nobody else; the live-subset means may
-  be shown.
+* on the test gold, until the results are published (by the test or the final phase) while no
+  phase takes runs on it, scores on the whole test set and every per-dialogue score reach nobody
+  else; the live-subset means may be shown. A publication ticked while the test phase is still
+  open (the organiser's slip) publishes nothing until it closes.
 
 A response leaks when its body holds one of those numbers as the JSON and the CSV write it
 (``repr``) or as the pages and the LaTeX export round it (4 decimals). Numbers that some allowed
@@ -228,7 +229,9 @@ def _floats(summary: Any, path: str = "") -> list[tuple[str, float]]:
 
 def numbers_for(leak: LeakWorld, viewer: Any, state: State) -> list[Number]:
     """Every stored score number, and whether this viewer may see it in this state."""
-    published = state.test_published or state.final_published
+    # A publication counts only once no phase takes runs on the test gold: ticked while the test
+    # phase is open (the admin, a phase whose end was moved later), it would be an oracle.
+    published = (state.test_published or state.final_published) and state.running != "test"
     organiser = viewer is not None and (viewer.is_staff or leak.world.task.organisers.filter(pk=viewer.pk).exists())
     members = {team.pk: set(team.members.values_list("pk", flat=True)) for team in Team.objects.all()}
     numbers = []
@@ -497,9 +500,15 @@ def test_statistics_of_another_scope_are_not_served(world: World) -> None:
     """Withdrawing the final publication keeps the test board's whole-set statistics until they are
     computed again: meanwhile its pages and exports show none, not whole-set means."""
     test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
-    final = _phase(world, "final", Phase.FINAL, (2, 30), results_published=True)
+    final = _phase(world, "final", Phase.FINAL, (2, 30))
     for seed, user in enumerate((world.alice, world.bob)):
         _upload(world, user, seed, f"run-{seed}", test)
+    # Published once the test phase has closed (a publication counts only then).
+    test.ends_at = timezone.now()
+    final.results_published = True
+    with committing():
+        test.save()
+        final.save()
     compute_task_statistics(world.task.pk)
     assert TaskStatistics.objects.get(phase=test).scope == Score.FULL
     final.results_published = False

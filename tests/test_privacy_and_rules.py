@@ -71,18 +71,26 @@ def test_per_dialogue_scores_of_a_test_phase_wait_for_the_final_publication(worl
     assert "Per-dialogue scores (30 dialogues" in organiser.get(f"/runs/{run_id}/").content.decode()
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(hours=1), end=timedelta(days=9))
     assert "Per-dialogue scores" not in alice.get(f"/runs/{run_id}/").content.decode()
+    # While the test phase takes runs, publishing is refused (a new run would learn its test scores).
     assert publish(world, final).status_code == 302
+    final.refresh_from_db()
+    assert not final.results_published
+    assert "Per-dialogue scores" not in alice.get(f"/runs/{run_id}/").content.decode()
+    assert publish(world, final, action="close-and-publish").status_code == 302
+    test.refresh_from_db()
+    assert not test.is_open()
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
     assert "Per-dialogue scores" not in signed_in(world.bob).get(f"/runs/{run_id}/").content.decode()
 
 
 @pytest.mark.django_db
 def test_live_scores_turn_into_whole_set_scores_when_the_final_phase_is_published(world: World) -> None:
-    add_phase(world, "test", live_subset_size=10, per_item_feedback=False)
+    test = add_phase(world, "test", live_subset_size=10, per_item_feedback=False)
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     owner = api_for(world.alice_token)
     assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 10
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(hours=1), end=timedelta(days=9))
+    Phase.objects.filter(pk=test.pk).update(ends_at=timezone.now())
     publish(world, final)
     seen = owner.get(f"/api/v1/runs/{run_id}/").json()
     assert (seen["scores_scope"], seen["scores"]["n_items"]) == ("full", 30)
