@@ -28,6 +28,7 @@ between a withdrawal and the recomputation) and then freshly computed ones.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -559,3 +560,51 @@ def test_an_unknown_phase_page_says_which_thing_was_not_found(world: World, sett
     assert page.status_code == 404
     assert "No such phase in this task." in page.content.decode()
     assert "Resolver404" not in Client().get("/no/such/page/").content.decode()
+
+
+# The organisers' slips (issue 23) -----------------------------------------------------------------
+# A publication ticked while the test phase is open is walked above: ``enter_state`` saves the flag
+# without the admin's check, and the rules count such a publication only once the phase has
+# closed ("test open, ... published" states). Here: a gold file offered as a data file.
+
+@pytest.mark.django_db
+def test_no_gold_file_becomes_a_data_file_under_any_name() -> None:
+    import io
+    import tempfile
+    from pathlib import Path
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from tasks.datafiles import blob_path
+    from tasks.models import DataFile
+
+    leak = build_world()
+    enter_state(leak, "test", False, False)
+    slug = leak.world.task.slug
+    golds = {version.number: blob_path("gold", version.source_sha256).read_bytes()
+             for version in GoldVersion.objects.filter(task=leak.world.task)}
+    assert len(golds) == 2
+    with tempfile.TemporaryDirectory() as folder:
+        for number, content in golds.items():
+            for phase in (None, "dev", "test"):
+                path = Path(folder) / f"v{number}.json"
+                path.write_bytes(content)
+                options = ["--phase", phase] if phase else []
+                with pytest.raises(CommandError, match="nothing was stored"):
+                    call_command("add_data_file", slug, str(path), "--name", f"train-v{number}.json", *options,
+                                 stderr=io.StringIO())
+    assert not DataFile.objects.exists()
+    gold_digests = {hashlib.sha256(content).hexdigest() for content in golds.values()}
+    listed = 0
+    for role, (client, _) in clients(leak).items():
+        for phase_query in ("", "?phase=dev", "?phase=test", "?phase=final"):
+            listing = client.get(f"/api/v1/tasks/{slug}/data/{phase_query}")
+            if listing.status_code != 200:
+                continue
+            listed += len(listing.json()["files"])
+            for entry in listing.json()["files"]:
+                assert entry["sha256"] not in gold_digests, (role, entry)
+            for name in ("train-v1.json", "train-v2.json", "gold.json", "test.json"):
+                assert client.get(f"/api/v1/tasks/{slug}/data/{name}{phase_query}").status_code == 404, (role, name)
+    assert listed >= 20  # every role read some listing: the search above saw the files
