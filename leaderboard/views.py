@@ -39,7 +39,7 @@ from tasks import access, cachekeys
 from tasks.lookup import cached_task
 from tasks.models import Score, Task, publication_problem
 from tasks.runfiles import download_name
-from tasks.submissions import quota_status
+from tasks.submissions import quota_status, submission_status
 
 
 @require_GET
@@ -105,9 +105,13 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
         section = _board_section(view, tab, sort, show, status)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
+    # The upload box names the phase a run would go to: the open one, which need not be the
+    # board shown (a finished phase's tab says its own phase is over).
+    submission = submission_status(task, request.user) if team else None
     return render(request, "leaderboard/task.html", {
         "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
-        "quota": quota_status(task, request.user) if team else None})
+        "submission": submission, "board_state": phase.state() if phase else "",
+        "quota": quota_status(task, request.user) if submission and submission["open"] else None})
 
 
 def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str, status: Any) -> str:
