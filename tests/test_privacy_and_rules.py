@@ -193,7 +193,7 @@ def test_a_priority_is_held_by_one_run_of_a_team_in_a_phase(world: World) -> Non
     Run.objects.filter(name="second").update(status=Run.FAILED)
     assert api_upload(world, run_bytes(world.gold, seed=5), name="second-again", priority="2").status_code == 202
     alice = signed_in(world.alice)
-    alice.post(f"/runs/{first.json()['id']}/visibility/", {"action": "withdraw"})
+    alice.post(f"/runs/{first.json()['id']}/visibility/", {"action": "withdraw", "confirm": "yes"})
     with committing():
         web = alice.post(f"/tasks/{world.task.slug}/upload/", {
             "file": SimpleUploadedFile("r.json", run_bytes(world.gold, seed=6)), "name": "new-primary",
@@ -242,12 +242,12 @@ def test_create_phase_requires_descriptions_in_a_test_phase_by_default(world: Wo
 
 
 @pytest.mark.django_db
-def test_a_withdrawn_run_cannot_be_shown_again(world: World) -> None:
+def test_a_withdrawn_run_cannot_be_shown_before_its_withdrawal_is_undone(world: World) -> None:
     run_id = api_upload(world, run_bytes(world.gold), public="false").json()["id"]
     alice = signed_in(world.alice)
-    alice.post(f"/runs/{run_id}/visibility/", {"action": "withdraw"})
+    alice.post(f"/runs/{run_id}/visibility/", {"action": "withdraw", "confirm": "yes"})
     response = alice.post(f"/runs/{run_id}/visibility/", {"action": "show"}, follow=True)
-    assert "cannot be shown again" in response.content.decode()
+    assert "undo the withdrawal first to show or hide it" in response.content.decode()
     run = Run.objects.get(pk=run_id)
     assert run.is_withdrawn and not run.is_public
     assert 'value="withdraw"' not in alice.get(f"/runs/{run_id}/").content.decode()
