@@ -83,7 +83,7 @@ def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None =
     now = now or timezone.now()
     if phase.takes_runs and phase.ends_at > now:
         return False  # a test phase's results are its runs' once it has ended: not before it opens either
-    return phase.results_published and not accepting_runs_on(phases, phase.gold_version_id, now)
+    return phase.published_at(now) and not accepting_runs_on(phases, phase.gold_version_id, now)
 
 
 def test_results_hidden(phases: list[Phase], gold_version_id: int | None) -> bool:
@@ -217,7 +217,7 @@ def board_rule(phases: list[Phase], phase: Phase | None, organiser: bool) -> tup
         return Score.FULL, (not_started_reason(phases) if phases else "")
     if phase.kind == Phase.FINAL:
         if not publication_counts(phases, phase) and not organiser:
-            return Score.FULL, (FINAL_WAITING if phase.results_published else FINAL_HIDDEN)
+            return Score.FULL, (FINAL_WAITING if phase.published_at() else FINAL_HIDDEN)
         return Score.FULL, ""  # the final board is the whole test set (only organisers see it early)
     scope = shown_scope(phases, phase.gold_version_id, bool(phase.live_subset_size))
     if scope is None:

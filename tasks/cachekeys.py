@@ -39,7 +39,7 @@ def phase_clock(phases: Any, now: Any = None) -> str:
     from django.utils import timezone
 
     now = now or timezone.now()
-    return "".join(f"{phase.state(now)[0]}{int(phase.results_published)}"
+    return "".join(f"{phase.state(now)[0]}{int(phase.published_at(now))}"
                    for phase in sorted(phases, key=lambda phase: phase.pk))
 
 

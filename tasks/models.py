@@ -283,6 +283,13 @@ class Phase(models.Model):
     requires_method_description = models.BooleanField(default=False)
     results_published = models.BooleanField(
         default=False, help_text="final phase: full-test-set scores and per-item scores are public")
+    publish_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="test and final phases: the results are published on their own at this time (UTC), not before "
+                  "the phase and every phase taking runs on its gold have ended; empty: published by hand")
+    clock_state = models.CharField(
+        max_length=10, blank=True, editable=False,
+        help_text="the state the phase clock (tasks.phaseclock) last recorded: upcoming, open or ended")
     data_registered_only = models.BooleanField(
         default=False, help_text="the phase's data (participants' data, sample run, the organisers' files of the "
                                  "phase) only for signed-in members of a team, approved where the task requires "
@@ -298,6 +305,12 @@ class Phase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.slug}: {self.name}"
+
+    def published_at(self, at: datetime | None = None) -> bool:
+        """Ticked, or its scheduled publication time has come (whether the phase clock has
+        recorded it yet or not: a publication at a time is exact to the second)."""
+        at = at or timezone.now()
+        return self.results_published or (self.publish_at is not None and self.publish_at <= at)
 
     def is_open(self, at: datetime | None = None) -> bool:
         at = at or timezone.now()
@@ -330,6 +343,11 @@ class Phase(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        if self.publish_at is not None and self.ends_at and self.publish_at < self.ends_at:
+            raise ValidationError({"publish_at": f"the results can be published at {self.ends_at:%Y-%m-%d %H:%M} "
+                                                 "UTC (the phase's end) at the earliest"})
+        if self.publish_at is not None and self.kind == self.DEVELOPMENT:
+            raise ValidationError({"publish_at": "a development phase has no results to publish"})
         if self.results_published and self.task_id and self.gold_version_id and self.starts_at and self.ends_at:
             problem = publication_problem(self, self.open_phases_on_gold())
             if self.takes_runs and self.starts_at > timezone.now():

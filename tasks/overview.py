@@ -76,6 +76,9 @@ def publication_line(phase: Phase, phases: list[Phase], now: datetime | None = N
     if phase.results_published and open_now:
         return ("Results published once submissions on this test set close ("
                 + ", ".join(f"{other.name} ends at {other.ends_at:%Y-%m-%d %H:%M} UTC" for other in open_now) + ").")
+    if phase.publish_at is not None and not phase.results_published:
+        return (f"Results published on their own at {phase.publish_at:%Y-%m-%d %H:%M} UTC"
+                + (" (once submissions on this test set close)." if open_now else "."))
     if phase.takes_runs and phase.is_open(now):
         return (f"Open for submissions until {phase.ends_at:%Y-%m-%d %H:%M} UTC; the results on the whole test "
                 "set are published after it ends.")
@@ -108,7 +111,7 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "tasks/overview.html", {
         "task": task, "phases": [PhaseSummary(phase, phase_state(phase, now), phase_allows(task, phase, phases))
                                  for phase in phases],
-        "contact_link": contact_link(task.contact), "accepted": accepted,
+        "contact_link": contact_link(task.contact), "accepted": accepted, "now": now,
         "terms_version": task.terms_sha256[:12], "kind": task.kind_impl,
         "needs_affiliation": request.user.is_authenticated and not Profile.objects.filter(user=request.user).exists()})
 
