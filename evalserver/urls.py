@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import views as board_views
-from tasks import accounts, organiser, vbleu_pages
+from tasks import accounts, organiser, organiser_forms, vbleu_pages
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -37,6 +37,8 @@ urlpatterns = [
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
     path("organiser/<slug:slug>/vbleu/", vbleu_pages.vbleu_page, name="organiser-vbleu"),
+    path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),
+    path("organiser/<slug:slug>/phase/", organiser_forms.phase_form, name="organiser-phase"),
     path("pool-jobs/<int:job_id>/", vbleu_pages.pool_job_page, name="pool-job"),
     path("pool-jobs/<int:job_id>/status.json", vbleu_pages.pool_job_status, name="pool-job-status"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),

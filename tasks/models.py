@@ -287,6 +287,10 @@ class Phase(models.Model):
         null=True, blank=True,
         help_text="test and final phases: the results are published on their own at this time (UTC), not before "
                   "the phase and every phase taking runs on its gold have ended; empty: published by hand")
+    gold_changes = models.JSONField(
+        default=list, blank=True, editable=False,
+        help_text="each move of the phase to another gold version: from, to (numbers), at (ISO time), the runs "
+                  "scored again; shown to participants on the overview and on their run pages")
     clock_state = models.CharField(
         max_length=10, blank=True, editable=False,
         help_text="the state the phase clock (tasks.phaseclock) last recorded: upcoming, open or ended")
@@ -305,6 +309,20 @@ class Phase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.slug}: {self.name}"
+
+    def gold_change_notes(self, since: datetime | None = None) -> list[str]:
+        """Each move of the phase to another gold version (``gold_changes``), as participants read it;
+        ``since``: only those after that time (a run's page: the changes that re-scored it)."""
+        notes = []
+        for change in self.gold_changes or []:
+            at = datetime.fromisoformat(change["at"])
+            if since is not None and at < since:
+                continue
+            count = change.get("runs_rescored", 0)
+            notes.append(f"On {at:%Y-%m-%d %H:%M} UTC the organisers moved the {self.name} phase from gold version "
+                         f"{change['from']} to version {change['to']}; {count} run{'s' if count != 1 else ''} "
+                         f"submitted before then {'were' if count != 1 else 'was'} scored again against it.")
+        return notes
 
     def published_at(self, at: datetime | None = None) -> bool:
         """Ticked, or its scheduled publication time has come (whether the phase clock has

@@ -29,6 +29,26 @@ from tasks.runfiles import store_run_file
 log = logging.getLogger("evalserver.phases")
 
 
+def phase_problems(phase: Phase) -> list[str]:
+    """Every reason ``phase`` (new or edited, not saved) cannot be stored: what ``create_phase``
+    and the dashboard's phase form check alike, beyond reading their input."""
+    problems = []
+    if phase.starts_at and phase.ends_at and phase.ends_at <= phase.starts_at:
+        problems.append("ends: must be after the start")
+    version = phase.gold_version if phase.gold_version_id else None
+    if version is not None and phase.live_subset_size is not None and \
+            not 1 <= phase.live_subset_size < version.n_items:
+        problems.append(f"live subset: must be between 1 and {version.n_items - 1}")
+    if min(phase.daily_quota, phase.total_quota) < 1:
+        problems.append("quotas must be at least 1")
+    try:
+        phase.full_clean()
+    except ValidationError as error:
+        problems += [" ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
+                     for field, messages in error.message_dict.items()]
+    return problems
+
+
 def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[Phase]:
     """End these open phases now (their ``ends_at`` becomes the present moment), so that no run
     can arrive in them any more. Returns the phases that were open and are now closed."""
@@ -139,9 +159,17 @@ def _store_gold_version(task: Task, content: bytes, gold: Any, source_sha256: st
             warnings=list(gold.warnings), created_by=user if user is not None and user.is_authenticated else None,
             provenance=provenance,
         )
+        now = timezone.now()
         for phase in phases:
+            previous = GoldVersion.objects.filter(pk=phase.gold_version_id).values_list("number", flat=True).first()
+            rescored = Run.objects.filter(phase=phase, is_baseline=False).exclude(gold_version=version).count()
             phase.gold_version = version
-            phase.save(update_fields=["gold_version"])  # save(): the signals renew cached lookups
+            # Participants see the change (overview, run pages): their scores moved under them.
+            phase.gold_changes = [*phase.gold_changes, {"from": previous, "to": number, "at": now.isoformat(),
+                                                        "runs_rescored": rescored}]
+            phase.save(update_fields=["gold_version", "gold_changes"])  # save(): the signals renew cached lookups
+            log.info("phase %s of %s moved from gold v%s to v%s: %s run(s) scored again", phase.name, task.slug,
+                     previous, number, rescored)
         create_baselines(task, version)
         rescore_task_runs(task, version)
         touch_scores(task)

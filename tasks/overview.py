@@ -61,6 +61,7 @@ def phase_allows(task: Task, phase: Phase, phases: list[Phase] | None = None) ->
         lines.append(f"No per-{noun} scores for participants.")
     if phase.kind in access.TEST_KINDS:
         lines.append(publication_line(phase, phases if phases is not None else [phase]))
+    lines += phase.gold_change_notes()
     lines.append("Data: " + ("for registered teams only" if phase.data_registered_only else "for everyone")
                  + f", from {phase.starts_at:%Y-%m-%d %H:%M} UTC.")
     return lines

@@ -74,7 +74,8 @@ URL_KINDS: dict[str, str] = {
     "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
-    "organiser-vbleu": ORGANISER_API, "pool-job": PAGE, "pool-job-status": PAGE,
+    "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
+    "pool-job": PAGE, "pool-job-status": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

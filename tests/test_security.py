@@ -47,6 +47,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "organiser-preview": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "organiser-runs-zip": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "organiser-results": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-gold": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
+    "organiser-phase": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200}),
     "api-tasks": ("GET", dict.fromkeys(ROLES, 200)),
     "api-leaderboard": ("GET", dict.fromkeys(ROLES, 200)),
     "api-upload": ("GET", {"anonymous": 401, "owner": 405, "rival": 405, "organiser": 405, "staff": 405}),
