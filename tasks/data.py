@@ -67,15 +67,15 @@ def who_can_get(view: access.DataAccess, item: datafiles.DataItem) -> str:
     if not item.gold_derived or view.phase is None:
         return "Everyone who can see this task." if view.task.is_public else "The task's organisers only."
     phase = view.phase
-    opens = f"from {phase.starts_at:%Y-%m-%d %H:%M} UTC" if phase.starts_at > timezone.now() else "now"
+    opens = f", from {phase.starts_at:%Y-%m-%d %H:%M} UTC" if phase.starts_at > timezone.now() else ""
     if not phase.data_registered_only:
-        return f"Everyone who can see this task, {opens}; the organisers always."
+        return f"Everyone who can see this task{opens}; the organisers always."
     conditions = ["signed in as a member of a team"]
     if view.task.requires_team_approval:
         conditions.append("the team approved by an organiser")
     if view.task.terms.strip():
         conditions.append("the task's terms accepted")
-    return f"Registered teams only ({', '.join(conditions)}), {opens}; the organisers always."
+    return f"Registered teams only ({', '.join(conditions)}){opens}; the organisers always."
 
 
 def _query(view: access.DataAccess) -> str:

@@ -530,7 +530,7 @@ def test_the_data_page_says_what_each_file_is_and_who_can_get_it(world: World) -
     who = {name: next(cell.strip() for cell in cells if "only" in cell or "Everyone" in cell)
            for name, cells in rows.items()}
     registered = ("Registered teams only (signed in as a member of a team, the team approved by an organiser, "
-                  "the task's terms accepted), now; the organisers always.")
+                  "the task's terms accepted); the organisers always.")
     assert who == {"participant-datajson": registered, "formatjson": "Everyone who can see this task.",
                    "sample-runjson": registered, "task-guidetxt": "Everyone who can see this task.",
                    "phase-extratxt": registered}

@@ -47,13 +47,13 @@ def test_the_box_on_a_finished_phases_tab_names_the_phase_runs_go_to(world: Worl
     resets = f"{(timezone.now() + timedelta(days=1)):%Y-%m-%d} 00:00"
     on_dev = box(alice.get(f"/tasks/{world.task.slug}/?phase=development"))
     assert on_dev == (f" Team Aurora : Upload a run to test In the test phase: 5 of 5 runs left today (resets "
-                      f"{resets} UTC), 50 of 50 in all. This board is the development phase, which has ended: runs "
-                      "go to test. · or from a terminal with the command-line client ")
+                      f"{resets} UTC), 50 of 50 in all. · or from a terminal with the command-line client . This "
+                      "board is the development phase, which has ended: runs go to test. ")
     on_test = box(alice.get(f"/tasks/{world.task.slug}/?phase=test"))
     assert "Upload a run to test" in on_test and "This board is" not in on_test
     page = text(alice.get(f"/tasks/{world.task.slug}/upload/"))
     assert "Upload a run to Demo task: test phase" in page
-    assert ("Runs uploaded now go to the test phase (test, open until "
+    assert ("Runs uploaded now go to the test phase (open until "
             f"{phases['test'].ends_at:%Y-%m-%d %H:%M} UTC) and are scored against its gold.") in page
     assert "Upload to test" in page
     # Nobody outside a team sees the box; a visitor neither.
