@@ -712,17 +712,25 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
         print_json(data)
         return EXIT_OK
     runs = [run for run in data.get("runs") or [] if isinstance(run, dict)]
-    if not runs:
+    if args.phase is not None:
+        # Runs of different phases are scored against different gold: --phase keeps one phase's.
+        phases = sorted({str(run.get("phase")) for run in runs if run.get("phase")})
+        runs = [run for run in runs if run.get("phase") == args.phase]
+        if not runs:
+            print(f"your team has no runs of {args.task} in the phase {args.phase!r}"
+                  + (f" (your runs are in: {', '.join(phases)})" if phases else ""))
+    elif not runs:
         print(f"your team has no runs of {args.task} yet")
-    else:
+    if runs:
         info = measure_info(data)
         keys = score_keys([run.get("scores") for run in runs], args.all, info)
-        headers = ["id", "name", "status", "pri", "public", "submitted (UTC)"] + [short_key(key, info) for key in keys]
-        rows = [[str(run.get("id")), clip(run.get("name"), 30), str(run.get("status")),
-                 str(run["priority"]) if run.get("priority") is not None else "-",
+        headers = (["id", "name", "phase", "status", "pri", "public", "submitted (UTC)"]
+                   + [short_key(key, info) for key in keys])
+        rows = [[str(run.get("id")), clip(run.get("name"), 30), clip(run.get("phase") or "-", 20),
+                 str(run.get("status")), str(run["priority"]) if run.get("priority") is not None else "-",
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
                 + [number(score_value(run.get("scores"), key), args.digits) for key in keys] for run in runs]
-        print(render_table(headers, rows, {0} | set(range(6, len(headers)))))
+        print(render_table(headers, rows, {0} | set(range(7, len(headers)))))
     print(quota_line(data.get("quota"), data.get("submissions")))
     return EXIT_OK
 
@@ -1033,11 +1041,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=command_status)
 
     runs = command("runs", "list your team's runs of a task and the quota", about(
-        "List your team's runs of a task, newest first, with the official measures (all of them with --all) "
-        "and the submission quota left. Columns carry the server's short titles ('A.RSNOD' is the measure "
-        "quality.A.rsnod).", "runs stc3-zh"))
+        "List your team's runs of a task, newest first, with the phase each was submitted to, the official "
+        "measures (all of them with --all) and the submission quota left. Columns carry the server's short "
+        "titles ('A.RSNOD' is the measure quality.A.rsnod).", "runs stc3-zh", "runs stc3-zh --phase test"))
     runs.add_argument("task", metavar="TASK", help="the task's short name")
     runs.add_argument("--all", action="store_true", help="show every measure, not only the official ones")
+    runs.add_argument("--phase", metavar="NAME", help="only the runs of this phase (exactly its name); each run "
+                                                      "is scored against its own phase's gold")
     runs.add_argument("--json", action="store_true", help="print the server's JSON instead of a table")
     runs.set_defaults(handler=command_runs)
 

@@ -163,6 +163,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A database outage on an HTML page: 503 "try again in a minute", not the generic 500 page.
     "evalserver.middleware.DatabaseUnavailableMiddleware",
+    "tasks.phaseclock.PhaseClockMiddleware",
 ]
 
 ROOT_URLCONF = "evalserver.urls"
@@ -267,7 +268,14 @@ CELERY_BEAT_SCHEDULE = {
     "statistics-sweep": {"task": "leaderboard.jobs.statistics_sweep_task", "schedule": 60.0},
     # Pool jobs whose message was lost or whose worker died: sent again, or failed with a reason.
     "pool-jobs-sweep": {"task": "kinds.response.vbleu.sweep_pool_jobs_task", "schedule": 60.0},
+    # Phases that open and end, scheduled publications (tasks.phaseclock): recorded within seconds.
+    "phase-clock": {"task": "tasks.jobs.phase_clock_task", "schedule": 15.0},
 }
+# The phase clock (tasks.phaseclock): "celery" (beat, above), "thread" (a daemon thread of each web
+# process, for the broker-less default) or "off" (tests; the rules themselves follow the clock).
+EVALSERVER_PHASE_CLOCK_MODE = env_choice("EVALSERVER_PHASE_CLOCK_MODE",
+                                         "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
+                                         ("celery", "thread", "off"))
 # Long pool work (kinds.response.vbleu: storing a dialogue pool, extending a gold with vBLEU references):
 # "celery" (a job on the broker, in its own module: CELERY_IMPORTS), "thread" (a thread of the web
 # process, for the broker-less default, so the request returns at once and the page shows the

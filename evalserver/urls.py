@@ -9,7 +9,7 @@ from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import statistics_pages
 from leaderboard import views as board_views
-from tasks import accounts, organiser
+from tasks import accounts, organiser, organiser_forms
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -39,6 +39,8 @@ urlpatterns = [
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
     # The pages of the kinds' apps (kinds/<kind>/urls.py): the response kind's vBLEU pages.
     path("", include("kinds.response.urls")),
+    path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),
+    path("organiser/<slug:slug>/phase/", organiser_forms.phase_form, name="organiser-phase"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
     path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),

@@ -48,8 +48,9 @@ class Board:
 board_cache_key = cachekeys.board
 
 
-def get_board(task: Task, phase: Phase | None = None, organiser: bool = False, preview: bool = False) -> Board:
-    key = board_cache_key(task, phase, organiser, preview)
+def get_board(task: Task, phase: Phase | None = None, organiser: bool = False, preview: bool = False,
+              phases: list[Phase] | None = None) -> Board:
+    key = board_cache_key(task, phase, organiser, preview, phases)
     board = cache.get(key)
     if board is None:
         board = build_board(task, phase, organiser, preview)
@@ -182,7 +183,7 @@ def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | N
     phase = run.phase if run.phase_id else None
     if phase is None and phases:
         return None  # a run from before the phases (or a baseline): only phase boards are shown
-    board = get_board(task, phase, organiser)
+    board = get_board(task, phase, organiser, phases=phases)
     if board.hidden_reason:
         return {"board": board, "phase": phase, "hidden": board.hidden_reason}
     if board.gold_version_id != run.gold_version_id:

@@ -26,6 +26,7 @@ from tasks import access
 from tasks.api import details_payload, run_data
 from tasks.models import Run, Score
 from tasks.runfiles import download_name
+from tasks.views import withdrawal_undo_until
 
 
 @require_GET
@@ -47,7 +48,10 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
         "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
-        "finished": run.status not in Run.UNFINISHED})
+        "finished": run.status not in Run.UNFINISHED,
+        "undo_until": withdrawal_undo_until(run) if run.is_withdrawn else None,
+        # The gold moved under the run after it was submitted: its scores are on the new version.
+        "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
 
 
 # Shades of a value in [0, 1] (nugget scores): five steps of a diverging orange-to-purple scale that

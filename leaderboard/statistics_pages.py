@@ -154,7 +154,8 @@ def _asl_curves(view: access.BoardAccess, board: Board, record: Any, keys: list[
     """Per measure, the p-values of every pair of the runs the board shows, smallest first
     (``scoring.stats.asl_curve``), from the stored counts; cached with the record and the board
     (500 runs and 22 measures are 2.7 million p-values rebuilt from 11 MB of counts)."""
-    key = cachekeys.asl_curves(board_cache_key(view.task, view.phase, view.organiser), record.pk, record.generation,
+    board_key = board_cache_key(view.task, view.phase, view.organiser, phases=view.phases)
+    key = cachekeys.asl_curves(board_key, record.pk, record.generation,
                                record.computed_at.timestamp())
     curves = cache.get(key)
     if curves is None:

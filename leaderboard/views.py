@@ -31,9 +31,9 @@ from leaderboard.tables import board_table, sort_link
 from scoring import exports
 from tasks import access, cachekeys
 from tasks.lookup import cached_task
-from tasks.models import Score, Task
+from tasks.models import Score, Task, publication_problem
 from tasks.runfiles import download_name
-from tasks.submissions import quota_status
+from tasks.submissions import quota_status, submission_status
 
 
 @require_GET
@@ -58,7 +58,7 @@ def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
 
 def board_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board]:
     view = _find_board(request, slug)
-    return view, get_board(view.task, view.phase, view.organiser)
+    return view, get_board(view.task, view.phase, view.organiser, phases=view.phases)
 
 
 def shown_statistics(view: access.BoardAccess, board: Board) -> Any:
@@ -92,15 +92,20 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     # stored statistics match the board (shown_statistics) changes only with the board's key or a
     # new computation, both in this key.
     status = board_status(task.pk, phase.pk if phase else None)
-    key = cachekeys.board_section(board_cache_key(task, phase, organiser), tab, sort, show, status.cache_token())
+    board_key = board_cache_key(task, phase, organiser, phases=view.phases)
+    key = cachekeys.board_section(board_key, tab, sort, show, status.cache_token())
     section = cache.get(key)
     if section is None:
         section = _board_section(view, tab, sort, show, status)
         cache.set(key, section, CACHE_SECONDS)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
+    # The upload box names the phase a run would go to: the open one, which need not be the
+    # board shown (a finished phase's tab says its own phase is over).
+    submission = submission_status(task, request.user) if team else None
     return render(request, "leaderboard/task.html", {
         "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
-        "quota": quota_status(task, request.user) if team else None})
+        "submission": submission, "board_state": phase.state() if phase else "",
+        "quota": quota_status(task, request.user) if submission and submission["open"] else None})
 
 
 def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str, status: Any) -> str:
@@ -109,7 +114,7 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
     from leaderboard.statistics import measure_summary
 
     task, phase, organiser = view.task, view.phase, view.organiser
-    board = get_board(task, phase, organiser)
+    board = get_board(task, phase, organiser, phases=view.phases)
     groups = board.groups()
     group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
     every = board.columns_for(group)
@@ -155,7 +160,7 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("no such task")
     task, phases = found
     phase = access.named_phase(phases, request.GET.get("phase")) or access.preview_phase(phases)
-    board = get_board(task, phase, organiser=False, preview=True)
+    board = get_board(task, phase, organiser=False, preview=True, phases=phases)
     groups = board.groups()
     tab = request.GET.get("tab", "")
     group = tab if tab in {g.name for g in groups} else (groups[0].name if groups else "")
@@ -173,8 +178,12 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
     phase_name = phase.name if phase else None
     shown = {row["id"] for row in board.rows}
     left_out = [] if board.hidden_reason else [
-        row for row in get_board(task, phase, organiser=True).rows if row["id"] not in shown]
+        row for row in get_board(task, phase, organiser=True, phases=phases).rows if row["id"] not in shown]
+    # While a phase accepts runs on this gold, publishing is refused (tasks.organising.set_publication):
+    # the page says so, and offers to close submissions first.
+    blocking = phase.open_phases_on_gold() if phase is not None and phase.kind != "development" else []
     return render(request, "leaderboard/preview.html", {
+        "blocking": blocking, "blocking_reason": publication_problem(phase, blocking) if blocking else "",
         "task": task, "phase": phase, "phases": [item for item in phases if item.kind != "development"],
         "board": board, "group": group, "columns": columns, "show": show,
         "table": board_table(rows, columns, sort_key, group, phase_name, [], None, show) if rows else "",
@@ -234,7 +243,7 @@ def leaderboard_api(request: Request, slug: str) -> HttpResponse:
     # The rendered JSON (and its gzip) is cached with the board, under a key that changes with
     # every score: a request is a cache read (no query for an anonymous reader, tasks.lookup), or
     # no body at all when the reader sends back the ETag it has.
-    key = cachekeys.board_json(board_cache_key(task, phase, organiser))
+    key = cachekeys.board_json(board_cache_key(task, phase, organiser, phases=view.phases))
     etag = f'"{hashlib.sha256(key.encode()).hexdigest()[:32]}"'
     if etag in parse_etags(request.headers.get("If-None-Match", "")):
         return _board_caching_headers(HttpResponseNotModified(), etag, organiser)

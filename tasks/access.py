@@ -60,11 +60,29 @@ def test_phases_on(phases: list[Phase], gold_version_id: int | None) -> list[Pha
             and phase.gold_version_id == gold_version_id]
 
 
+def accepting_runs_on(phases: list[Phase], gold_version_id: int | None, now: datetime | None = None) -> list[Phase]:
+    """The phases that accept runs now and are scored against this gold version."""
+    now = now or timezone.now()
+    return [phase for phase in phases if phase.takes_runs and gold_version_id is not None
+            and phase.gold_version_id == gold_version_id and phase.is_open(now)]
+
+
+def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None = None) -> bool:
+    """Whether a phase's published results are shown: ticked, and no phase accepts runs on its
+    gold now. A publication ticked while runs can still arrive (in the admin, or a phase whose
+    end was moved later) would answer every new run with its whole-test-set and per-item scores,
+    so it waits until submissions on that gold have closed."""
+    now = now or timezone.now()
+    if phase.takes_runs and phase.ends_at > now:
+        return False  # a test phase's results are its runs' once it has ended: not before it opens either
+    return phase.published_at(now) and not accepting_runs_on(phases, phase.gold_version_id, now)
+
+
 def test_results_hidden(phases: list[Phase], gold_version_id: int | None) -> bool:
     """Whether scores on this gold version are test data whose results are not published yet
-    (by any test or final phase that uses it)."""
+    (by any test or final phase that uses it, while no phase accepts runs on it)."""
     tests = test_phases_on(phases, gold_version_id)
-    return bool(tests) and not any(phase.results_published for phase in tests)
+    return bool(tests) and not any(publication_counts(phases, phase) for phase in tests)
 
 
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
@@ -84,8 +102,11 @@ def on_test_data(run: Run, phases: list[Phase] | None = None) -> bool:
 
 def test_results_published(run: Run, phases: list[Phase] | None = None) -> bool:
     """Whether the organisers have published the results on the test data the run is scored
-    against: ticked on its test phase, or on a final phase over the same gold."""
-    return any(phase.results_published for phase in _test_phases(run, phases))
+    against: ticked on its test phase, or on a final phase over the same gold, and no phase
+    accepts runs on that gold any more (``publication_counts``)."""
+    if phases is None:
+        phases = task_phases(run.task_id)
+    return any(publication_counts(phases, phase) for phase in _test_phases(run, phases))
 
 
 def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
@@ -148,6 +169,8 @@ def per_item_is_logged(run: Run, phases: list[Phase] | None = None) -> bool:
 # Boards --------------------------------------------------------------------------------------
 
 FINAL_HIDDEN = "The organisers have not published the final results yet."
+FINAL_WAITING = ("The organisers have published the final results, but a phase still accepts runs on the same "
+                 "test set: they are shown once its submissions close.")
 TEST_DATA_HIDDEN = ("This board's gold is test data whose results are not published yet: its runs' scores "
                     "stay with the organisers until then.")
 
@@ -185,8 +208,8 @@ def board_rule(phases: list[Phase], phase: Phase | None, organiser: bool) -> tup
     if phase is None:
         return Score.FULL, (not_started_reason(phases) if phases else "")
     if phase.kind == Phase.FINAL:
-        if not phase.results_published and not organiser:
-            return Score.FULL, FINAL_HIDDEN
+        if not publication_counts(phases, phase) and not organiser:
+            return Score.FULL, (FINAL_WAITING if phase.published_at() else FINAL_HIDDEN)
         return Score.FULL, ""  # the final board is the whole test set (only organisers see it early)
     scope = shown_scope(phases, phase.gold_version_id, bool(phase.live_subset_size))
     if scope is None:

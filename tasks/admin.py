@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from typing import Any
@@ -24,7 +25,13 @@ from scoring.kinds import KINDS
 from tasks.access import log_access
 from tasks.accounts import team_name_problems
 from tasks.changes import board_changed
-from tasks.datafiles import data_file_problems, default_data_file_name, forget_unused_blob, store_data_content
+from tasks.datafiles import (
+    data_file_problems,
+    default_data_file_name,
+    forget_unused_blob,
+    gold_problems,
+    store_data_content,
+)
 from tasks.errors import Rejected
 from tasks.models import (
     AccessLog,
@@ -378,6 +385,13 @@ class DataFileForm(forms.ModelForm):
                                                      else self.instance.name)
         data["name"] = name
         task = data.get("task") or (self.instance.task if self.instance.pk else None)
+        if task is not None and upload is not None:
+            digest = hashlib.sha256()
+            for chunk in upload.chunks():
+                digest.update(chunk)
+            upload.seek(0)
+            for problem in gold_problems(task, digest.hexdigest()):
+                self.add_error("file", problem.partition(": ")[2])
         if task is not None:
             for problem in data_file_problems(task, name, data.get("phase"), data.get("description") or "",
                                               keep_pk=self.instance.pk):

@@ -32,11 +32,25 @@ def task_route(slug: str, token: str) -> str:
 BOARD_LAYOUT = 2
 
 
-def board(task: Any, phase: Any, organiser: bool, preview: bool = False) -> str:
+def phase_clock(phases: Any, now: Any = None) -> str:
+    """Where the task's phases stand now: upcoming, open or ended, and published or not, per phase.
+    What a board shows turns on these (a publication counts once no phase accepts runs on its
+    gold), and a phase opens or ends by the clock alone, with no save that could renew a key."""
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    return "".join(f"{phase.state(now)[0]}{int(phase.published_at(now))}"
+                   for phase in sorted(phases, key=lambda phase: phase.pk))
+
+
+def board(task: Any, phase: Any, organiser: bool, preview: bool = False, phases: Any = None) -> str:
     """A board (the public's, an organiser's, or the organisers' preview of published results):
-    changes whenever a score, a run's visibility or a phase's publication changes."""
+    changes whenever a score, a run's visibility, a phase's publication or a phase's state by the
+    clock changes. ``phases``: the task's phases when the caller has them (else one query)."""
+    if phases is None:
+        phases = list(task.phases.all()) if task.pk else []
     return (f"board{BOARD_LAYOUT}:{task.pk}:{phase.pk if phase else 0}:{int(organiser)}:"
-            f"{task.scores_changed_at.timestamp()}:{int(phase.results_published) if phase else 0}"
+            f"{task.scores_changed_at.timestamp()}:{phase_clock(phases)}"
             + (":preview" if preview else ""))
 
 

@@ -62,6 +62,22 @@ def may_download(view: access.DataAccess, item: datafiles.DataItem) -> bool:
     return view.allowed or not item.gold_derived
 
 
+def who_can_get(view: access.DataAccess, item: datafiles.DataItem) -> str:
+    """Who may download a file of this section, in words (the rule ``may_download`` applies)."""
+    if not item.gold_derived or view.phase is None:
+        return "Everyone who can see this task." if view.task.is_public else "The task's organisers only."
+    phase = view.phase
+    opens = f", from {phase.starts_at:%Y-%m-%d %H:%M} UTC" if phase.starts_at > timezone.now() else ""
+    if not phase.data_registered_only:
+        return f"Everyone who can see this task{opens}; the organisers always."
+    conditions = ["signed in as a member of a team"]
+    if view.task.requires_team_approval:
+        conditions.append("the team approved by an organiser")
+    if view.task.terms.strip():
+        conditions.append("the task's terms accepted")
+    return f"Registered teams only ({', '.join(conditions)}){opens}; the organisers always."
+
+
 def _query(view: access.DataAccess) -> str:
     return f"?phase={quote(view.phase.name, safe='')}" if view.phase is not None else ""
 
@@ -104,7 +120,7 @@ def data_page(request: HttpRequest, slug: str) -> HttpResponse:
     view, items, notes = _section(request, slug)
     task = view.task
     description = task.kind_impl.format_description(task.kind_config)
-    rows = [{"item": item, "allowed": may_download(view, item),
+    rows = [{"item": item, "allowed": may_download(view, item), "who": who_can_get(view, item),
              "url": reverse("task-data-file", args=[task.slug, item.name]) + _query(view)} for item in items]
     return render(request, "tasks/data.html", {
         "task": task, "view": view, "phase": view.phase, "phases": view.phases, "rows": rows, "notes": notes,

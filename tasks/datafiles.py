@@ -162,8 +162,11 @@ def section_items(task: Task, phase: Phase | None) -> tuple[list[DataItem], list
                                                          "annotations; upload it to try the server.",
                                sample, "sample-run", gold_derived=True))
     shown = Q(phase__isnull=True) | Q(phase=phase) if phase is not None else Q(phase__isnull=True)
-    for data_file in DataFile.objects.filter(shown, task=task).order_by(F("phase_id").asc(nulls_first=True), "name"):
-        items.append(DataItem(data_file.name, data_file.name, data_file.description, data_file.size,
+    files = DataFile.objects.filter(shown, task=task).select_related("phase")
+    for data_file in files.order_by(F("phase_id").asc(nulls_first=True), "name"):
+        # Never the gold itself: add_data_file refuses a gold file's bytes (gold_problems).
+        title = "Organisers' file" + (f" for the {data_file.phase.name} phase" if data_file.phase_id else "")
+        items.append(DataItem(data_file.name, title, data_file.description, data_file.size,
                               data_file.sha256, "organiser", gold_derived=data_file.phase_id is not None,
                               data_file=data_file))
     return items, notes
@@ -215,6 +218,24 @@ def data_file_problems(task: Task, name: str, phase: Phase | None, description: 
     return problems
 
 
+def gold_problems(task: Task, sha256: str) -> list[str]:
+    """A data file whose bytes are a gold file (any version's upload or the source kept for the
+    participants' data, of any task) would publish the annotations: the reason it is refused."""
+    from django.db.models import Q
+
+    found = GoldVersion.objects.filter(Q(sha256=sha256) | Q(source_sha256=sha256)).select_related("task").order_by(
+        "task_id", "number")
+    problems = []
+    for version in found:
+        which = (f"gold version {version.number}{f' ({version.label})' if version.label else ''} of this task"
+                 if version.task_id == task.pk else "a gold version of another task")
+        source = f", loaded from {version.source_name}" if version.source_name and version.task_id == task.pk else ""
+        problems.append(f"file: these bytes are {which}{source} (SHA-256 {sha256[:12]}…): gold annotations are never "
+                        "published as a data file. Participants get the items without annotations from the "
+                        "participant-data.json the server makes for each phase.")
+    return problems
+
+
 def store_data_content(stream: IO[bytes]) -> tuple[str, int]:
     """Store an organiser's file (at most ``EVALSERVER_DATA_FILE_MAX_BYTES``); (sha256, size)."""
     stored = blobs.store("data", chunks_of(stream), max_bytes=settings.EVALSERVER_DATA_FILE_MAX_BYTES,
@@ -234,6 +255,10 @@ def add_data_file(task: Task, name: str, stream: IO[bytes], phase: Phase | None 
             problems.append("name: pass replace (--replace) to put the new file in the place of the old one")
         raise Rejected(problems)
     sha, size = store_data_content(stream)
+    problems = gold_problems(task, sha)
+    if problems:
+        forget_unused_blob(sha)
+        raise Rejected(problems)
     uploader = user if user is not None and user.is_authenticated else None
     try:
         with transaction.atomic():

@@ -213,6 +213,17 @@ class Phase(models.Model):
     requires_method_description = models.BooleanField(default=False)
     results_published = models.BooleanField(
         default=False, help_text="final phase: full-test-set scores and per-item scores are public")
+    publish_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="test and final phases: the results are published on their own at this time (UTC), not before "
+                  "the phase and every phase taking runs on its gold have ended; empty: published by hand")
+    gold_changes = models.JSONField(
+        default=list, blank=True, editable=False,
+        help_text="each move of the phase to another gold version: from, to (numbers), at (ISO time), the runs "
+                  "scored again; shown to participants on the overview and on their run pages")
+    clock_state = models.CharField(
+        max_length=10, blank=True, editable=False,
+        help_text="the state the phase clock (tasks.phaseclock) last recorded: upcoming, open or ended")
     data_registered_only = models.BooleanField(
         default=False, help_text="the phase's data (participants' data, sample run, the organisers' files of the "
                                  "phase) only for signed-in members of a team, approved where the task requires "
@@ -229,9 +240,69 @@ class Phase(models.Model):
     def __str__(self) -> str:
         return f"{self.task.slug}: {self.name}"
 
+    def gold_change_notes(self, since: datetime | None = None) -> list[str]:
+        """Each move of the phase to another gold version (``gold_changes``), as participants read it;
+        ``since``: only those after that time (a run's page: the changes that re-scored it)."""
+        notes = []
+        for change in self.gold_changes or []:
+            at = datetime.fromisoformat(change["at"])
+            if since is not None and at < since:
+                continue
+            count = change.get("runs_rescored", 0)
+            notes.append(f"On {at:%Y-%m-%d %H:%M} UTC the organisers moved the {self.name} phase from gold version "
+                         f"{change['from']} to version {change['to']}; {count} run{'s' if count != 1 else ''} "
+                         f"submitted before then {'were' if count != 1 else 'was'} scored again against it.")
+        return notes
+
+    def published_at(self, at: datetime | None = None) -> bool:
+        """Ticked, or its scheduled publication time has come (whether the phase clock has
+        recorded it yet or not: a publication at a time is exact to the second)."""
+        at = at or timezone.now()
+        return self.results_published or (self.publish_at is not None and self.publish_at <= at)
+
     def is_open(self, at: datetime | None = None) -> bool:
         at = at or timezone.now()
         return self.starts_at <= at < self.ends_at
+
+    @property
+    def takes_runs(self) -> bool:
+        """Development and test phases accept runs while open; a final phase never does."""
+        return self.kind != self.FINAL
+
+    def state(self, at: datetime | None = None) -> str:
+        """"upcoming", "open" or "ended" (by the clock: nothing has to flip it)."""
+        at = at or timezone.now()
+        if at < self.starts_at:
+            return "upcoming"
+        return "open" if at < self.ends_at else "ended"
+
+    def open_phases_on_gold(self, at: datetime | None = None) -> list[Phase]:
+        """The phases of the task that accept runs now and are scored against this phase's gold
+        (this phase itself if it is open and takes runs). While one exists, publishing scores on
+        that gold would answer every new run with its whole-test-set and per-item scores: the
+        test set would be an oracle."""
+        at = at or timezone.now()
+        found = [] if self.pk is None else list(
+            Phase.objects.filter(task_id=self.task_id, gold_version_id=self.gold_version_id, starts_at__lte=at,
+                                 ends_at__gt=at).exclude(kind=self.FINAL).exclude(pk=self.pk))
+        if self.takes_runs and self.is_open(at):
+            found.insert(0, self)
+        return found
+
+    def clean(self) -> None:
+        super().clean()
+        if self.publish_at is not None and self.ends_at and self.publish_at < self.ends_at:
+            raise ValidationError({"publish_at": f"the results can be published at {self.ends_at:%Y-%m-%d %H:%M} "
+                                                 "UTC (the phase's end) at the earliest"})
+        if self.publish_at is not None and self.kind == self.DEVELOPMENT:
+            raise ValidationError({"publish_at": "a development phase has no results to publish"})
+        if self.results_published and self.task_id and self.gold_version_id and self.starts_at and self.ends_at:
+            problem = publication_problem(self, self.open_phases_on_gold())
+            if self.takes_runs and self.starts_at > timezone.now():
+                problem = (f"The {self.name} phase has not started yet (it opens at "
+                           f"{self.starts_at:%Y-%m-%d %H:%M} UTC): it has no results to publish.")
+            if problem:
+                raise ValidationError({"results_published": problem})
 
     def live_subset(self) -> np.ndarray | None:
         """Indices of the gold items the live leaderboard scores (fixed by the organiser's seed)."""
@@ -240,6 +311,21 @@ class Phase(models.Model):
             return None
         rng = np.random.default_rng(self.live_subset_seed)
         return np.sort(rng.choice(n, size=self.live_subset_size, replace=False))
+
+
+def publication_problem(phase: Phase, open_phases: list[Phase]) -> str:
+    """Why the results of ``phase`` cannot be published while ``open_phases`` accept runs on its
+    gold (``Phase.open_phases_on_gold``), in a sentence; empty when nothing stands in the way."""
+    if not open_phases:
+        return ""
+    names = " and ".join(f"{other.name} (until {other.ends_at:%Y-%m-%d %H:%M} UTC)" for other in open_phases)
+    if open_phases == [phase]:
+        which = f"the {phase.name} phase is still open for submissions until {phase.ends_at:%Y-%m-%d %H:%M} UTC"
+    else:
+        which = f"{'the phase' if len(open_phases) == 1 else 'the phases'} {names} still accept runs on the same gold"
+    return (f"The results of the {phase.name} phase cannot be published yet: {which}. Every run submitted after "
+            "publication would get its scores on the whole test set and per item, which would turn the test set "
+            "into an answer key. Close submissions first (or wait until the phase ends), then publish.")
 
 
 def _join_code() -> str:

@@ -6,23 +6,27 @@ import json
 import re
 import tempfile
 import zipfile
+from datetime import UTC
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scoring import exports
 from tasks import access
+from tasks.errors import Rejected
 from tasks.hooks import organiser_links
 from tasks.models import AccessLog, Phase, Run, Score, Task, Team
-from tasks.organising import rescore_runs, runs_to_rescore
+from tasks.organising import rescore_runs, runs_to_rescore, set_publication
 from tasks.runfiles import download_name, read_run_file
 
 
@@ -76,6 +80,9 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     kept = urlencode([(name, _param(request.GET, name)) for name in FILTERS if _param(request.GET, name)])
     return render(request, "tasks/dashboard.html", {
         "task": task, "page": page, "counts": counts, "phases": task.phases.select_related("gold_version"),
+        "phase_rows": (rows := phase_rows(task)), "now": timezone.now(),
+        "timeline": sorted(((when, row["phase"].name, what) for row in rows for when, what in row["schedule"]),
+                           key=lambda event: event[0]),
         "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET, "kept_filters": kept,
         "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
         "gold_versions": task.gold_versions.order_by("-number")[:10], "kind_links": organiser_links(task),
@@ -84,34 +91,109 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     })
 
 
+def _schedule(phase: Phase, now: Any) -> list[tuple[Any, str]]:
+    """What the phase clock will do, and when: (time, sentence) for what is still ahead."""
+    events = []
+    if phase.starts_at > now:
+        events.append((phase.starts_at, "opens" + (" for submissions" if phase.takes_runs else "")))
+    if phase.ends_at > now:
+        events.append((phase.ends_at, ("submissions close; " if phase.takes_runs else "ends; ")
+                       + "the final statistics are computed"))
+    if phase.kind != Phase.DEVELOPMENT and not phase.results_published and phase.publish_at is not None:
+        events.append((phase.publish_at, "the results are published on their own"
+                       + (" (it is due: it waits until no phase takes runs on its gold)"
+                          if phase.publish_at <= now else "")))
+    return events
+
+
+def phase_rows(task: Task) -> list[dict[str, Any]]:
+    """Each phase with where it stands now and, for a test or final phase, what stands in the way
+    of publishing its results (a phase that still accepts runs on its gold)."""
+    now = timezone.now()
+    rows = []
+    for phase in task.phases.select_related("gold_version"):
+        blocking = phase.open_phases_on_gold(now) if phase.kind != Phase.DEVELOPMENT else []
+        rows.append({"phase": phase, "state": phase.state(now), "blocking": blocking,
+                     "blocking_names": " and ".join(other.name for other in blocking),
+                     "schedule": _schedule(phase, now)})
+    return rows
+
+
+def _schedule_publication(request: HttpRequest, task: Task, schedule: bool) -> None:
+    """Publish a phase's results on their own at a time (UTC), or cancel that: checked as the
+    model checks it (not before the phase ends; not a development phase), nothing stored on error."""
+    name = _param(request.POST, "phase")
+    phase = Phase.objects.filter(task=task, name=name).first() if name else None
+    if phase is None:
+        messages.error(request, f"No phase named {name!r} in this task." if name else "Choose a phase.")
+        return
+    when = None
+    if schedule:
+        text = _param(request.POST, "publish_at")
+        try:
+            parsed = parse_datetime(text.replace(" ", "T")) if text else None
+        except ValueError:  # well formed, but no such day or hour (2026-02-30)
+            parsed = None
+        if parsed is None:
+            messages.error(request, f"Publication time: {text!r} is not a date and time; write it as "
+                                    "YYYY-MM-DD HH:MM (UTC)." if text else "Publication time: choose a date and time.")
+            return
+        when = parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)
+    phase.publish_at = when
+    try:
+        phase.full_clean(exclude=["task", "gold_version"])
+    except ValidationError as error:
+        messages.error(request, " ".join(f"{'Publication time' if field == 'publish_at' else field}: {message}"
+                                         for field, problems in error.message_dict.items() for message in problems))
+        return
+    phase.save(update_fields=["publish_at"])
+    if when is None:
+        access.log_access(request, task, f"cancelled the scheduled publication of the {phase.name} phase")
+        messages.success(request, f"The results of the {phase.name} phase will not be published on their own.")
+        return
+    access.log_access(request, task, f"scheduled the publication of the {phase.name} phase for "
+                                     f"{when:%Y-%m-%d %H:%M} UTC")
+    messages.success(request, f"The results of the {phase.name} phase will be published on their own at "
+                              f"{when:%Y-%m-%d %H:%M} UTC (once no phase takes runs on its gold).")
+
+
 def _dashboard_action(request: HttpRequest, task: Task) -> None:
     action = _param(request.POST, "action")
-    if action in ("publish", "unpublish"):
+    if action in ("schedule", "unschedule"):
+        _schedule_publication(request, task, action == "schedule")
+        return
+    if action in ("publish", "unpublish", "close-and-publish"):
         name = _param(request.POST, "phase")
         phase = Phase.objects.filter(task=task, name=name).first() if name else None
         if phase is None:
             messages.error(request, f"No phase named {name!r} in this task." if name else "Choose a phase.")
             return
+        publish = action != "unpublish"
         if phase.kind == Phase.DEVELOPMENT:
             messages.error(request, f"The {phase.name} phase is a development phase: it has no results to publish.")
             return
-        publish = action == "publish"
         if publish and request.POST.get("confirm") != "yes":
             # A publication is confirmed on the preview page, which shows what it will show.
             messages.error(request, f"The results of the {phase.name} phase were not published: tick the "
                                     "confirmation below the preview of the results first.")
             return
-        if phase.results_published == publish:
+        if phase.results_published == publish and not (publish and phase.open_phases_on_gold()):
             messages.info(request, f"The results of the {phase.name} phase are {'already' if publish else 'not'} "
                                    "published; nothing changed.")
             return
-        phase.results_published = publish
-        # save(), not update(): the signals renew the cached task lookups and the statistics.
-        phase.save(update_fields=["results_published"])
+        try:
+            closed = set_publication(phase, publish, close_first=action == "close-and-publish")
+        except Rejected as rejected:
+            messages.error(request, " ".join(rejected.errors))
+            return
+        for other in closed:
+            access.log_access(request, task, f"closed the {other.name} phase for submissions at "
+                                             f"{other.ends_at:%Y-%m-%d %H:%M:%S} UTC")
         done = "published" if publish else "withdrew"
         access.log_access(request, task, f"{done} the results of the {phase.name} phase")
-        now = "public: scores on the whole test set and per-dialogue scores" if publish else "hidden again"
-        messages.success(request, f"The results of the {phase.name} phase are now {now}.")
+        now = "public: scores on the whole test set and per-item scores" if publish else "hidden again"
+        closing = (f"Submissions to {' and '.join(other.name for other in closed)} are closed. " if closed else "")
+        messages.success(request, f"{closing}The results of the {phase.name} phase are now {now}.")
     elif action == "approve":
         team_id = _param(request.POST, "team")
         if not task.requires_team_approval:

@@ -5,6 +5,8 @@ task, load a gold version (with its baselines), score runs again.
 from __future__ import annotations
 
 import hashlib
+import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -20,8 +22,76 @@ from tasks.changes import touch_scores
 from tasks.datafiles import store_gold_source
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
-from tasks.models import GoldVersion, Run, Task
+from tasks.models import GoldVersion, Phase, Run, Task, publication_problem
 from tasks.runfiles import store_run_file
+
+log = logging.getLogger("evalserver.phases")
+
+
+def phase_problems(phase: Phase) -> list[str]:
+    """Every reason ``phase`` (new or edited, not saved) cannot be stored: what ``create_phase``
+    and the dashboard's phase form check alike, beyond reading their input."""
+    problems = []
+    if phase.starts_at and phase.ends_at and phase.ends_at <= phase.starts_at:
+        problems.append("ends: must be after the start")
+    version = phase.gold_version if phase.gold_version_id else None
+    if version is not None and phase.live_subset_size is not None and \
+            not 1 <= phase.live_subset_size < version.n_items:
+        problems.append(f"live subset: must be between 1 and {version.n_items - 1}")
+    if min(phase.daily_quota, phase.total_quota) < 1:
+        problems.append("quotas must be at least 1")
+    try:
+        phase.full_clean()
+    except ValidationError as error:
+        problems += [" ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
+                     for field, messages in error.message_dict.items()]
+    return problems
+
+
+def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[Phase]:
+    """End these open phases now (their ``ends_at`` becomes the present moment), so that no run
+    can arrive in them any more. Returns the phases that were open and are now closed."""
+    now = now or timezone.now()
+    closed = []
+    for phase in phases:
+        if not phase.is_open(now):
+            continue
+        # A phase opened this very microsecond still ends after it starts (the database insists).
+        phase.ends_at = max(now, phase.starts_at + timedelta(microseconds=1))
+        phase.save(update_fields=["ends_at"])  # save(): the signals renew cached lookups and boards
+        log.info("phase %s of %s closed for submissions at %s", phase.name, phase.task.slug, phase.ends_at)
+        closed.append(phase)
+    return closed
+
+
+def set_publication(phase: Phase, publish: bool, close_first: bool = False) -> list[Phase]:
+    """Publish (or withdraw) a test or final phase's results. Publication is refused while a phase
+    accepts runs on the phase's gold (the test set would answer every new run with its whole-set
+    and per-item scores), with the reason as ``Rejected``; ``close_first`` closes those phases
+    first, in the same transaction. Returns the phases it closed."""
+    if phase.kind == Phase.DEVELOPMENT:
+        raise Rejected([f"The {phase.name} phase is a development phase: it has no results to publish."])
+    closed: list[Phase] = []
+    with transaction.atomic():
+        if publish:
+            now = timezone.now()
+            if phase.takes_runs and phase.starts_at > now:
+                raise Rejected([f"The {phase.name} phase has not started yet (it opens at "
+                                f"{phase.starts_at:%Y-%m-%d %H:%M} UTC): it has no results to publish."])
+            blocking = phase.open_phases_on_gold(now)
+            if blocking and close_first:
+                closed = close_submissions(blocking, now)
+                blocking = phase.open_phases_on_gold(now)
+            problem = publication_problem(phase, blocking)
+            if problem:
+                raise Rejected([problem], status=409)
+        if phase.results_published != publish:
+            phase.results_published = publish
+            # save(), not update(): the signals renew the cached task lookups and the statistics.
+            phase.save(update_fields=["results_published"])
+            log.info("results of phase %s of %s %s", phase.name, phase.task.slug,
+                     "published" if publish else "withdrawn")
+    return closed
 
 
 def create_task(slug: str, preset: str = "", title: str = "", description: str = "", kind: str = "stc3",
@@ -88,9 +158,17 @@ def _store_gold_version(task: Task, content: bytes, gold: Any, source_sha256: st
             warnings=list(gold.warnings), created_by=user if user is not None and user.is_authenticated else None,
             provenance=provenance,
         )
+        now = timezone.now()
         for phase in phases:
+            previous = GoldVersion.objects.filter(pk=phase.gold_version_id).values_list("number", flat=True).first()
+            rescored = Run.objects.filter(phase=phase, is_baseline=False).exclude(gold_version=version).count()
             phase.gold_version = version
-            phase.save(update_fields=["gold_version"])  # save(): the signals renew cached lookups
+            # Participants see the change (overview, run pages): their scores moved under them.
+            phase.gold_changes = [*phase.gold_changes, {"from": previous, "to": number, "at": now.isoformat(),
+                                                        "runs_rescored": rescored}]
+            phase.save(update_fields=["gold_version", "gold_changes"])  # save(): the signals renew cached lookups
+            log.info("phase %s of %s moved from gold v%s to v%s: %s run(s) scored again", phase.name, task.slug,
+                     previous, number, rescored)
         create_baselines(task, version)
         rescore_task_runs(task, version)
         touch_scores(task)

@@ -34,7 +34,7 @@ def phase_state(phase: Phase, now: datetime) -> str:
     return "open" if now < phase.ends_at else "ended"
 
 
-def phase_allows(task: Task, phase: Phase) -> list[str]:
+def phase_allows(task: Task, phase: Phase, phases: list[Phase] | None = None) -> list[str]:
     """What a phase allows, in sentences, from its settings (the rules ``tasks.submissions`` and
     ``tasks.access`` apply)."""
     noun = task.item_noun
@@ -60,10 +60,30 @@ def phase_allows(task: Task, phase: Phase) -> list[str]:
     else:
         lines.append(f"No per-{noun} scores for participants.")
     if phase.kind in access.TEST_KINDS:
-        lines.append("Results published." if phase.results_published else "Results not published yet.")
+        lines.append(publication_line(phase, phases if phases is not None else [phase]))
+    lines += phase.gold_change_notes()
     lines.append("Data: " + ("for registered teams only" if phase.data_registered_only else "for everyone")
                  + f", from {phase.starts_at:%Y-%m-%d %H:%M} UTC.")
     return lines
+
+
+def publication_line(phase: Phase, phases: list[Phase], now: datetime | None = None) -> str:
+    """What a participant can expect of a test or final phase's results, as the rules stand now
+    (``tasks.access.publication_counts``): never "published" while runs can still arrive."""
+    now = now or timezone.now()
+    if access.publication_counts(phases, phase, now):
+        return "Results published."
+    open_now = access.accepting_runs_on(phases, phase.gold_version_id, now)
+    if phase.results_published and open_now:
+        return ("Results published once submissions on this test set close ("
+                + ", ".join(f"{other.name} ends at {other.ends_at:%Y-%m-%d %H:%M} UTC" for other in open_now) + ").")
+    if phase.publish_at is not None and not phase.results_published:
+        return (f"Results published on their own at {phase.publish_at:%Y-%m-%d %H:%M} UTC"
+                + (" (once submissions on this test set close)." if open_now else "."))
+    if phase.takes_runs and phase.is_open(now):
+        return (f"Open for submissions until {phase.ends_at:%Y-%m-%d %H:%M} UTC; the results on the whole test "
+                "set are published after it ends.")
+    return "Results not published yet."
 
 
 def contact_link(contact: str) -> str:
@@ -90,9 +110,9 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
     if request.user.is_authenticated and task.terms.strip():
         accepted = task.terms_acceptances.filter(user=request.user, terms_sha256=task.terms_sha256).first()
     return render(request, "tasks/overview.html", {
-        "task": task, "phases": [PhaseSummary(phase, phase_state(phase, now), phase_allows(task, phase))
+        "task": task, "phases": [PhaseSummary(phase, phase_state(phase, now), phase_allows(task, phase, phases))
                                  for phase in phases],
-        "contact_link": contact_link(task.contact), "accepted": accepted,
+        "contact_link": contact_link(task.contact), "accepted": accepted, "now": now,
         "terms_version": task.terms_sha256[:12], "kind": task.kind_impl,
         "needs_affiliation": request.user.is_authenticated and not Profile.objects.filter(user=request.user).exists()})
 

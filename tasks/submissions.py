@@ -147,6 +147,10 @@ def quota_status(task: Task, user: Any) -> dict[str, Any] | None:
     phase = open_phase(task)
     if team is None or phase is None:
         return None
+    # Runs the team cannot submit yet (not approved, terms not accepted) are not "runs left":
+    # submission_status says why instead.
+    if (task.requires_team_approval and not team.approved) or not task.terms_accepted_by(user):
+        return None
     return quota_numbers(team, phase)
 
 

@@ -5,6 +5,7 @@ they read boards, which live above this layer."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
@@ -27,6 +29,7 @@ from tasks.errors import Rejected
 from tasks.models import Run
 from tasks.submissions import (
     WEB_FORM,
+    check_priority_free,
     open_phase,
     participant_team,
     phase_for_upload,
@@ -176,6 +179,18 @@ def team_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @never_cache  # Cache-Control: no-store: the token must not stay in a browser's or proxy's cache
 def regenerate_token(request: HttpRequest) -> HttpResponse:
+    """A new token; replacing one that exists kills the old at once (every script using it stops),
+    so that is asked first, on a page of its own (no script needed)."""
+    if current_token(request.user) is not None and request.POST.get("confirm") != "yes":
+        return render(request, "tasks/confirm.html", {
+            "title": "Replace your API token?",
+            "paragraphs": ["A new token is made and your current one stops working at once: every script, "
+                           "command-line client or notebook that uses it is refused from then on until you give it "
+                           "the new token.",
+                           "The new token is shown once, on the next page. Nothing else changes: your runs, "
+                           "scores and quota stay as they are."],
+            "action": reverse("token-regenerate"), "fields": [], "button": "Replace the token",
+            "cancel_url": reverse("team-page"), "cancel": "Keep the current token"})
     token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")
     return render(request, "tasks/token.html", {"token": token})
@@ -192,18 +207,32 @@ def revoke_token(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
-    """A member of the owning team shows the run on, or hides it from, the public leaderboard, or
-    withdraws it (hidden everywhere, never deleted)."""
+    """A member of the owning team shows the run on, or hides it from, the public leaderboard,
+    withdraws it (hidden everywhere, never deleted; asked first), or undoes a withdrawal while the
+    run's phase has not ended."""
     run = access.get_run_for_user(request.user, run_id)
     if not access.is_member(request.user, run):
         return render(request, "403.html", status=403)
     action = request.POST.get("action")
-    if action not in ("show", "hide", "withdraw"):
-        messages.error(request, "Unknown action: choose show, hide or withdraw.")
+    if action not in ("show", "hide", "withdraw", "restore"):
+        messages.error(request, "Unknown action: choose show, hide, withdraw or restore.")
         return redirect("run-page", run_id=run.pk)
+    if action == "restore":
+        return _restore(request, run)
     if run.is_withdrawn:
-        messages.error(request, "The run is withdrawn: it stays hidden everywhere and cannot be shown again.")
+        messages.error(request, "The run is withdrawn: undo the withdrawal first to show or hide it.")
         return redirect("run-page", run_id=run.pk)
+    if action == "withdraw" and request.POST.get("confirm") != "yes":
+        until = withdrawal_undo_until(run)
+        return render(request, "tasks/confirm.html", {
+            "title": f"Withdraw the run {run.name}?",
+            "paragraphs": [
+                "A withdrawn run is hidden everywhere: it leaves every leaderboard, the statistics and the "
+                "organisers' results, and it keeps counting against your quota. It is never deleted.",
+                _undo_sentence(run, until)],
+            "action": reverse("run-visibility", args=[run.pk]), "fields": [("action", "withdraw")],
+            "button": "Withdraw the run", "cancel_url": reverse("run-page", args=[run.pk]),
+            "cancel": "Keep the run"})
     if action == "withdraw":
         Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     else:
@@ -212,6 +241,46 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
     messages.success(request, {"show": "The run is shown on the public leaderboard.",
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
+    return redirect("run-page", run_id=run.pk)
+
+
+def _undo_sentence(run: Run, until: datetime | None) -> str:
+    if run.phase_id is None:
+        return "Your team can undo the withdrawal from the run's page at any time."
+    if until is None:
+        return f"The {run.phase.name} phase has ended, so the withdrawal cannot be undone."
+    return (f"Your team can undo the withdrawal from the run's page until the {run.phase.name} phase ends, at "
+            f"{until:%Y-%m-%d %H:%M} UTC; after that it is final.")
+
+
+def withdrawal_undo_until(run: Run) -> datetime | None:
+    """Until when a withdrawal of the run can be undone: the end of its phase (a phase's runs are
+    final once it has ended), None when it cannot be undone any more, or for a run outside
+    phases, whose task has no end (``datetime.max`` stands for that)."""
+    if run.phase_id is None:
+        return datetime.max.replace(tzinfo=UTC)
+    return run.phase.ends_at if run.phase.ends_at > timezone.now() else None
+
+
+def _restore(request: HttpRequest, run: Run) -> HttpResponse:
+    if not run.is_withdrawn:
+        messages.info(request, "The run is not withdrawn; nothing changed.")
+        return redirect("run-page", run_id=run.pk)
+    if withdrawal_undo_until(run) is None:
+        messages.error(request, f"The {run.phase.name} phase ended at {run.phase.ends_at:%Y-%m-%d %H:%M} UTC: "
+                                "its runs are final, and the withdrawal can no longer be undone.")
+        return redirect("run-page", run_id=run.pk)
+    try:
+        with transaction.atomic():
+            if run.priority is not None:
+                check_priority_free(run.task, run.team, run.phase, run.priority)
+            Run.objects.filter(pk=run.pk).update(withdrawn_at=None)
+    except Rejected as rejected:
+        messages.error(request, "The withdrawal was not undone: " + " ".join(rejected.errors))
+        return redirect("run-page", run_id=run.pk)
+    board_changed(run.task)
+    messages.success(request, "The withdrawal is undone: the run is back "
+                              + ("on the public leaderboard." if run.is_public else "(hidden from the public board)."))
     return redirect("run-page", run_id=run.pk)
 
 

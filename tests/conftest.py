@@ -56,6 +56,8 @@ def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) 
     """Uploads in a temporary folder, no statistics (tests of them switch them on), a fresh cache."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("uploads")
     settings.EVALSERVER_STATISTICS_MODE = "off"
+    # No clock thread per test process: tests call tasks.phaseclock.advance with the time they choose.
+    settings.EVALSERVER_PHASE_CLOCK_MODE = "off"
     # Pool jobs run where they are started (tests of the background modes switch those on).
     settings.EVALSERVER_POOL_JOB_MODE = "sync"
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -226,7 +226,7 @@ def test_status_runs_and_leaderboard_show_the_runs_and_their_numbers(served: Ser
     assert runs.returncode == 0, runs.stderr
     assert "borealis-mid" not in runs.stdout
     row = table_row(runs.stdout, str(first))
-    assert row[1:3] == ["aurora-close", "done"]
+    assert row[1:4] == ["aurora-close", "-", "done"]  # a task without phases: no phase
     header = table_row(runs.stdout, "id")
     assert row[header.index("JSD")] == f"{scores['measures']['nugget.jsd']:.4f}"
     assert [name for name in header if "." in name] == ["A.RSNOD", "A.NMD", "S.RSNOD", "S.NMD", "E.RSNOD", "E.NMD"]
@@ -662,3 +662,45 @@ def test_data_into_a_path_that_is_a_file_exits_2_naming_it(served: Served, tmp_p
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"error: --out {taken}: cannot make the folder (File exists)" in result.stderr
     assert taken.read_text() == "a file, not a folder"
+
+
+def test_runs_shows_each_runs_phase_and_keeps_one_phase_with_dash_dash_phase(served: Served, tmp_path: Path) -> None:
+    """Two runs named alike in two phases (scored against different gold) are told apart; the quota
+    named is the open phase's; terms not accepted leave no quota to report."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.models import Phase, Run
+
+    world = served.world
+    now = timezone.now()
+    dev = Phase.objects.create(task=world.task, name="development", kind=Phase.DEVELOPMENT,
+                               gold_version=world.gold_version, starts_at=now - timedelta(days=2),
+                               ends_at=now + timedelta(days=1))
+    early = submit(served, write_run(tmp_path, world, 0.2, 1, "a.json"), "--name", "aurora-run1")
+    Phase.objects.filter(pk=dev.pk).update(ends_at=timezone.now())
+    Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=world.gold_version,
+                         starts_at=timezone.now(), ends_at=now + timedelta(days=3), daily_quota=4, total_quota=9)
+    late = submit(served, write_run(tmp_path, world, 0.6, 2, "b.json"), "--name", "aurora-run1")
+    assert {Run.objects.get(pk=early).phase.name, Run.objects.get(pk=late).phase.name} == {"development", "test"}
+    runs = cli("runs", SLUG, server=served.url, token=world.alice_token)
+    assert runs.returncode == 0, runs.stderr
+    header = table_row(runs.stdout, "id")
+    assert header[:4] == ["id", "name", "phase", "status"]
+    assert table_row(runs.stdout, str(early))[1:4] == ["aurora-run1", "development", "done"]
+    assert table_row(runs.stdout, str(late))[1:4] == ["aurora-run1", "test", "done"]
+    assert runs.stdout.splitlines()[-1].startswith("quota (test phase): 3 of 4 runs left today")
+    only = cli("runs", SLUG, "--phase", "development", server=served.url, token=world.alice_token)
+    assert only.returncode == 0, only.stderr
+    assert table_row(only.stdout, str(early))[1:4] == ["aurora-run1", "development", "done"]
+    assert not [line for line in only.stdout.splitlines() if line.split()[:1] == [str(late)]]
+    none = cli("runs", SLUG, "--phase", "Test", server=served.url, token=world.alice_token)
+    assert none.stdout.splitlines()[0] == ("your team has no runs of demo-task in the phase 'Test' (your runs are "
+                                           "in: development, test)")
+    # Terms the team has not accepted make the quota unusable: it is not reported as runs left.
+    world.task.terms = "Be fair."
+    world.task.save()
+    closed = cli("runs", SLUG, server=served.url, token=world.alice_token)
+    assert closed.stdout.splitlines()[-1] == ("submissions closed: accept the terms of demo-task first, on its "
+                                              "overview page")

@@ -447,3 +447,96 @@ def test_the_page_says_why_and_links_only_what_may_be_downloaded(world: World, r
     organiser = roles["organiser"].get("/tasks/demo-task/data/").content.decode()
     assert 'href="/tasks/demo-task/data/participant-data.json?phase=round%201"' in organiser
     assert "before the phase opens; every download is written to the access log" in organiser
+
+
+# A gold file is never a data file (issue 23, item 3) ----------------------------------------------
+
+def stored_data_blobs() -> list[str]:
+    from django.conf import settings
+
+    folder = settings.MEDIA_ROOT / "data"
+    return sorted(path.name for path in folder.rglob("*") if path.is_file()) if folder.exists() else []
+
+
+@pytest.mark.django_db
+def test_the_command_refuses_any_gold_file_and_stores_nothing(world: World, tmp_path: Any) -> None:
+    """The README's old example (the demo's gold as train-with-annotations.json) and its like: the
+    bytes of any gold version of this or another task are refused, naming what they are."""
+    test_gold = orjson.dumps(secret_gold(12, seed=4))
+    version = load(world.task, secret_gold(12, seed=4), "test-gold.json")
+    version.label = "test"
+    version.save()
+    other = create_task("other-task", "stc3", "Other")
+    other_gold = orjson.dumps(secret_gold(8, seed=5))
+    with committing():
+        load_gold_version(other, other_gold, "theirs.json")
+    first_gold = GoldVersion.objects.get(task=world.task, number=1)
+    for content, what in (
+            (test_gold, f"gold version {version.number} (test) of this task, loaded from test-gold.json"),
+            (orjson.dumps(world.gold), f"gold version 1 of this task, loaded from {first_gold.source_name}"),
+            (other_gold, "a gold version of another task")):
+        path = tmp_path / "gold.json"
+        path.write_bytes(content)
+        errors = io.StringIO()
+        with pytest.raises(CommandError, match=r"^1 problem\(s\); nothing was stored$"):
+            call_command("add_data_file", world.task.slug, str(path), "--name", "train-with-annotations.json",
+                         "--description", "training dialogues with their annotations", stderr=errors)
+        digest = hashlib.sha256(content).hexdigest()
+        assert errors.getvalue() == (
+            f"{path}: file: these bytes are {what} (SHA-256 {digest[:12]}…): gold annotations are never published "
+            "as a data file. Participants get the items without annotations from the participant-data.json the "
+            "server makes for each phase.\n")
+        assert not DataFile.objects.exists() and stored_data_blobs() == []
+        assert Client().get("/api/v1/tasks/demo-task/data/train-with-annotations.json").status_code == 404
+    # The same name with bytes that are not a gold file is fine.
+    path.write_bytes(content + b"\n")
+    call_command("add_data_file", world.task.slug, str(path), "--name", "train-with-annotations.json",
+                 stdout=io.StringIO())
+    assert DataFile.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_gold_file_and_stores_nothing(world: World) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client = Client()
+    client.force_login(world.staff)
+    content = orjson.dumps(world.gold)
+    refused = client.post("/admin/tasks/datafile/add/", {
+        "task": world.task.pk, "file": SimpleUploadedFile("gold.json", content), "name": "train.json",
+        "description": ""})
+    assert refused.status_code == 200
+    page = refused.content.decode().replace("&#x27;", "'")
+    assert (f"these bytes are gold version 1 of this task, loaded from gold.json (SHA-256 "
+            f"{hashlib.sha256(content).hexdigest()[:12]}…): gold annotations are never published as a data file."
+            in page)
+    assert not DataFile.objects.exists() and stored_data_blobs() == []
+
+
+@pytest.mark.django_db
+def test_the_data_page_says_what_each_file_is_and_who_can_get_it(world: World) -> None:
+    import html
+    import re
+
+    world.task.terms = "Be fair."
+    world.task.requires_team_approval = True
+    world.task.save()
+    now = timezone.now()
+    with committing():
+        phase = Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=world.gold_version,
+                                     starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1),
+                                     data_registered_only=True)
+    add(world.task, "task-guide.txt", b"guide", description="how to annotate")
+    add(world.task, "phase-extra.txt", b"extra", phase=phase, description="more dialogues")
+    page = html.unescape(Client().get("/tasks/demo-task/data/?phase=test").content.decode())
+    rows = {match[0]: re.sub(r"<[^>]+>", "", match[1]).split("\n")
+            for match in re.findall(r'<tr id="file-([a-z0-9-]+)">(.*?)</tr>', page, re.S)}
+    who = {name: next(cell.strip() for cell in cells if "only" in cell or "Everyone" in cell)
+           for name, cells in rows.items()}
+    registered = ("Registered teams only (signed in as a member of a team, the team approved by an organiser, "
+                  "the task's terms accepted); the organisers always.")
+    assert who == {"participant-datajson": registered, "formatjson": "Everyone who can see this task.",
+                   "sample-runjson": registered, "task-guidetxt": "Everyone who can see this task.",
+                   "phase-extratxt": registered}
+    assert "Organisers' file for the test phase: more dialogues" in re.sub(r"<[^>]+>", "", page)
+    assert "Organisers' file: how to annotate" in re.sub(r"<[^>]+>", "", page)

@@ -13,9 +13,10 @@ the code under test:
 * the task's organisers and superusers may see everything; staff status alone gives nothing
   (a "staff without permissions" account is a plain signed-in user to these rules);
 * a hidden run's numbers reach only its team (and organisers);
-* on the test gold, until the results are published (by the test or the final phase), scores on
-  the whole test set and every per-dialogue score reach nobody else; the live-subset means may
-  be shown.
+* on the test gold, until the results are published (by the test or the final phase) while no
+  phase takes runs on it, scores on the whole test set and every per-dialogue score reach nobody
+  else; the live-subset means may be shown. A publication ticked while the test phase is still
+  open (the organiser's slip) publishes nothing until it closes.
 
 A response leaks when its body holds one of those numbers as the JSON and the CSV write it
 (``repr``) or as the pages and the LaTeX export round it (4 decimals). Numbers that some allowed
@@ -28,6 +29,7 @@ between a withdrawal and the recomputation) and then freshly computed ones.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -73,7 +75,8 @@ URL_KINDS: dict[str, str] = {
     "task-overview": PAGE, "task-terms": POST, "task-data": DATA, "task-data-file": DATA, "api-task-data": DATA,
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
-    "organiser-vbleu": ORGANISER_API, "pool-job": PAGE, "pool-job-status": PAGE,
+    "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
+    "pool-job": PAGE, "pool-job-status": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -230,7 +233,9 @@ def _floats(summary: Any, path: str = "") -> list[tuple[str, float]]:
 
 def numbers_for(leak: LeakWorld, viewer: Any, state: State) -> list[Number]:
     """Every stored score number, and whether this viewer may see it in this state."""
-    published = state.test_published or state.final_published
+    # A publication counts only once no phase takes runs on the test gold: ticked while the test
+    # phase is open (the admin, a phase whose end was moved later), it would be an oracle.
+    published = (state.test_published or state.final_published) and state.running != "test"
     organiser = viewer is not None and (viewer.is_superuser or
                                         leak.world.task.organisers.filter(pk=viewer.pk).exists())
     members = {team.pk: set(team.members.values_list("pk", flat=True)) for team in Team.objects.all()}
@@ -331,7 +336,15 @@ def body_of(response: Any) -> str:
 # The walk ------------------------------------------------------------------------------------------
 
 def _patterns(resolver: URLResolver | None = None) -> list[URLPattern | URLResolver]:
-    return list((resolver or get_resolver()).url_patterns)
+    """Every URL pattern, the kinds' apps' included at the root (``kinds/<kind>/urls.py``) taken as
+    their own patterns, so the walk reaches them; the admin stays one included conf."""
+    found: list[URLPattern | URLResolver] = []
+    for pattern in (resolver or get_resolver()).url_patterns:
+        if isinstance(pattern, URLResolver) and pattern.namespace != "admin" and not str(pattern.pattern):
+            found += _patterns(pattern)
+        else:
+            found.append(pattern)
+    return found
 
 
 def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
@@ -505,9 +518,15 @@ def test_statistics_of_another_scope_are_not_served(world: World) -> None:
     """Withdrawing the final publication keeps the test board's whole-set statistics until they are
     computed again: meanwhile its pages and exports show none, not whole-set means."""
     test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)
-    final = _phase(world, "final", Phase.FINAL, (2, 30), results_published=True)
+    final = _phase(world, "final", Phase.FINAL, (2, 30))
     for seed, user in enumerate((world.alice, world.bob)):
         _upload(world, user, seed, f"run-{seed}", test)
+    # Published once the test phase has closed (a publication counts only then).
+    test.ends_at = timezone.now()
+    final.results_published = True
+    with committing():
+        test.save()
+        final.save()
     compute_task_statistics(world.task.pk)
     assert TaskStatistics.objects.get(phase=test).scope == Score.FULL
     final.results_published = False
@@ -558,3 +577,51 @@ def test_an_unknown_phase_page_says_which_thing_was_not_found(world: World, sett
     assert page.status_code == 404
     assert "No such phase in this task." in page.content.decode()
     assert "Resolver404" not in Client().get("/no/such/page/").content.decode()
+
+
+# The organisers' slips (issue 23) -----------------------------------------------------------------
+# A publication ticked while the test phase is open is walked above: ``enter_state`` saves the flag
+# without the admin's check, and the rules count such a publication only once the phase has
+# closed ("test open, ... published" states). Here: a gold file offered as a data file.
+
+@pytest.mark.django_db
+def test_no_gold_file_becomes_a_data_file_under_any_name() -> None:
+    import io
+    import tempfile
+    from pathlib import Path
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from tasks.blobs import path as blob_path
+    from tasks.models import DataFile
+
+    leak = build_world()
+    enter_state(leak, "test", False, False)
+    slug = leak.world.task.slug
+    golds = {version.number: blob_path("gold", version.source_sha256).read_bytes()
+             for version in GoldVersion.objects.filter(task=leak.world.task)}
+    assert len(golds) == 2
+    with tempfile.TemporaryDirectory() as folder:
+        for number, content in golds.items():
+            for phase in (None, "dev", "test"):
+                path = Path(folder) / f"v{number}.json"
+                path.write_bytes(content)
+                options = ["--phase", phase] if phase else []
+                with pytest.raises(CommandError, match="nothing was stored"):
+                    call_command("add_data_file", slug, str(path), "--name", f"train-v{number}.json", *options,
+                                 stderr=io.StringIO())
+    assert not DataFile.objects.exists()
+    gold_digests = {hashlib.sha256(content).hexdigest() for content in golds.values()}
+    listed = 0
+    for role, (client, _) in clients(leak).items():
+        for phase_query in ("", "?phase=dev", "?phase=test", "?phase=final"):
+            listing = client.get(f"/api/v1/tasks/{slug}/data/{phase_query}")
+            if listing.status_code != 200:
+                continue
+            listed += len(listing.json()["files"])
+            for entry in listing.json()["files"]:
+                assert entry["sha256"] not in gold_digests, (role, entry)
+            for name in ("train-v1.json", "train-v2.json", "gold.json", "test.json"):
+                assert client.get(f"/api/v1/tasks/{slug}/data/{name}{phase_query}").status_code == 404, (role, name)
+    assert listed >= 20  # every role read some listing: the search above saw the files

@@ -72,7 +72,8 @@ def test_the_overview_shows_phases_with_what_each_allows(world: World) -> None:
         "Live leaderboard on a fixed subset of 12 of the 30 dialogues; scores on the whole set once the results "
         "are published.",
         "Per-dialogue scores reach participants only once the results are published.",
-        "Results not published yet.",
+        f"Open for submissions until {now + timedelta(days=2):%Y-%m-%d %H:%M} UTC; the results on the whole test "
+        "set are published after it ends.",
         f"Data: for registered teams only, from {start} UTC.",
         "final final upcoming",
         "No submissions: this phase shows the test runs on the whole test set, with significance results, once "

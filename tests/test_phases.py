@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tasks import errors, submissions
+from tasks import changes, errors, submissions
 from tasks.models import Phase, Run, Score
 from tests.conftest import (
     World,
@@ -152,8 +152,14 @@ def test_scores_on_test_data_stay_with_organisers_until_published(world: World) 
     alice.force_login(world.alice)
     page = alice.get(f"/runs/{run_id}/").content.decode()
     assert "Per-dialogue scores" not in page and "on the live subset" in page
-    # Publication opens the full scores and the per-dialogue feedback.
-    phase.results_published = True
+    # A publication ticked while the phase still takes runs (the admin, say) changes nothing yet:
+    # a run submitted meanwhile would learn its whole-set scores.
+    Phase.objects.filter(pk=phase.pk).update(results_published=True)
+    changes.board_changed(world.task)
+    assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 10
+    assert Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/").json()["scope"] == "live"
+    # Once the phase has ended, publication opens the full scores and the per-dialogue feedback.
+    phase.ends_at, phase.results_published = timezone.now(), True
     phase.save()
     assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 30
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()

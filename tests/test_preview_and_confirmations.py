@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from tasks import organising
 from tasks.models import AccessLog, Phase, Run, Score
@@ -74,23 +75,47 @@ def test_organisers_preview_the_whole_test_set_scores_the_public_will_see(phases
 
 @pytest.mark.django_db
 def test_publishing_needs_the_ticked_confirmation_of_the_preview(phases: dict[str, Any]) -> None:
-    world, final = phases["world"], phases["final"]
+    world, final, test = phases["world"], phases["final"], phases["test"]
     organiser = signed_in(world.organiser)
-    page = organiser.get(f"/organiser/{world.task.slug}/preview/?phase=final").content.decode()
+    url = f"/organiser/{world.task.slug}/"
+    # The test phase still takes runs on the final phase's gold: the preview says so and offers
+    # to close it first; a plain publication is refused with the reason.
+    page = html.unescape(organiser.get(f"{url}preview/?phase=final").content.decode())
     form = page[page.index('id="publish-form"'):page.index("</form>", page.index('id="publish-form"'))]
-    assert 'name="confirm" value="yes" required' in form and 'name="action" value="publish"' in form
-    for data in ({"action": "publish", "phase": "final"}, {"action": "publish", "phase": "final", "confirm": "on"}):
+    assert 'name="confirm" value="yes" required' in form and 'name="action" value="close-and-publish"' in form
+    assert "Close test now and publish" in form
+    assert f"test is open for submissions until {test.ends_at:%Y-%m-%d %H:%M} UTC" in re.sub("<[^>]+>", "", page)
+    refusal = (f"The results of the final phase cannot be published yet: the phase test (until "
+               f"{test.ends_at:%Y-%m-%d %H:%M} UTC) still accept runs on the same gold. Every run submitted after "
+               "publication would get its scores on the whole test set and per item, which would turn the test "
+               "set into an answer key. Close submissions first (or wait until the phase ends), then publish.")
+    assert refusal in form
+    with committing():
+        answer = organiser.post(url, {"action": "publish", "phase": "final", "confirm": "yes"}, follow=True)
+    assert refusal in html.unescape(answer.content.decode())
+    final.refresh_from_db()
+    test.refresh_from_db()
+    assert not final.results_published and test.is_open()
+    for data in ({"action": "close-and-publish", "phase": "final"},
+                 {"action": "close-and-publish", "phase": "final", "confirm": "on"}):
         with committing():
-            answer = organiser.post(f"/organiser/{world.task.slug}/", data, follow=True)
+            answer = organiser.post(url, data, follow=True)
         assert "were not published: tick the confirmation" in html.unescape(answer.content.decode())
         final.refresh_from_db()
-        assert not final.results_published
+        test.refresh_from_db()
+        assert not final.results_published and test.is_open()
     assert not AccessLog.objects.filter(what__startswith="published").exists()
     with committing():
-        organiser.post(f"/organiser/{world.task.slug}/", {"action": "publish", "phase": "final", "confirm": "yes"})
+        answer = organiser.post(url, {"action": "close-and-publish", "phase": "final", "confirm": "yes"}, follow=True)
+    assert ("Submissions to test are closed. The results of the final phase are now public"
+            in html.unescape(answer.content.decode()))
     final.refresh_from_db()
-    assert final.results_published
-    page = organiser.get(f"/organiser/{world.task.slug}/preview/?phase=final").content.decode()
+    test.refresh_from_db()
+    assert final.results_published and not test.is_open() and test.ends_at <= timezone.now()
+    assert list(AccessLog.objects.filter(task=world.task).order_by("pk").values_list("what", flat=True)) == [
+        f"closed the test phase for submissions at {test.ends_at:%Y-%m-%d %H:%M:%S} UTC",
+        "published the results of the final phase"]
+    page = organiser.get(f"{url}preview/?phase=final").content.decode()
     assert "are published: everyone sees this board" in page and 'id="publish-form"' not in page
     # Withdrawing needs no confirmation: it hides again.
     with committing():

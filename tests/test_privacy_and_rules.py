@@ -71,18 +71,26 @@ def test_per_dialogue_scores_of_a_test_phase_wait_for_the_final_publication(worl
     assert "Per-dialogue scores (30 dialogues" in organiser.get(f"/runs/{run_id}/").content.decode()
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(hours=1), end=timedelta(days=9))
     assert "Per-dialogue scores" not in alice.get(f"/runs/{run_id}/").content.decode()
+    # While the test phase takes runs, publishing is refused (a new run would learn its test scores).
     assert publish(world, final).status_code == 302
+    final.refresh_from_db()
+    assert not final.results_published
+    assert "Per-dialogue scores" not in alice.get(f"/runs/{run_id}/").content.decode()
+    assert publish(world, final, action="close-and-publish").status_code == 302
+    test.refresh_from_db()
+    assert not test.is_open()
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
     assert "Per-dialogue scores" not in signed_in(world.bob).get(f"/runs/{run_id}/").content.decode()
 
 
 @pytest.mark.django_db
 def test_live_scores_turn_into_whole_set_scores_when_the_final_phase_is_published(world: World) -> None:
-    add_phase(world, "test", live_subset_size=10, per_item_feedback=False)
+    test = add_phase(world, "test", live_subset_size=10, per_item_feedback=False)
     run_id = api_upload(world, run_bytes(world.gold)).json()["id"]
     owner = api_for(world.alice_token)
     assert owner.get(f"/api/v1/runs/{run_id}/").json()["scores"]["n_items"] == 10
     final = add_phase(world, "final", Phase.FINAL, start=timedelta(hours=1), end=timedelta(days=9))
+    Phase.objects.filter(pk=test.pk).update(ends_at=timezone.now())
     publish(world, final)
     seen = owner.get(f"/api/v1/runs/{run_id}/").json()
     assert (seen["scores_scope"], seen["scores"]["n_items"]) == ("full", 30)
@@ -185,7 +193,7 @@ def test_a_priority_is_held_by_one_run_of_a_team_in_a_phase(world: World) -> Non
     Run.objects.filter(name="second").update(status=Run.FAILED)
     assert api_upload(world, run_bytes(world.gold, seed=5), name="second-again", priority="2").status_code == 202
     alice = signed_in(world.alice)
-    alice.post(f"/runs/{first.json()['id']}/visibility/", {"action": "withdraw"})
+    alice.post(f"/runs/{first.json()['id']}/visibility/", {"action": "withdraw", "confirm": "yes"})
     with committing():
         web = alice.post(f"/tasks/{world.task.slug}/upload/", {
             "file": SimpleUploadedFile("r.json", run_bytes(world.gold, seed=6)), "name": "new-primary",
@@ -234,12 +242,12 @@ def test_create_phase_requires_descriptions_in_a_test_phase_by_default(world: Wo
 
 
 @pytest.mark.django_db
-def test_a_withdrawn_run_cannot_be_shown_again(world: World) -> None:
+def test_a_withdrawn_run_cannot_be_shown_before_its_withdrawal_is_undone(world: World) -> None:
     run_id = api_upload(world, run_bytes(world.gold), public="false").json()["id"]
     alice = signed_in(world.alice)
-    alice.post(f"/runs/{run_id}/visibility/", {"action": "withdraw"})
+    alice.post(f"/runs/{run_id}/visibility/", {"action": "withdraw", "confirm": "yes"})
     response = alice.post(f"/runs/{run_id}/visibility/", {"action": "show"}, follow=True)
-    assert "cannot be shown again" in response.content.decode()
+    assert "undo the withdrawal first to show or hide it" in response.content.decode()
     run = Run.objects.get(pk=run_id)
     assert run.is_withdrawn and not run.is_public
     assert 'value="withdraw"' not in alice.get(f"/runs/{run_id}/").content.decode()

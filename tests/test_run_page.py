@@ -157,8 +157,10 @@ def test_on_a_test_phase_the_standing_is_on_the_live_board_until_publication(db:
     page = signed_in(world.alice).get(f"/runs/{runs[0].pk}/").content.decode()
     check_standing(page, expected_standing(board["runs"], own, board["measures"], runs[0].pk))
     assert "board (live subset)" in page
+    test.ends_at = timezone.now()  # publication waits until no phase takes runs on the test gold
     final.results_published = True
     with committing():
+        test.save()
         final.save()
     board = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=test").json()
     assert board["scope"] == "full"
@@ -286,6 +288,11 @@ def test_per_item_scores_follow_the_privacy_rules(db: Any) -> None:
     assert not AccessLog.objects.filter(what__contains=f"run #{quiet_run.pk}").exists()  # not test data
     assert Client().get(f"/runs/{test_run.pk}/items.csv").status_code == 302
     test.results_published = True
+    with committing():
+        test.save()
+    # Not while the test phase takes runs: a run submitted now would get per-item test scores.
+    assert test.is_open() and alice.get(f"/runs/{test_run.pk}/items.csv").status_code == 404
+    test.ends_at = timezone.now()
     with committing():
         test.save()
     assert alice.get(f"/runs/{test_run.pk}/items.csv").status_code == 200

@@ -117,7 +117,7 @@ def test_hidden_and_withdrawn_runs(world: World) -> None:
     client.post(f"/runs/{run.pk}/visibility/", {"action": "hide"})
     assert "shy-run" not in Client().get(f"/tasks/{world.task.slug}/").content.decode()
     assert "shy-run" in signed_in(world.organiser).get(f"/tasks/{world.task.slug}/").content.decode()
-    client.post(f"/runs/{run.pk}/visibility/", {"action": "withdraw"})
+    client.post(f"/runs/{run.pk}/visibility/", {"action": "withdraw", "confirm": "yes"})
     run.refresh_from_db()
     assert run.is_withdrawn and Run.objects.filter(pk=run.pk).exists()
     assert "shy-run" not in signed_in(world.organiser).get(f"/tasks/{world.task.slug}/").content.decode()
@@ -132,7 +132,12 @@ def test_team_page_and_tokens(world: World) -> None:
     client = signed_in(world.alice)
     page = client.get("/team/").content.decode()
     assert "Team Aurora" in page and world.alice_token not in page  # never shown after creation
-    response = client.post("/team/token/regenerate/")
+    # Replacing a token is asked first: the old one would die at once.
+    asked = client.post("/team/token/regenerate/")
+    assert asked.status_code == 200 and "Replace your API token?" in asked.content.decode()
+    assert APIClient(HTTP_AUTHORIZATION=f"Token {world.alice_token}").get(
+        f"/api/v1/tasks/{world.task.slug}/my-runs/").status_code == 200  # still alive
+    response = client.post("/team/token/regenerate/", {"confirm": "yes"})
     # The one page that shows the token is stored by no cache (issue 24).
     assert set(response["Cache-Control"].split(", ")) == {"max-age=0", "no-cache", "no-store", "must-revalidate",
                                                          "private"}

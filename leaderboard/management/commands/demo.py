@@ -103,6 +103,36 @@ def response_demo_task(size: int, seed: int) -> Demo:
 DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, metric_demo_task]
 
 
+TOKEN_LINE = "alice's API token: "  # noqa: S105 (a label, not a secret)
+# A sentence, not a secret.
+DEAD_TOKEN = "(none: the token this file held was replaced or revoked; sign in as alice and create one on My team)"  # noqa: S105, E501
+
+
+def current_logins(path: Path) -> str:
+    """The demo's logins as they stand now: a token alice has replaced or revoked since the demo
+    wrote it no longer works, so it is not printed again (the file is rewritten without it)."""
+    from rest_framework import exceptions
+
+    from tasks.tokens import TokenAuthentication
+
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if not line.startswith(TOKEN_LINE) or line.startswith(TOKEN_LINE + "("):
+            continue
+        token = line[len(TOKEN_LINE):].strip()
+        try:
+            user, _ = TokenAuthentication().authenticate_credentials(token.encode())
+            alive = user.username == "alice"
+        except exceptions.AuthenticationFailed:
+            alive = False
+        if not alive:
+            lines[index] = TOKEN_LINE + DEAD_TOKEN + "\n"
+            text = "".join(lines)
+            path.write_text(text)
+    return text
+
+
 class Command(BaseCommand):
     help = ("Create (once) a demo task of every kind, each with a development and a test phase, synthetic gold, "
             "baselines, two teams and scored runs.")
@@ -118,7 +148,7 @@ class Command(BaseCommand):
         if Task.objects.filter(slug=DEMO_SLUG).exists():
             self.stdout.write(f"demo task {DEMO_SLUG} exists already")
             if logins.exists():
-                self.stdout.write(logins.read_text(), ending="")
+                self.stdout.write(current_logins(logins), ending="")
             return
         # Checked before anything is stored: the accounts are committed before the tasks are built,
         # so a failure later would leave them behind and stop every later run of the command.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tasks.models import Phase, Task
+from tasks.organising import phase_problems
 
 
 def _utc(text: str) -> datetime:
@@ -67,18 +67,9 @@ class Command(BaseCommand):
                       requires_method_description=(options["kind"] == Phase.TEST
                                                    if options["require_description"] is None
                                                    else options["require_description"]))
-        problems = []
-        if phase.ends_at <= phase.starts_at:
-            problems.append("--ends must be after --starts")
-        if phase.live_subset_size is not None and not 1 <= phase.live_subset_size < version.n_items:
-            problems.append(f"--live-subset must be between 1 and {version.n_items - 1}")
-        if min(phase.daily_quota, phase.total_quota) < 1:
-            problems.append("quotas must be at least 1")
-        try:
-            phase.full_clean()
-        except ValidationError as error:
-            problems += [" ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
-                         for field, messages in error.message_dict.items()]
+        # The dashboard's phase form checks the same (tasks.organising.phase_problems), in its words.
+        problems = [problem.replace("ends: must be after the start", "--ends must be after --starts")
+                    .replace("live subset: must be", "--live-subset must be") for problem in phase_problems(phase)]
         if problems:
             raise CommandError("; ".join(problems), returncode=2)
         phase.save()
