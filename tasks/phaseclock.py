@@ -13,7 +13,7 @@ has to flip for the rules to hold at the second. The clock adds what needs a pro
   time, or, while a phase still takes runs on its gold, waits (said once in the log).
 
 ``advance`` is idempotent and safe in several processes at once: a change is recorded by the one
-conditional UPDATE that wins. It runs from Celery beat (``tasks.jobs.phase_clock_task``) or, in
+conditional UPDATE that wins. It runs from Celery beat (``tasks.phaseclock.phase_clock_task``) or, in
 the broker-less default, from a daemon thread of the web process (``ensure_thread``), which wakes
 at the next boundary and at least every ``MAX_SLEEP_SECONDS``.
 """
@@ -24,6 +24,7 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
+from celery import shared_task
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
@@ -142,3 +143,11 @@ class PhaseClockMiddleware:
     def __call__(self, request: object) -> object:
         ensure_thread()
         return self.get_response(request)  # type: ignore[operator]
+
+
+@shared_task(acks_late=True)
+def phase_clock_task() -> list[str]:
+    """Record phases that opened or ended and scheduled publications that are due (beat). Here,
+    not in ``tasks.jobs``: the clock publishes through ``tasks.organising``, which queues scoring
+    jobs (``CELERY_IMPORTS`` loads this module in the worker)."""
+    return advance()
