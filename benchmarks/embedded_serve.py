@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=50)
     parser.add_argument("--requests", type=int, default=20, help="requests per reader and path")
     parser.add_argument("--uploads", type=int, default=0, help="also time this many uploads of each demo kind")
+    parser.add_argument("--response-items", type=int, default=0,
+                        help="also time uploads of a response run of this many items (benchmarks/response_speed.py's "
+                             "generated responses, 3 references each) to a task of its own")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embedded-serve-"))
     env = {key: value for key, value in os.environ.items()
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         if seeded.returncode:
             say(seeded.stderr[-3000:])
             return 2
+        response_token = setup_response_task(env, work, args.response_items) if args.response_items else None
         if args.server == "dev":
             command = [PYTHON, str(ROOT / "dev.py"), "serve", f"127.0.0.1:{port}"]
         else:
@@ -148,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"  (target p95 <= {ms(target)}: {verdict})", flush=True)
         if args.uploads:
             upload_times(base, work / "var", args.uploads)
+        if response_token:
+            content = (work / "response-run.json").read_bytes()
+            for number in range(3):  # the first after the start, then warm
+                timed_upload(base, "resp", response_token, content, f"resp-{number}")
         processes = [server.pid, *descendants(server.pid)]
         started = time.monotonic()
         os.kill(server.pid, signal.SIGTERM)  # as the README test stops it: the pid dev.py was started as
@@ -163,6 +171,37 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def setup_response_task(env: dict[str, str], work: Path, items: int) -> str:
+    """A response task ``resp`` with a generated gold of ``items`` items, a participant and a run file."""
+    from benchmarks.response_speed import make_files
+
+    gold, run = make_files(items, seed=11)
+    (work / "response-gold.json").write_text(json.dumps(gold))
+    (work / "response-run.json").write_text(json.dumps(run))
+    for command in (["create_task", "resp", "--kind", "response", "--title", "Response bench"],
+                    ["load_gold", "resp", str(work / "response-gold.json")]):
+        subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    made = subprocess.run([PYTHON, "manage.py", "create_participant", "rita", "--team", "Responders"], cwd=ROOT,
+                          env=env, check=True, capture_output=True, text=True)
+    return made.stdout.strip().splitlines()[-1].split()[-1]
+
+
+def timed_upload(base: str, slug: str, token: str, content: bytes, name: str) -> None:
+    started = time.perf_counter()
+    reply = upload(base, slug, token, content, name)
+    answered = time.perf_counter() - started
+    if reply.status not in (200, 201, 202):
+        print(f"upload {slug}: {reply.status} {reply.body[:300]!r}", flush=True)
+        return
+    run_id = reply.json()["id"]
+    status = reply.json().get("status")
+    while status not in ("done", "failed"):
+        time.sleep(0.05)
+        status = call(f"{base}/api/v1/runs/{run_id}/", token).json()["status"]
+    print(f"upload {slug} ({len(content)} bytes): answered {reply.status} in {ms(answered)}, {status} "
+          f"after {ms(time.perf_counter() - started)}", flush=True)
+
+
 def upload_times(base: str, var: Path, count: int) -> None:
     """Uploads of the demo's sample runs by alice (API): the answer's time, then until the API says done."""
     logins = (var / "demo-logins.txt").read_text()
@@ -172,19 +211,7 @@ def upload_times(base: str, var: Path, count: int) -> None:
         sample = var / "demo" / slug / "sample-run.json"
         content = sample.read_bytes()
         for number in range(count):
-            started = time.perf_counter()
-            reply = upload(base, slug, token, content, f"bench-{number}")
-            answered = time.perf_counter() - started
-            if reply.status not in (200, 201, 202):
-                print(f"upload {slug}: {reply.status} {reply.body[:300]!r}", flush=True)
-                break
-            run_id = reply.json()["id"]
-            status = reply.json().get("status")
-            while status not in ("done", "failed"):
-                time.sleep(0.05)
-                status = call(f"{base}/api/v1/runs/{run_id}/", token).json()["status"]
-            print(f"upload {slug} ({len(content)} bytes): answered {reply.status} in {ms(answered)}, {status} "
-                  f"after {ms(time.perf_counter() - started)}", flush=True)
+            timed_upload(base, slug, token, content, f"bench-{number}")
 
 
 if __name__ == "__main__":
