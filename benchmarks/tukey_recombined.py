@@ -106,7 +106,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=12)
     parser.add_argument("--b", type=int, default=2_000)
     parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--pool-divisor", type=int, default=stats.POOL_DIVISOR,
+                        help="P = B / this (to measure other settings than the shipped one)")
     args = parser.parse_args()
+    stats.POOL_DIVISOR = args.pool_divisor
     if args.validate:
         validate(args.n, args.k, args.b, args.seeds)
     if args.speed:
