@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up and run the project with nothing but Python 3.11+.
 
-    python3 dev.py serve   # virtualenv, dependencies, database, demo task; server at http://127.0.0.1:8000
+    python3 dev.py serve   # virtualenv, dependencies, database, demo task; gunicorn at http://127.0.0.1:8000
     python3 dev.py test    # the whole test suite (uses PostgreSQL, Redis, RabbitMQ on localhost if running)
     python3 dev.py test --quick    # without the tests marked slow; --sqlite: on SQLite even where PostgreSQL runs
 
@@ -62,8 +62,14 @@ def serve(args: list[str]) -> None:
     manage("collectstatic", "--noinput", "-v", "0")
     manage("demo")
     address = args[0] if args else "127.0.0.1:8000"
-    say(f"serving http://{address}/ (Ctrl-C stops it)")
-    os.execv(str(PYTHON), [str(PYTHON), str(ROOT / "manage.py"), "runserver", address, "--noreload"])  # noqa: S606
+    say(f"serving http://{address}/ with gunicorn and a background scoring worker (Ctrl-C stops both)")
+    # The production server (gunicorn.conf.py: a process per core, 2 threads each, static files by
+    # whitenoise), not Django's development server, whose listen backlog of 10 left 50 readers
+    # waiting on TCP retries (issue 28). Without a broker, gunicorn.conf.py starts the background
+    # scoring worker beside it; exec, so that this process is gunicorn's master and a signal sent
+    # to it (Ctrl-C, SIGTERM) stops the web processes and the worker.
+    os.execv(str(PYTHON), [str(PYTHON), "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),  # noqa: S606
+                           "--chdir", str(ROOT), "--bind", address, "evalserver.wsgi"])
 
 
 # The second pass of CI: the suite again on SQLite, the embedded default, without what needs a

@@ -1,8 +1,9 @@
 """Settings, read from environment variables (see README, "Configuration").
 
 Every variable has an embedded default that needs no running service: SQLite in ``var/``,
-Celery tasks run in-process, a local-memory cache. ``DATABASE_URL``, ``CELERY_BROKER_URL``
-and ``CACHE_URL`` switch to PostgreSQL, Redis or RabbitMQ. Bad values fail loudly at start.
+runs scored by a background worker beside gunicorn (or in-process), a cache in files in ``var/``.
+``DATABASE_URL``, ``CELERY_BROKER_URL`` and ``CACHE_URL`` switch to PostgreSQL, Redis or RabbitMQ.
+Bad values fail loudly at start.
 """
 
 from __future__ import annotations
@@ -187,17 +188,33 @@ WSGI_APPLICATION = "evalserver.wsgi.application"
 # An empty DATABASE_URL (``DATABASE_URL= python manage.py ...``) means the default, not an error.
 DATABASES = {"default": env.db_url_config(env.str("DATABASE_URL", default="") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Uploads and the in-process worker write at the same time; wait for the lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+    # Uploads, the web processes and the background scoring worker write at the same time; wait for
+    # the lock (SQLite's busy timeout, in seconds) instead of failing. Write-ahead logging lets
+    # readers go on while one process writes: in the default rollback journal a scoring run's
+    # write blocked every board reader of the other processes. synchronous=NORMAL is what SQLite
+    # recommends with WAL (durable at each checkpoint; a power cut may lose the last commits, a
+    # crashed process loses nothing).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"})
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", default=60, minimum=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://evalserver")}
+# Without CACHE_URL: files in var/cache, a cache every process of the machine shares (gunicorn's
+# web processes, the background scoring worker, management commands) with no service to run, so
+# that a new score renews what every web process reads. A local-memory cache (locmemcache://)
+# is per process: each would then read the task and its phases from the database at every
+# request, which was most of a board request's cost (issue 28, benchmarks/embedded_serve.py).
+CACHES = {"default": env.cache("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")}
+if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
+    # Boards, their JSON bodies and rendered sections per sort and view: room for many tasks
+    # before Django culls a third of the entries.
+    CACHES["default"].setdefault("OPTIONS", {}).setdefault("MAX_ENTRIES", 5000)
 # Leaderboard requests find their task and phases in the cache (tasks.lookup) only when every
 # process shares it: a worker's new scores must renew the entry the web processes read. A
-# local-memory cache is per process, so by default it is used only with a shared cache.
+# local-memory cache is per process, so then it is not used for them.
 EVALSERVER_CACHE_TASK_LOOKUPS = env_bool(
     "EVALSERVER_CACHE_TASK_LOOKUPS",
     default=not CACHES["default"]["BACKEND"].endswith(("LocMemCache", "DummyCache")))
@@ -276,6 +293,26 @@ CELERY_BEAT_SCHEDULE = {
 EVALSERVER_PHASE_CLOCK_MODE = env_choice("EVALSERVER_PHASE_CLOCK_MODE",
                                          "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
                                          ("celery", "thread", "off"))
+# How an uploaded run is scored: "celery" (a job on the broker, for a Celery worker), "worker" (the
+# broker-less background worker, ``manage.py scoring_worker``, which takes queued runs from the
+# database: gunicorn.conf.py starts one beside the web server when there is no broker, so an
+# upload is answered at once) or "inline" (right after the upload commits, in the same process:
+# management commands and the test suite, which then see the run scored).
+EVALSERVER_SCORING_MODE = env_choice("EVALSERVER_SCORING_MODE", "inline" if CELERY_TASK_ALWAYS_EAGER else "celery",
+                                     ("celery", "worker", "inline"))
+# The background worker keeps a claim alive by writing Run.heartbeat_at this often; a claim whose
+# heartbeat is older than the lease belongs to a worker that died (the server was stopped or
+# killed mid-scoring) and is taken over at once by the next worker, not after the time limit.
+EVALSERVER_SCORING_HEARTBEAT_SECONDS = env_float("EVALSERVER_SCORING_HEARTBEAT_SECONDS", 5.0, 0.1, 600.0)
+EVALSERVER_SCORING_LEASE_SECONDS = env_float("EVALSERVER_SCORING_LEASE_SECONDS", 30.0, 1.0, 3600.0)
+# POSSCORE tags a run's responses with spaCy; a scoring worker that is not a daemonic Celery
+# child (the embedded background worker, a solo Celery worker) forks this many tagging processes
+# for a run of at least 512 distinct responses (scoring.kinds.response.set_tagging_processes). One
+# process tagged 543-782 responses a second on this project's 2-core machine, two 989 (issue 28's
+# audit, benchmarks/response_speed.py): tagging is spaCy's tok2vec (gemm), nothing left to skip
+# without changing the tags, so the default is to use both cores.
+EVALSERVER_TAGGING_PROCESSES = env_int("EVALSERVER_TAGGING_PROCESSES", default=min(2, os.cpu_count() or 1),
+                                       minimum=1, maximum=64)
 # Long pool work (kinds.response.vbleu: storing a dialogue pool, extending a gold with vBLEU references):
 # "celery" (a job on the broker, in its own module: CELERY_IMPORTS), "thread" (a thread of the web
 # process, for the broker-less default, so the request returns at once and the page shows the

@@ -94,10 +94,16 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     status = board_status(task.pk, phase.pk if phase else None)
     board_key = board_cache_key(task, phase, organiser, phases=view.phases)
     key = cachekeys.board_section(board_key, tab, sort, show, status.cache_token())
-    section = cache.get(key)
+    # The section under a key never changes (the key carries the scores' timestamp and the
+    # statistics' state): a process keeps recent ones in memory and skips the shared cache, whose
+    # read (a file, decompressed, by default) was a fifth of a page request.
+    section = _recent_sections.get(key)
     if section is None:
-        section = _board_section(view, tab, sort, show, status)
-        cache.set(key, section, CACHE_SECONDS)
+        section = cache.get(key)
+        if section is None:
+            section = _board_section(view, tab, sort, show, status)
+            cache.set(key, section, CACHE_SECONDS)
+        _recent_sections.put(key, section)
     team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
     # The upload box names the phase a run would go to: the open one, which need not be the
     # board shown (a finished phase's tab says its own phase is over).
@@ -289,16 +295,16 @@ class _RecentBodies:
     """A few recent immutable response bodies per process, least recently used dropped first."""
 
     def __init__(self, size: int) -> None:
-        self.size, self.items, self.lock = size, OrderedDict[str, bytes](), threading.Lock()
+        self.size, self.items, self.lock = size, OrderedDict[str, bytes | str](), threading.Lock()
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> bytes | str | None:
         with self.lock:
             body = self.items.get(key)
             if body is not None:
                 self.items.move_to_end(key)
             return body
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes | str) -> None:
         with self.lock:
             self.items[key] = body
             self.items.move_to_end(key)
@@ -307,6 +313,7 @@ class _RecentBodies:
 
 
 _recent_bodies = _RecentBodies(16)  # at most 16 x 645 kB for boards of 500 runs
+_recent_sections = _RecentBodies(32)  # rendered board sections (str), ~200 kB for 500 runs
 
 
 def _board_caching_headers(response: HttpResponse, etag: str, organiser: bool) -> HttpResponse:

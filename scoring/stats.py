@@ -85,6 +85,7 @@ __all__ = [
 ]
 
 Backend = Literal["auto", "numba", "numpy"]
+Method = Literal["auto", "exact", "recombined"]
 
 _GAMMA = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
@@ -534,6 +535,12 @@ def _permutations_numpy(seed: int, first_step: int, n_steps: int, n_dialogues: i
     """
     n_rows = n_steps * n_dialogues
     row_ids = np.arange(first_step * n_dialogues, first_step * n_dialogues + n_rows, dtype=np.uint64)
+    return _permutations_for_rows(seed, row_ids, n_runs)
+
+
+def _permutations_for_rows(seed: int, row_ids: np.ndarray, n_runs: int) -> np.ndarray:
+    """The permutations of the stream's rows ``row_ids`` (``b * n + d``) as ``perm[row, c]``."""
+    n_rows = row_ids.shape[0]
     states = _mix64_array(np.uint64(seed) + (row_ids + np.uint64(1)) * np.uint64(_GAMMA))
     batches = _dice_batches(n_runs)
     n_words = len(batches)
@@ -733,6 +740,245 @@ def _ranges_numba(centred: list[np.ndarray], seed: int, n_permutations: int, chu
     return ranges
 
 
+# --------------------------------------------------------------------------- recombined steps
+#
+# At full scale (10,000 dialogues x 100 runs x 21 measures x B = 10,000: 2.1e11 cell updates)
+# Algorithm 1 costs a minute on two cores. The "recombined" method draws the same kind of step
+# with about 1/8 of the work (issue 28):
+#
+# * the dialogues are cut into G consecutive groups; for each group g a pool of P partial sums
+#   T[g, r] = sum over d in g of M*[d] with the row permutations of steps r = 0..P-1 of the
+#   stream above (P = ceil(B / POOL_DIVISOR));
+# * step b takes, for every group, an entry r(b, g) of its pool and a uniform permutation
+#   sigma(b, g) of the runs, and adds sigma(b, g) applied to T[g, r(b, g)].
+#
+# Every step is an exact draw of Algorithm 1: within a step each dialogue's row is permuted by
+# sigma(b, g) o pi(r, d), and for any fixed sigma the pi(r, d) of distinct dialogues are
+# independent and uniform, so these compositions are too. What is shared is work between
+# steps: two steps that pick the same pool entry of a group get that group's scores arranged
+# by two independent sigmas, which leaves their sums uncorrelated column by column. The
+# p-values are therefore unbiased and their spread over seeds is that of the full test within
+# its Monte Carlo error (measured in benchmarks/tukey_speed.py --validate). Cost: P n k m for
+# the pools plus B G k m for the steps, instead of B n k m.
+#
+# sigma(b, g) is the stream's permutation of row (b, g) of a G-dialogue stream under a seed
+# derived from ``seed``, r(b, g) the high bits of a SplitMix64 word under another one.
+
+RECOMBINE_MIN_CELLS = 4_000_000_000  # B n k m above which "auto" recombines (the full test: > ~1 s)
+POOL_DIVISOR = 8
+RECOMBINE_GROUPS = 32
+RECOMBINE_MIN_DIALOGUES = 16 * RECOMBINE_GROUPS  # "auto" recombines only with 32 groups of >= 16 dialogues
+_SIGMA_SALT = 0x243F6A8885A308D3  # digits of pi: seeds of the sigma and pick streams
+_PICK_SALT = 0x13198A2E03707344
+
+
+def _recombine_plan(n_dialogues: int, n_permutations: int) -> tuple[int, int]:
+    """(groups, pool entries per group) of the recombined method."""
+    groups = max(1, min(RECOMBINE_GROUPS, n_dialogues // 16))
+    return groups, max(1, -(-n_permutations // POOL_DIVISOR))
+
+
+def _group_bounds(n_dialogues: int, groups: int) -> list[tuple[int, int]]:
+    edges = [n_dialogues * g // groups for g in range(groups + 1)]
+    return list(itertools.pairwise(edges))
+
+
+def _derived_seeds(seed: int) -> tuple[int, int]:
+    return _mix64(seed ^ _SIGMA_SALT), _mix64(seed ^ _PICK_SALT)
+
+
+def _picks(pick_seed: int, steps: np.ndarray, group: int, groups: int, pool: int) -> np.ndarray:
+    """r(b, g) for the steps ``steps`` of group ``group``: the high 32 bits of a word times P."""
+    rows = steps.astype(np.uint64) * np.uint64(groups) + np.uint64(group)
+    z = _mix64_array(np.uint64(pick_seed) + (rows + np.uint64(1)) * np.uint64(_GAMMA))
+    return ((z >> np.uint64(32)) * np.uint64(pool) >> np.uint64(32)).astype(np.intp)
+
+
+def _pool_numpy(x: np.ndarray, seed: int, lo: int, hi: int, n_dialogues: int, pool: int) -> np.ndarray:
+    """T[r] = sum over dialogues lo..hi-1 of their rows permuted as in step r: (pool, k, m)."""
+    size, k, m = hi - lo, x.shape[1], x.shape[2]
+    out = np.empty((pool, k, m))
+    steps = max(1, _NUMPY_CELLS_PER_CHUNK // (size * k))
+    local = np.arange(lo, hi, dtype=np.uint64)
+    for first in range(0, pool, steps):
+        count = min(steps, pool - first)
+        rows = (np.arange(first, first + count, dtype=np.uint64)[:, None] * np.uint64(n_dialogues)
+                + local[None, :]).reshape(-1)
+        perm = _permutations_for_rows(seed, rows, k)
+        perm += (np.arange(count, dtype=np.intp) * k).repeat(size)[:, None]
+        bins = perm.reshape(-1)
+        for mm in range(m):
+            weights = np.tile(x[lo:hi, :, mm], (count, 1)).reshape(-1)
+            out[first : first + count, :, mm] = np.bincount(bins, weights=weights,
+                                                            minlength=count * k).reshape(count, k)
+    return out
+
+
+def _recombined_numpy(centred: list[np.ndarray], seed: int, n_permutations: int) -> np.ndarray:
+    x = np.ascontiguousarray(np.stack(centred, axis=-1))
+    n, k, m = x.shape
+    groups, pool = _recombine_plan(n, n_permutations)
+    sigma_seed, pick_seed = _derived_seeds(seed)
+    sums = np.zeros((n_permutations, k, m))
+    steps = np.arange(n_permutations)
+    chunk = max(1, _NUMPY_CELLS_PER_CHUNK // (k * m))
+    for g, (lo, hi) in enumerate(_group_bounds(n, groups)):
+        table = _pool_numpy(x, seed, lo, hi, n, pool)
+        picks = _picks(pick_seed, steps, g, groups, pool)
+        for first in range(0, n_permutations, chunk):
+            stop = min(n_permutations, first + chunk)
+            rows = np.arange(first, stop, dtype=np.uint64) * np.uint64(groups) + np.uint64(g)
+            sigma = _permutations_for_rows(sigma_seed, rows, k)
+            # Column c of the pool entry moves to column sigma[c]; a permutation has no repeated
+            # column, so the fancy-indexed += adds each value once.
+            sums[np.arange(first, stop)[:, None], sigma] += table[picks[first:stop]]
+    return ((sums.max(axis=1) - sums.min(axis=1)) / n).T.copy()
+
+
+def _pool_kernel(x, seed, lo, hi, n, pool, tile, firsts, stops, products, thresholds, out):
+    """Numba: out[r] = sum over dialogues lo..hi-1 of x[d] permuted as in step r (stream above).
+
+    Tiles of ``tile`` pool entries, dialogue-major inside a tile (as ``_ranges_kernel``): each
+    dialogue's scores are read once per tile, not once per entry."""
+    k, m = x.shape[1], x.shape[2]
+    n_batches = products.shape[0]
+    gamma = np.uint64(_GAMMA)
+    mix1 = np.uint64(_MIX1)
+    mix2 = np.uint64(_MIX2)
+    mask32 = np.uint64(_MASK32)
+    n_u = np.uint64(n)
+    n_tiles = (pool + tile - 1) // tile
+    for t in _numba.prange(n_tiles):
+        r_lo = t * tile
+        r_count = min(pool, r_lo + tile) - r_lo
+        for rr in range(r_count):
+            out[r_lo + rr, :, :] = 0.0
+        perm = np.empty(k, np.uint64)
+        for d in range(lo, hi):
+            xd = x[d]
+            for rr in range(r_count):
+                z = seed + (np.uint64(r_lo + rr) * n_u + np.uint64(d) + np.uint64(1)) * gamma
+                z = (z ^ (z >> np.uint64(30))) * mix1
+                z = (z ^ (z >> np.uint64(27))) * mix2
+                state = z ^ (z >> np.uint64(31))
+                w = 0
+                perm[0] = np.uint64(0)
+                for q in range(n_batches):
+                    product = products[q]
+                    while True:
+                        if w % 2 == 0:
+                            z = state + np.uint64(w // 2 + 1) * gamma
+                            z = (z ^ (z >> np.uint64(30))) * mix1
+                            z = (z ^ (z >> np.uint64(27))) * mix2
+                            z = z ^ (z >> np.uint64(31))
+                            u = z & mask32
+                        else:
+                            u = z >> np.uint64(32)
+                        w += 1
+                        if (u * product) & mask32 >= thresholds[q]:
+                            break
+                    for i in range(firsts[q], stops[q]):
+                        u = u * np.uint64(i + 1)
+                        j = u >> np.uint64(32)
+                        u = u & mask32
+                        perm[i] = perm[j]
+                        perm[j] = np.uint64(i)
+                acc = out[r_lo + rr]
+                for c in range(k):
+                    row = acc[perm[c]]
+                    xc = xd[c]
+                    for mm in range(m):
+                        row[mm] += xc[mm]
+
+
+def _recombine_kernel(table, sigma_seed, pick_seed, g, groups, firsts, stops, products, thresholds, sums):
+    """Numba: sums[b] += table[r(b, g)] with its columns moved by sigma(b, g), for every step b."""
+    n_steps, k, m = sums.shape
+    pool = table.shape[0]
+    n_batches = products.shape[0]
+    gamma = np.uint64(_GAMMA)
+    mix1 = np.uint64(_MIX1)
+    mix2 = np.uint64(_MIX2)
+    mask32 = np.uint64(_MASK32)
+    groups_u = np.uint64(groups)
+    for b in _numba.prange(n_steps):
+        row_id = np.uint64(b) * groups_u + np.uint64(g) + np.uint64(1)
+        z = pick_seed + row_id * gamma
+        z = (z ^ (z >> np.uint64(30))) * mix1
+        z = (z ^ (z >> np.uint64(27))) * mix2
+        z = z ^ (z >> np.uint64(31))
+        r = ((z >> np.uint64(32)) * np.uint64(pool)) >> np.uint64(32)
+        z = sigma_seed + row_id * gamma
+        z = (z ^ (z >> np.uint64(30))) * mix1
+        z = (z ^ (z >> np.uint64(27))) * mix2
+        state = z ^ (z >> np.uint64(31))
+        perm = np.empty(k, np.uint64)
+        w = 0
+        perm[0] = np.uint64(0)
+        for q in range(n_batches):
+            product = products[q]
+            while True:
+                if w % 2 == 0:
+                    z = state + np.uint64(w // 2 + 1) * gamma
+                    z = (z ^ (z >> np.uint64(30))) * mix1
+                    z = (z ^ (z >> np.uint64(27))) * mix2
+                    z = z ^ (z >> np.uint64(31))
+                    u = z & mask32
+                else:
+                    u = z >> np.uint64(32)
+                w += 1
+                if (u * product) & mask32 >= thresholds[q]:
+                    break
+            for i in range(firsts[q], stops[q]):
+                u = u * np.uint64(i + 1)
+                j = u >> np.uint64(32)
+                u = u & mask32
+                perm[i] = perm[j]
+                perm[j] = np.uint64(i)
+        entry = table[r]
+        acc = sums[b]
+        for c in range(k):
+            row = acc[perm[c]]
+            src = entry[c]
+            for mm in range(m):
+                row[mm] += src[mm]
+
+
+@functools.cache
+def _recombine_kernels():
+    """The two jitted kernels of the recombined method (cached on disk when possible)."""
+    if _numba_kernel() is None:
+        return None
+    try:
+        return (_numba.njit(parallel=True, cache=True)(_pool_kernel),
+                _numba.njit(parallel=True, cache=True)(_recombine_kernel))
+    except RuntimeError:
+        return (_numba.njit(parallel=True, cache=False)(_pool_kernel),
+                _numba.njit(parallel=True, cache=False)(_recombine_kernel))
+
+
+def _recombined_numba(centred: list[np.ndarray], seed: int, n_permutations: int) -> np.ndarray:
+    pool_kernel, recombine_kernel = _recombine_kernels()
+    x = np.ascontiguousarray(np.stack(centred, axis=-1))
+    n, k, m = x.shape
+    groups, pool = _recombine_plan(n, n_permutations)
+    sigma_seed, pick_seed = _derived_seeds(seed)
+    batches = _dice_batches(k)
+    firsts = np.array([b[0] for b in batches], dtype=np.int64)
+    stops = np.array([b[1] for b in batches], dtype=np.int64)
+    products = np.array([b[2] for b in batches], dtype=np.uint64)
+    thresholds = np.array([b[3] for b in batches], dtype=np.uint64)
+    sums = np.zeros((n_permutations, k, m))
+    table = np.empty((pool, k, m))
+    tile = max(1, min(32, pool // (4 * _numba_threads())))
+    for g, (lo, hi) in enumerate(_group_bounds(n, groups)):
+        with _NUMBA_LOCK:
+            pool_kernel(x, np.uint64(seed), lo, hi, n, pool, tile, firsts, stops, products, thresholds, table)
+            recombine_kernel(table, np.uint64(sigma_seed), np.uint64(pick_seed), g, groups, firsts, stops,
+                             products, thresholds, sums)
+    return ((sums.max(axis=1) - sums.min(axis=1)) / n).T.copy()
+
+
 # --------------------------------------------------------------------------- Tukey HSD
 
 
@@ -743,6 +989,7 @@ def randomised_tukey_hsd(
     chunk_size: int | None = None,
     *,
     backend: Backend = "auto",
+    method: Method = "auto",
 ) -> dict[str, TukeyHSDResult]:
     """Randomised Tukey HSD for several measures over the same dialogues and runs.
 
@@ -767,6 +1014,12 @@ def randomised_tukey_hsd(
     drawn for column positions.
 
     ``backend``: "numba" (fused parallel kernel), "numpy", or "auto" (Numba when importable).
+    ``method``: "exact" (every step drawn as above), "recombined" (every step an exact draw of
+    the same test, made from pools of partial sums over groups of dialogues: about 1/8 of the
+    work, see "recombined steps" above), or "auto": recombined when ``B * n * k * measures``
+    reaches ``RECOMBINE_MIN_CELLS`` and n ``RECOMBINE_MIN_DIALOGUES``, exact below (every pinned
+    and worked example). The method is a function of the inputs and B only, so the same inputs,
+    B and seed still give the same numbers on every backend.
     Raises ValueError for NaN or infinite scores, fewer than 2 runs or dialogues, matrices of
     different shapes, B < 1, or a seed outside [0, 2**64).
     """
@@ -784,9 +1037,21 @@ def randomised_tukey_hsd(
     if use_numba and not numba_available():
         raise ValueError("backend='numba' requested but numba cannot be imported")
 
+    if method not in ("auto", "exact", "recombined"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'recombined'; got {method!r}")
+    k = next(iter(checked.values())).shape[1]
+    if method == "auto":
+        cells = n_permutations * n * k * len(checked)
+        # Below RECOMBINE_MIN_DIALOGUES the groups would be fewer than RECOMBINE_GROUPS, and two
+        # steps sharing a pool entry would share a larger part of their sums (not validated).
+        method = "recombined" if cells >= RECOMBINE_MIN_CELLS and n >= RECOMBINE_MIN_DIALOGUES else "exact"
+
     centred = [x - x.mean(axis=1, keepdims=True) for x in checked.values()]
-    compute = _ranges_numba if use_numba else _ranges_numpy
-    ranges = compute(centred, seed, n_permutations, chunk_size)
+    if method == "recombined":
+        ranges = (_recombined_numba if use_numba else _recombined_numpy)(centred, seed, n_permutations)
+    else:
+        compute = _ranges_numba if use_numba else _ranges_numpy
+        ranges = compute(centred, seed, n_permutations, chunk_size)
 
     results = {}
     for m, (name, x) in enumerate(checked.items()):

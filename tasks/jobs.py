@@ -24,6 +24,7 @@ from scoring.kinds import MeasureSpec, Scored
 from scoring.validation import ValidationFailed, parse_json
 from tasks.changes import board_changed
 from tasks.errors import TRANSIENT_DB_ERRORS
+from tasks.leases import heartbeat
 from tasks.models import Phase, Run, Score, ScoreVector
 from tasks.runfiles import read_run_file
 
@@ -51,6 +52,11 @@ def send_scoring(run_id: int) -> None:
     """Hand the run's scoring job to the broker and record the send (``last_sent_at``, ``sends``):
     ``requeue_stuck_runs`` re-sends a run only once its last send is older than the stale threshold."""
     sent_at = timezone.now()
+    if settings.EVALSERVER_SCORING_MODE == "worker":
+        # The database is the queue: the background worker (tasks.worker) takes queued runs from it
+        # within a fraction of a second, and again after a restart. Nothing to hand over.
+        Run.objects.filter(pk=run_id).update(last_sent_at=sent_at, sends=F("sends") + 1)
+        return
     try:
         score_run_task.delay(run_id)
     except Exception:  # broker unreachable: the run is safe in the database and will be re-sent
@@ -95,7 +101,12 @@ class ScoringInterrupted(Exception):
         return f"run {self.run_id}, attempt {self.attempt}: {self.reason}"
 
 
-def score_run(run_id: int, reclaim_attempt: int | None = None) -> str:
+def heartbeat_dead_before() -> Any:
+    """A claim whose heartbeat is older than this belongs to a background worker that died."""
+    return timezone.now() - timedelta(seconds=settings.EVALSERVER_SCORING_LEASE_SECONDS)
+
+
+def score_run(run_id: int, reclaim_attempt: int | None = None, heartbeat_every: float | None = None) -> str:
     """Score one run: claim it, compute every measure, store means and per-dialogue scores.
 
     Safe to run twice or concurrently: the claim is a conditional UPDATE, and the final write
@@ -109,17 +120,25 @@ def score_run(run_id: int, reclaim_attempt: int | None = None) -> str:
     A transient database error before the claim propagates as it is (nothing was changed, the
     job retries with the ``reclaim_attempt`` it had); after the claim it becomes
     ``ScoringInterrupted``. Any other error fails the run with a reason.
+
+    ``heartbeat_every`` (the background worker, ``tasks.worker``): keep the claim alive by writing
+    ``heartbeat_at`` that often from a thread, so that a claim whose worker died is taken over
+    once its heartbeat is older than ``EVALSERVER_SCORING_LEASE_SECONDS``, not after the time limit.
     """
-    attempt = _claim(run_id, reclaim_attempt)
+    attempt = _claim(run_id, reclaim_attempt, heartbeat=heartbeat_every is not None)
     if attempt is None:
         return "skipped: not queued (already scored, or another worker holds it)"
     try:
-        return _score_claimed(run_id, attempt)
+        if heartbeat_every is None:
+            return _score_claimed(run_id, attempt)
+        claim = Run.objects.filter(pk=run_id, status=Run.SCORING, attempts=attempt)
+        with heartbeat(claim, heartbeat_every, f"run-{run_id}"):
+            return _score_claimed(run_id, attempt)
     except TRANSIENT_DB_ERRORS as error:
         raise ScoringInterrupted(run_id, attempt, f"{type(error).__name__}: {str(error).strip()[:300]}") from error
 
 
-def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
+def _claim(run_id: int, reclaim_attempt: int | None, heartbeat: bool = False) -> int | None:
     """Claim the run for a new attempt and return its number, or None if it is not claimable.
 
     ``attempts`` is read first and the UPDATE requires it unchanged (compare-and-set), so the
@@ -128,11 +147,14 @@ def _claim(run_id: int, reclaim_attempt: int | None) -> int | None:
     held = Run.objects.filter(pk=run_id).values_list("attempts", flat=True).first()
     if held is None:
         return None
-    claimable = Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
+    claimable = (Q(status=Run.QUEUED) | Q(status=Run.SCORING, started_at__lt=stale_before())
+                 # A background worker's claim without a recent heartbeat (null under Celery: never).
+                 | Q(status=Run.SCORING, heartbeat_at__lt=heartbeat_dead_before()))
     if reclaim_attempt is not None:
         claimable |= Q(status=Run.SCORING, attempts=reclaim_attempt)
+    now = timezone.now()
     claimed = Run.objects.filter(claimable, pk=run_id, attempts=held).update(
-        status=Run.SCORING, started_at=timezone.now(), attempts=held + 1)
+        status=Run.SCORING, started_at=now, attempts=held + 1, heartbeat_at=now if heartbeat else None)
     return held + 1 if claimed else None
 
 
@@ -284,6 +306,22 @@ def _finish_failed(run: Run, errors: list[str]) -> None:
 MAX_INTERRUPTIONS = 3
 
 
+def dead_claims() -> Q:
+    """Runs ``scoring`` under a dead claim: past the hard time limit (a Celery worker killed), or
+    with a background worker's heartbeat older than the lease (``heartbeat_at`` is null under
+    Celery, so that condition never holds there)."""
+    return Q(status=Run.SCORING) & (Q(started_at__lt=stale_before()) | Q(heartbeat_at__lt=heartbeat_dead_before()))
+
+
+def fail_runs_cut_too_often() -> int:
+    """A job that died MAX_INTERRUPTIONS times (hard time limit, a worker killed by the kernel for
+    its memory) would die again: end the run instead of sending it for ever."""
+    return Run.objects.filter(dead_claims(), interruptions__gte=MAX_INTERRUPTIONS).update(
+        status=Run.FAILED, finished_at=timezone.now(),
+        errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
+                "organisers have been told and can re-score the run"])
+
+
 def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:
     """Send again runs whose job was lost: queued too long (broker down at upload time), or
     scoring past the hard time limit (worker killed). The claim makes duplicates harmless.
@@ -294,16 +332,10 @@ def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int
     multiply the backlog. A run never sent (broker down at upload) goes after ``queued_for``.
     """
     now = timezone.now()
-    # A job that died MAX_INTERRUPTIONS times (hard time limit, a worker killed by the kernel for
-    # its memory) would die again: end the run instead of sending it for ever.
-    dead = Q(status=Run.SCORING, started_at__lt=stale_before())
-    Run.objects.filter(dead, interruptions__gte=MAX_INTERRUPTIONS).update(
-        status=Run.FAILED, finished_at=now,
-        errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
-                "organisers have been told and can re-score the run"])
+    dead = dead_claims()
+    fail_runs_cut_too_often()
     not_sent_lately = Q(last_sent_at__isnull=True) | Q(last_sent_at__lt=now - stale_after())
-    stuck = Run.objects.filter(not_sent_lately, Q(status=Run.QUEUED, queued_at__lt=now - queued_for)
-                               | Q(status=Run.SCORING, started_at__lt=stale_before()))
+    stuck = Run.objects.filter(not_sent_lately, Q(status=Run.QUEUED, queued_at__lt=now - queued_for) | dead)
     ids = list(stuck.order_by("pk").values_list("pk", flat=True))
     Run.objects.filter(dead, pk__in=ids).update(interruptions=F("interruptions") + 1)
     for run_id in ids:

@@ -387,6 +387,8 @@ class Run(models.Model):
     interruptions = models.PositiveSmallIntegerField(
         default=0, help_text="times its scoring job died (time limit, worker killed) and was sent again")
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="last sign of life of the background worker scoring it (none under Celery)")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

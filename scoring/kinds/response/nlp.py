@@ -13,6 +13,7 @@ line. ``provenance()`` records what scored a run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -299,6 +300,19 @@ def _is_float(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=16)
+def _installing_package(module: str) -> str | None:
+    """The distribution that installed the pipeline's module, with its version (pip's name for it).
+
+    Once per process: ``packages_distributions`` reads the metadata of every installed package
+    (0.6 s, which was most of scoring a small response run), and what is installed does not
+    change under a running process."""
+    package = None
+    for distribution in importlib.metadata.packages_distributions().get(module, []):
+        package = f"{distribution}=={importlib.metadata.version(distribution)}"
+    return package
+
+
 def pipeline_provenance(nlp: Language) -> dict[str, object]:
     """Pipeline name, versions and running components, to store with every score."""
     import spacy
@@ -307,9 +321,7 @@ def pipeline_provenance(nlp: Language) -> dict[str, object]:
     source = _SOURCES.get(id(nlp))
     package = None
     if source is not None and not Path(source).exists():
-        # The distribution that installed the pipeline's module, with its version (pip's name for it).
-        for distribution in importlib.metadata.packages_distributions().get(source, []):
-            package = f"{distribution}=={importlib.metadata.version(distribution)}"
+        package = _installing_package(source)
     elif source is not None:
         package = f"directory {source}"
     return {

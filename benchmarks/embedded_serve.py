@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""The embedded default under load: ``python3 dev.py serve`` (SQLite, no service) with 50 readers
+of a 500-run leaderboard, then uploads answered and scored in the background.
+
+Sets everything up itself in a temporary ``EVALSERVER_VAR_DIR`` (its own SQLite database, the
+demo ``dev.py serve`` builds, and a task ``bench`` with a board of ``--board`` runs seeded by
+``python -m tests.workers seed``), starts the server as a reader would and stops it with SIGTERM,
+checking that no process it started is left. The readers are those of
+``benchmarks/reliability_report.py`` (``tests.workers.read_load_processes``: closed loops over
+kept-alive connections, spread over 4 client processes).
+
+``--server runserver`` serves the same database with ``manage.py runserver`` (what ``dev.py
+serve`` ran before issue 28), for a figure measured the same way in the same run.
+
+Targets (issue 28): board JSON p95 <= 200 ms, page p95 <= 400 ms with 50 readers.
+``--uploads`` also times uploads of the demo's runs (answered, then shown as done by the API).
+
+    .venv/bin/python benchmarks/embedded_serve.py                      # dev.py serve (gunicorn)
+    .venv/bin/python benchmarks/embedded_serve.py --server runserver   # the old embedded server
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.workers import LoadResult, call, free_port, read_load_processes, upload  # noqa: E402
+
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+JSON_TARGET, PAGE_TARGET = 0.200, 0.400
+
+
+def say(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def describe(result: LoadResult) -> str:
+    others = {status: count for status, count in result.statuses.items() if status not in (200, 304)}
+    return (f"{result.requests} requests, {result.throughput:.0f}/s, p50 {ms(result.percentile(0.5))}, "
+            f"p95 {ms(result.percentile(0.95))}, p99 {ms(result.percentile(0.99))}"
+            + (f", NOT ANSWERED: {others}" if others else ""))
+
+
+def all_children(pid: int) -> list[int]:
+    """Children forked by any thread of ``pid`` (gunicorn's master starts the scoring worker from a thread)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        for child in all_children(pending.pop()):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", choices=("dev", "runserver"), default="dev")
+    parser.add_argument("--board", type=int, default=500, help="runs on the board")
+    parser.add_argument("--readers", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=20, help="requests per reader and path")
+    parser.add_argument("--uploads", type=int, default=0, help="also time this many uploads of each demo kind")
+    parser.add_argument("--response-items", type=int, default=0,
+                        help="also time uploads of a response run of this many items (benchmarks/response_speed.py's "
+                             "generated responses, 3 references each) to a task of its own")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="embedded-serve-"))
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("CELERY_", "EVALSERVER_", "DJANGO_", "CACHE_URL", "DATABASE_URL"))}
+    env.update(EVALSERVER_VAR_DIR=str(work / "var"), DJANGO_SECURE="false", PYTHONPATH=str(ROOT),
+               DJANGO_SETTINGS_MODULE="evalserver.settings",
+               EVALSERVER_UPLOAD_RATE="100000/min")
+    port = free_port()
+    log_path = work / "server.log"
+    server = None
+    try:
+        say(f"seeding a board of {args.board} runs in {work}/var (SQLite)")
+        spec = {"slug": "bench", "dialogues": 300, "board": args.board, "teams": 1}
+        seeded = subprocess.run([PYTHON, "-m", "tests.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=600)
+        if seeded.returncode:
+            say(seeded.stderr[-3000:])
+            return 2
+        response_token = setup_response_task(env, work, args.response_items) if args.response_items else None
+        if args.server == "dev":
+            command = [PYTHON, str(ROOT / "dev.py"), "serve", f"127.0.0.1:{port}"]
+        else:
+            subprocess.run([PYTHON, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env,
+                           check=True)
+            subprocess.run([PYTHON, "manage.py", "demo"], cwd=ROOT, env=env, check=True, capture_output=True)
+            command = [PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
+        say(f"starting {' '.join(command[1:])}")
+        with log_path.open("wb") as log:
+            server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 600
+        while call(base + "/healthz").status != 200:
+            if server.poll() is not None or time.monotonic() > deadline:
+                say("the server did not start:\n" + log_path.read_text()[-3000:])
+                return 2
+            time.sleep(0.5)
+        json_path, page_path = "/api/v1/tasks/bench/leaderboard/", "/tasks/bench/"
+        board = call(base + json_path)
+        if board.status != 200:
+            say(f"the board answered {board.status}: {board.body[:500]!r}")
+            return 2
+        rows = len(board.json()["runs"])
+        say(f"serving; {rows} runs on the board; processes: {1 + len(descendants(server.pid))}")
+        read_load_processes(base, [json_path, page_path], 8, 5, processes=2, client="gzip")  # warm every process
+        missed = []
+        for label, path, client, target in (("board JSON, gzip", json_path, "gzip", JSON_TARGET),
+                                             ("board JSON, plain", json_path, "plain", JSON_TARGET),
+                                             ("board page, gzip", page_path, "gzip", PAGE_TARGET)):
+            result = read_load_processes(base, [path], args.readers, args.requests, processes=4, client=client)
+            p95 = result.percentile(0.95)
+            verdict = "met" if p95 <= target else "MISSED"
+            if p95 > target or set(result.statuses) - {200, 304}:
+                missed.append(label)
+            print(f"{args.server:9s} {label:18s} {rows} runs, {args.readers} readers: {describe(result)}"
+                  f"  (target p95 <= {ms(target)}: {verdict})", flush=True)
+        if args.uploads:
+            upload_times(base, work / "var", args.uploads)
+        if response_token:
+            content = (work / "response-run.json").read_bytes()
+            for number in range(3):  # the first after the start, then warm
+                timed_upload(base, "resp", response_token, content, f"resp-{number}")
+        processes = [server.pid, *descendants(server.pid)]
+        started = time.monotonic()
+        os.kill(server.pid, signal.SIGTERM)  # as the README test stops it: the pid dev.py was started as
+        server.wait(timeout=60)
+        time.sleep(0.5)
+        left = [pid for pid in processes if alive(pid)]
+        print(f"{args.server:9s} SIGTERM: stopped in {time.monotonic() - started:.1f} s, exit status "
+              f"{server.returncode}, {len(processes)} processes, left running: {left or 'none'}", flush=True)
+        return 1 if missed or left else 0
+    finally:
+        if server is not None and server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def setup_response_task(env: dict[str, str], work: Path, items: int) -> str:
+    """A response task ``resp`` with a generated gold of ``items`` items, a participant and a run file."""
+    from benchmarks.response_speed import make_files
+
+    gold, run = make_files(items, seed=11)
+    (work / "response-gold.json").write_text(json.dumps(gold))
+    (work / "response-run.json").write_text(json.dumps(run))
+    for command in (["create_task", "resp", "--kind", "response", "--title", "Response bench"],
+                    ["load_gold", "resp", str(work / "response-gold.json")]):
+        subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    made = subprocess.run([PYTHON, "manage.py", "create_participant", "rita", "--team", "Responders"], cwd=ROOT,
+                          env=env, check=True, capture_output=True, text=True)
+    return made.stdout.strip().splitlines()[-1].split()[-1]
+
+
+def timed_upload(base: str, slug: str, token: str, content: bytes, name: str) -> None:
+    started = time.perf_counter()
+    reply = upload(base, slug, token, content, name)
+    answered = time.perf_counter() - started
+    if reply.status not in (200, 201, 202):
+        print(f"upload {slug}: {reply.status} {reply.body[:300]!r}", flush=True)
+        return
+    run_id = reply.json()["id"]
+    status = reply.json().get("status")
+    while status not in ("done", "failed"):
+        time.sleep(0.05)
+        status = call(f"{base}/api/v1/runs/{run_id}/", token).json()["status"]
+    print(f"upload {slug} ({len(content)} bytes): answered {reply.status} in {ms(answered)}, {status} "
+          f"after {ms(time.perf_counter() - started)}", flush=True)
+
+
+def upload_times(base: str, var: Path, count: int) -> None:
+    """Uploads of the demo's sample runs by alice (API): the answer's time, then until the API says done."""
+    logins = (var / "demo-logins.txt").read_text()
+    token = next(line.split(": ", 1)[1].strip() for line in logins.splitlines()
+                 if line.startswith("alice's API token"))
+    for slug in ("stc3-demo", "response-demo", "metric-demo"):
+        sample = var / "demo" / slug / "sample-run.json"
+        content = sample.read_bytes()
+        for number in range(count):
+            timed_upload(base, slug, token, content, f"bench-{number}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

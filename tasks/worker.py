@@ -1,0 +1,181 @@
+"""The background scoring worker of the embedded default (no broker): ``manage.py scoring_worker``.
+
+gunicorn.conf.py starts one beside the web server when ``CELERY_BROKER_URL`` is not set, so an
+upload is answered as soon as it is validated and stored (202, as in production) and is scored
+here. The database is the queue: ``send_scoring`` only records the send
+(``EVALSERVER_SCORING_MODE=worker``), and this worker takes the oldest queued run within
+``POLL_SECONDS``. Nothing is lost when the server stops or dies: a queued run stays queued, and a
+run this worker was scoring keeps a claim whose heartbeat (``Run.heartbeat_at``, written by
+``tasks.leases.heartbeat``) stops; the next worker takes it over once the heartbeat is older than
+``EVALSERVER_SCORING_LEASE_SECONDS`` (30 s), or at once when this one stopped on a signal and gave
+the run back. A run cut off ``MAX_INTERRUPTIONS`` times fails, as ``requeue_stuck_runs`` does it.
+
+spaCy and each response task's vectors are loaded when the worker starts (``warm_up``), not at
+the first upload. Significance statistics of the boards it changes are computed in this process
+(``EVALSERVER_STATISTICS_MODE=thread``), and it looks for forgotten ones every ``SWEEP_SECONDS``,
+as celery beat does in production.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+
+from billiard.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import F, Q
+from django.utils import timezone
+
+from tasks.errors import TRANSIENT_DB_ERRORS
+from tasks.jobs import (
+    MAX_INTERRUPTIONS,
+    ScoringInterrupted,
+    dead_claims,
+    fail_runs_cut_too_often,
+    score_run,
+)
+from tasks.models import Run, Task
+
+log = logging.getLogger(__name__)
+
+# An upload waits at most this long before the worker notices it (one indexed query each time).
+POLL_SECONDS = 0.2
+SWEEP_SECONDS = 60.0
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT while a run was being scored: a BaseException, so that no ``except
+    Exception`` of the scoring code takes it for the run's own failure."""
+
+
+def warm_up() -> list[str]:
+    """Load the spaCy pipeline and vectors of every response task now (seconds), so that no
+    upload waits for them; returns what was loaded. A task whose pipeline cannot be loaded is
+    logged and left to fail its runs with the reason, as before."""
+    from scoring.kinds.response.kind import ResponseConfig
+    from scoring.kinds.response.kind import warm_up as warm_response
+
+    loaded, seen = [], set()
+    for task in Task.objects.filter(kind="response").order_by("pk"):
+        try:
+            config = task.kind_config
+            if not isinstance(config, ResponseConfig):
+                continue
+            key = (config.pipeline, config.vectors, config.tags, config.lowercase_vectors)
+            if key in seen:
+                continue
+            seen.add(key)
+            warm_response(config)
+            loaded.append(f"{config.pipeline} ({task.slug})")
+        except Exception:  # a broken configuration must not keep every other task from being scored
+            log.exception("could not load the pipeline of task %s", task.slug)
+    return loaded
+
+
+def next_run() -> tuple[int, int, bool] | None:
+    """The run to score next: the oldest queued one, or one whose claim is dead (its worker was
+    killed). Returns (run id, attempts as read, whether it is a dead claim taken over)."""
+    row = (Run.objects.filter(Q(status=Run.QUEUED) | (dead_claims() & Q(interruptions__lt=MAX_INTERRUPTIONS)))
+           .order_by("queued_at", "pk").values_list("pk", "attempts", "status").first())
+    if row is None:
+        return None
+    return row[0], row[1], row[2] == Run.SCORING
+
+
+class Worker:
+    """The worker's loop; ``run`` returns when it is told to stop (a signal, ``stop()``, or the
+    process that started it is gone)."""
+
+    def __init__(self, parent_pid: int | None = None, poll: float = POLL_SECONDS,
+                 sweep_every: float = SWEEP_SECONDS) -> None:
+        self.parent_pid, self.poll, self.sweep_every = parent_pid, poll, sweep_every
+        self.stopping = threading.Event()
+        self.scoring: int | None = None  # the run being scored, while it is
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _on_signal(self, number: int, frame: FrameType | None) -> None:
+        self.stopping.set()
+        if self.scoring is not None:
+            raise Stopped(signal.Signals(number).name)
+
+    @staticmethod
+    def _on_alarm(number: int, frame: FrameType | None) -> None:
+        # As Celery's soft time limit: the scoring code ends the run "failed: time limit".
+        raise SoftTimeLimitExceeded()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def orphaned(self) -> bool:
+        # gunicorn's master started this worker; if it died without stopping it, stop too.
+        return self.parent_pid is not None and os.getppid() != self.parent_pid
+
+    def run(self) -> None:
+        last_sweep = 0.0
+        while not self.stopping.is_set() and not self.orphaned():
+            try:
+                if time.monotonic() - last_sweep >= self.sweep_every:
+                    self.sweep()
+                    last_sweep = time.monotonic()
+                found = next_run()
+            except TRANSIENT_DB_ERRORS:
+                log.warning("the database is unavailable; trying again", exc_info=True)
+                close_old_connections()
+                self.stopping.wait(5.0)
+                continue
+            if found is None:
+                self.stopping.wait(self.poll)
+                continue
+            self.score(*found)
+
+    def score(self, run_id: int, attempts: int, taken_over: bool) -> str:
+        """Score one run under a heartbeat and the soft time limit; on a stop signal, give the run
+        back (queued) so that the next start scores it at once."""
+        if taken_over:
+            log.warning("run %s: its previous worker died while scoring it; scoring it again", run_id)
+            Run.objects.filter(pk=run_id, attempts=attempts).update(interruptions=F("interruptions") + 1)
+        outcome = "not scored"
+        try:
+            self.scoring = run_id
+            signal.setitimer(signal.ITIMER_REAL, settings.CELERY_TASK_SOFT_TIME_LIMIT)
+            outcome = score_run(run_id, heartbeat_every=settings.EVALSERVER_SCORING_HEARTBEAT_SECONDS)
+        except Stopped:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            # attempts + 1 is the claim this worker took, if it took one.
+            given_back = Run.objects.filter(pk=run_id, status=Run.SCORING, attempts=attempts + 1).update(
+                status=Run.QUEUED, heartbeat_at=None, queued_at=timezone.now())
+            outcome = "stopped; given back" if given_back else "stopped"
+        except ScoringInterrupted as interrupted:
+            # The database went away mid-run: the claim stays, its heartbeat stops, and the run is
+            # taken over once the lease runs out (by this worker, once the database is back).
+            log.warning("run %s: %s", run_id, interrupted)
+            outcome = "interrupted"
+        except TRANSIENT_DB_ERRORS:
+            log.warning("run %s: the database is unavailable", run_id, exc_info=True)
+            outcome = "database unavailable"
+        except Exception:  # a bug outside the scoring's own handling: log, keep serving the others
+            log.exception("run %s: the worker failed", run_id)
+            outcome = "worker error"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.scoring = None
+            close_old_connections()
+        log.info("run %s: %s", run_id, outcome)
+        return outcome
+
+    def sweep(self) -> None:
+        """What celery beat does every minute in production: end runs cut off too often, look at
+        statistics whose computation was forgotten (a process that died with its timer)."""
+        from leaderboard.jobs import wake_forgotten_statistics
+
+        fail_runs_cut_too_often()
+        wake_forgotten_statistics()
