@@ -21,7 +21,7 @@ from django.dispatch import receiver
 
 from leaderboard import scheduling, statistics
 from tasks import cachekeys
-from tasks.changes import boards_changed, publication_changed
+from tasks.changes import boards_changed, periodic_sweep, publication_changed
 from tasks.models import Phase
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,11 @@ def compute_statistics_task(task_id: int) -> str:
         _wake_in_celery(task_id, again)
         return f"next look in {again:.1f} s"
     return "nothing pending"
+
+
+@receiver(periodic_sweep)
+def _sweep(**_: Any) -> None:
+    wake_forgotten_statistics()
 
 
 def wake_forgotten_statistics() -> list[int]:

@@ -22,6 +22,16 @@ boards_changed = Signal()
 # transaction and before ``boards_changed``: statistics computed over the other scope must go first.
 publication_changed = Signal()
 
+# Sent by the broker-less background worker (``tasks.worker``) every minute, without arguments:
+# what celery beat's sweeps do in production (the statistics look at computations a dead process
+# forgot, in ``leaderboard``).
+periodic_sweep = Signal()
+
+# Sent by the background worker once when it starts, before it loads anything (``tasks.worker``):
+# a kind's app sets up what only a long-lived scoring process may do (the response kind forks
+# spaCy taggers over both cores there, never inside a daemonic Celery child).
+scoring_worker_starting = Signal()
+
 
 def touch_scores(task: Task) -> None:
     """Invalidate cached leaderboards: their cache keys include ``scores_changed_at``, and the

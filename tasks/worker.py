@@ -25,12 +25,14 @@ import threading
 import time
 from types import FrameType
 
+import orjson
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import F, Q
 from django.utils import timezone
 
+from tasks.changes import periodic_sweep
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.jobs import (
     MAX_INTERRUPTIONS,
@@ -54,26 +56,21 @@ class Stopped(BaseException):
 
 
 def warm_up() -> list[str]:
-    """Load the spaCy pipeline and vectors of every response task now (seconds), so that no
-    upload waits for them; returns what was loaded. A task whose pipeline cannot be loaded is
-    logged and left to fail its runs with the reason, as before."""
-    from scoring.kinds.response.kind import ResponseConfig
-    from scoring.kinds.response.kind import warm_up as warm_response
-
+    """Load now what scoring each task's runs needs (``Kind.warm_up``: the response kind's spaCy
+    pipeline and vectors, seconds), so that no upload waits for it; returns what was loaded. A task
+    whose resources cannot be loaded is logged and left to fail its runs with the reason, as before."""
     loaded, seen = [], set()
-    for task in Task.objects.filter(kind="response").order_by("pk"):
+    for task in Task.objects.order_by("pk"):
         try:
-            config = task.kind_config
-            if not isinstance(config, ResponseConfig):
-                continue
-            key = (config.pipeline, config.vectors, config.tags, config.lowercase_vectors)
+            key = (task.kind, orjson.dumps(task.config, option=orjson.OPT_SORT_KEYS))
             if key in seen:
                 continue
             seen.add(key)
-            warm_response(config)
-            loaded.append(f"{config.pipeline} ({task.slug})")
+            what = task.kind_impl.warm_up(task.kind_config)
+            if what:
+                loaded.append(f"{what} ({task.slug})")
         except Exception:  # a broken configuration must not keep every other task from being scored
-            log.exception("could not load the pipeline of task %s", task.slug)
+            log.exception("could not load what task %s needs for scoring", task.slug)
     return loaded
 
 
@@ -175,7 +172,5 @@ class Worker:
     def sweep(self) -> None:
         """What celery beat does every minute in production: end runs cut off too often, look at
         statistics whose computation was forgotten (a process that died with its timer)."""
-        from leaderboard.jobs import wake_forgotten_statistics
-
         fail_runs_cut_too_often()
-        wake_forgotten_statistics()
+        periodic_sweep.send(sender=None)  # the statistics' own sweep (leaderboard.jobs) listens

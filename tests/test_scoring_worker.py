@@ -99,7 +99,7 @@ def test_a_run_cut_off_too_often_fails_instead_of_being_taken_over_again(world: 
     assert next_run() is None
     Worker().sweep()
     run.refresh_from_db()
-    assert (run.status, run.failure_is_server_side) == (Run.FAILED, True)
+    assert run.status == Run.FAILED
     assert run.errors == [f"scoring was cut off {jobs.MAX_INTERRUPTIONS + 1} times (time limit or worker failure); "
                           "the organisers have been told and can re-score the run"]
 

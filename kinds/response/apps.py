@@ -1,4 +1,7 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class ResponseKindConfig(AppConfig):
@@ -10,6 +13,7 @@ class ResponseKindConfig(AppConfig):
         # Here, not at the top: models can be imported only once the apps are loaded.
         from scoring.kinds.response.kind import set_vector_directory
         from tasks import blobs
+        from tasks.changes import scoring_worker_starting
         from tasks.hooks import add_organiser_link
 
         # Vector tables organisers upload (load_vectors) live in the blob store's "vectors" folder,
@@ -17,3 +21,12 @@ class ResponseKindConfig(AppConfig):
         # time, so the folder follows MEDIA_ROOT.
         set_vector_directory(lambda: blobs.path("vectors", "0" * 64).parent)
         add_organiser_link("response", "Extend the references from a dialogue pool (vBLEU)", "organiser-vbleu")
+        scoring_worker_starting.connect(_use_tagging_processes, dispatch_uid="response-tagging-processes")
+
+
+def _use_tagging_processes(**_: Any) -> None:
+    """The background worker tags a large response run over EVALSERVER_TAGGING_PROCESSES forked
+    processes (both cores by default)."""
+    from scoring.kinds.response.kind import set_tagging_processes
+
+    set_tagging_processes(settings.EVALSERVER_TAGGING_PROCESSES)

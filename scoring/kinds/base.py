@@ -302,6 +302,12 @@ class Kind(ABC):
         and say what a value means (the DQ/ND kind: the variant and the ND aggregation)."""
         return [(str(key), describe_value(settings[key])) for key in sorted(settings)]
 
+    def warm_up(self, config: Any) -> str:
+        """Load now what scoring a run of this configuration will need (a background worker calls
+        it when it starts, so the first upload waits no longer than the next); what was loaded, in
+        a few words, or "" when the kind needs nothing."""
+        return ""
+
     def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
         """The few figures of a gold version's provenance (``GoldVersion.provenance``: how a version
         was made when not uploaded as it is) that a list of versions and the API show, or None.

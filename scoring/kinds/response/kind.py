@@ -900,6 +900,10 @@ class ResponseKind(Kind):
                         "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
                         "the mean over the run's nuggets of each act")
 
+    def warm_up(self, config: ResponseConfig) -> str:
+        warm_up(config)
+        return config.pipeline if config.needs_pipeline else "sacrebleu"
+
     def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
         """A vBLEU extension's figures: the version extended, the pool's checksum, k, the rater and,
         for the automatic rater, its seed and held-out accuracy; None for an uploaded version."""

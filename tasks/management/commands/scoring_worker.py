@@ -6,10 +6,9 @@ gunicorn.conf.py starts it beside the web server; see ``tasks.worker``.
 import os
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from scoring.kinds.response.kind import set_tagging_processes
+from tasks.changes import scoring_worker_starting
 from tasks.worker import Worker, warm_up
 
 
@@ -21,8 +20,9 @@ class Command(BaseCommand):
                             help="stop when this process (gunicorn's master) is gone")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # Both cores for tagging a large response run (forked taggers inherit the loaded pipeline).
-        set_tagging_processes(settings.EVALSERVER_TAGGING_PROCESSES)
+        # The kinds' apps set up what a long-lived scoring process may do (kinds.response: both
+        # cores for tagging a large response run; forked taggers inherit the loaded pipeline).
+        scoring_worker_starting.send(sender=None)
         worker = Worker(parent_pid=options["parent_pid"])
         worker.install_signal_handlers()
         loaded = warm_up()
