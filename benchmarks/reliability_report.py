@@ -897,7 +897,8 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
     # Every target counts: a missed latency target fails the report like a lost run.
     ok = faults_ok and not any(must_be_zero.values()) and not tally.targets_missed
     width = max(len(name) for name, _ in rows)
-    lines = [f"Reliability report ({'quick' if args.quick else 'full'} run, {os.cpu_count()} cores, "
+    kind_of_run = "inputs-only" if args.inputs_only else "quick" if args.quick else "full"
+    lines = [f"Reliability report ({kind_of_run} run, {os.cpu_count()} cores, "
              f"{wall:.0f} s): {'PASS' if ok else 'FAIL'}", "",
              f"| {'check'.ljust(width)} | result |", f"|{'-' * (width + 2)}|--------|"]
     lines += [f"| {name.ljust(width)} | {value} |" for name, value in rows]
@@ -919,6 +920,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--database", default="evalserver_reliability",
                         help="scratch database (dropped and re-created)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database and the temporary folder")
+    parser.add_argument("--inputs-only", action="store_true",
+                        help="hostile inputs (every kind), staff and sign-in probes and nugget memory only: no load, "
+                             "faults, leak probe or burst (a few minutes; what issue 24 changed)")
     return parser.parse_args(argv)
 
 
@@ -1003,6 +1007,10 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
             # The probes below sign in from this address too: the brute force's counters go.
             for key in redis.Redis(host="127.0.0.1", port=6379, db=CACHE_DB).scan_iter(match="*rl:*"):
                 redis.Redis(host="127.0.0.1", port=6379, db=CACHE_DB).delete(key)
+            if args.inputs_only:
+                say("5. nugget scoring memory (a process per case, issue 24)")
+                nugget_memory_rows(tally)
+                return tally, None
             say("4. confusable names")
             free_team, free_token = next(iter(free["tokens"].items()))
             confusable_names(tally, redis_site.base_url, db, free_token, free_team, upload_dir, worker)
