@@ -28,6 +28,10 @@ limit, 1 s grace) so dead attempts go stale in seconds.
    without NaN, ``requeue_stuck`` under a backlog, memory per upload and readers during hostile
    uploads (``benchmarks/upload_memory.py``), a burst of 10 uploads in 5 s ending with statistics over
    every run (``benchmarks/statistics_burst.py``).
+6. Issue 24: the hostile corpus's KIND_CASES to a task of each kind (huge integers, unpaired
+   surrogates, nuggets per response, alternatives per nugget, the nugget work budget); a staff
+   account without permissions kept out of a task's organiser pages; 125 wrong passwords on the
+   admin's sign-in; worker memory of scoring nuggets (``benchmarks/nugget_memory.py``).
 
 Prints one table. Exit status 1 (and FAIL in the table) when a must-be-zero figure is not zero,
 a fault was not recovered or a target was missed (or could not be measured), 2 when the set-up
@@ -59,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import statistics_burst, trust_probes, upload_memory  # noqa: E402  (the report runs their probes)
 from tests.conftest import reachable  # noqa: E402
-from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
+from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES, KIND_CASES  # noqa: E402
 from tests.workers import (  # noqa: E402
     BROKERS,
     FAULT_LIMITS,
@@ -73,6 +77,7 @@ from tests.workers import (  # noqa: E402
     count_rows,
     drop_database,
     free_port,
+    kind_gold,
     looks_like_traceback,
     manage,
     multipart,
@@ -132,6 +137,7 @@ class Tally:
     name_problems: list[str] = field(default_factory=list)
     trust_rows: list[tuple[str, str]] = field(default_factory=list)  # issue 11's probes
     trust_problems: int = 0
+    kind_inputs: int = 0  # KIND_CASES sent (issue 24)
 
     def trust(self, name: str, row: tuple[str, int]) -> None:
         text, problems = row
@@ -298,6 +304,134 @@ def hostile_inputs(tally: Tally, base_url: str, db: Database, token: str, upload
     ]
     for name, send, status, fragments in requests:
         judged(name, send, status, fragments)
+
+
+def kind_inputs(tally: Tally, base_url: str, db: Database, token: str, upload_dir: Path,
+                slugs: dict[str, str]) -> None:
+    """Issue 24: KIND_CASES of tests/hostile_corpus.py over HTTP, to a task of each kind (huge
+    integers, unpaired surrogates, nuggets per response, alternatives per nugget, the nugget work
+    budget): a 400 with the exact messages, no row, file or quota changed."""
+    from tests.workers import big_gold as gold_of
+
+    golds = {"stc3": gold_of(30), "response": kind_gold("response"), "metric": kind_gold("metric")}
+    for case in KIND_CASES:
+        slug = slugs[case.kind]
+
+        def quota_used(slug: str = slug) -> tuple[int, int]:
+            # A task without phases has no quota ("quota": null): its runs are counted too.
+            mine = call(f"{base_url}/api/v1/tasks/{slug}/my-runs/", token).json()
+            return (mine.get("quota") or {}).get("total_used", 0), len(mine.get("runs") or [])
+
+        content = case.build(golds[case.kind])
+        before_rows, before_files, before_quota = count_rows(db.url), stored_files(upload_dir), quota_used()
+        reply = tally.see(send_case(f"{base_url}/api/v1/tasks/{slug}/runs/", token, "multipart", {}, "run.json",
+                                    content))
+        problems = []
+        if reply.status != case.status:
+            problems.append(f"status {reply.status}, expected {case.status}: {reply.body[:200]!r}")
+        else:
+            errors = reply.json().get("errors", [])
+            problems += [f"missing message {fragment!r}" for fragment in case.expect
+                         if not any(fragment in line for line in errors)]
+        if count_rows(db.url) != before_rows:
+            problems.append("table rows changed")
+        if stored_files(upload_dir) != before_files:
+            problems.append("stored files changed")
+        if quota_used() != before_quota:
+            problems.append("quota used")
+        tally.inputs_tried += 1
+        tally.kind_inputs += 1
+        if problems:
+            tally.rejection_problems.append(f"{case.kind}: {case.name}: {'; '.join(problems)}")
+        else:
+            tally.rejected_correctly += 1
+
+
+class Browser:
+    """A signed-in (or not) browser: cookies and the CSRF token, one request per connection."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, path: str, fields: dict[str, str] | None = None) -> Reply:
+        import http.client
+        from urllib.parse import urlencode, urlsplit
+
+        parts = urlsplit(self.base_url)
+        headers = {"Connection": "close", "Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
+                   "Referer": self.base_url + path}
+        body = None
+        if fields is not None:
+            body = urlencode({**fields, "csrfmiddlewaretoken": self.cookies.get("csrftoken", "")}).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            for name, value in response.getheaders():
+                if name.lower() == "set-cookie":
+                    key, _, rest = value.partition("=")
+                    self.cookies[key.strip()] = rest.split(";", 1)[0]
+            return Reply(response.status, data, {k.lower(): v for k, v in response.getheaders()}, 0.0)
+        finally:
+            connection.close()
+
+    def sign_in(self, path: str, username: str, password: str) -> Reply:
+        self.request("GET", path)
+        return self.request("POST", path, {"username": username, "password": password, "next": "/admin/"})
+
+
+def staff_and_sign_in(tally: Tally, base_url: str, slug: str, bare: dict[str, str], root: dict[str, str]) -> None:
+    """Issue 24: a staff account without permissions is no organiser (hidden pages are 404s), and
+    the admin's sign-in takes the sign-in limit (125 wrong passwords for a superuser answered 200)."""
+    bare_browser = Browser(base_url)
+    signed = bare_browser.sign_in("/accounts/login/", bare["username"], bare["password"])
+    pages = {path: bare_browser.request("GET", path).status
+             for path in (f"/organiser/{slug}/", f"/organiser/{slug}/runs.zip", f"/organiser/{slug}/results.csv",
+                          f"/organiser/{slug}/preview/")}
+    admin_index = bare_browser.request("GET", "/admin/").status
+    wrong = [status for status, in_ in pages.items() if in_ != 404]
+    problems = int(signed.status != 302) + len(wrong) + int(admin_index != 200)
+    tally.trust("staff without permissions (organiser pages of a task it does not organise)", (
+        f"signed in: {signed.status == 302}; " + ", ".join(f"{path.rsplit(slug, 1)[1] or '/'} {status}"
+                                                           for path, status in pages.items())
+        + f" (each must be 404); /admin/ {admin_index} (its empty index)", problems))
+    attacker = Browser(base_url)
+    statuses = Counter(attacker.sign_in("/admin/login/", root["username"], f"guess-{k}").status
+                       for k in range(125))
+    right = attacker.sign_in("/admin/login/", root["username"], root["password"])
+    # The participants' sign-in above used one attempt of this address's limit.
+    ok = statuses.get(200, 0) <= 10 and statuses.get(429, 0) >= 114 and right.status == 429
+    tally.trust("brute force on /admin/login/ (125 wrong passwords for a superuser, then the right one)", (
+        f"wrong: {dict(sorted(statuses.items()))}; the right one: {right.status} (must be 429 while limited)",
+        int(not ok)))
+
+
+def nugget_memory_rows(tally: Tally) -> None:
+    """Issue 24: worker memory and time of scoring a response run's nuggets, a process per case
+    (benchmarks/nugget_memory.py): the largest run the limits accept, and 7,500 one-character
+    nuggets scored without the upload's limits (the batches alone); target <= 10x (file + gold)."""
+    import json as json_module
+    import subprocess
+
+    problems = 0
+    parts = []
+    for case, extra in (("largest-accepted-1", []), ("one-char-nuggets-7500", ["--unchecked"]),
+                        ("one-char-nuggets-7500", []), ("alternatives-6000", [])):
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "nugget_memory.py"), "--case", case, *extra],
+                              capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "0"})
+        result = json_module.loads(done.stdout.strip().splitlines()[-1])
+        budget_mb = 10 * (result["run_bytes"] + result["gold_bytes"]) / 2**20
+        if result["refused"]:
+            parts.append(f"{case}: refused at upload ({result['refused']})")
+            continue
+        over = result["added_mb"] > budget_mb
+        problems += int(over)
+        parts.append(f"{case}{' unchecked' if extra else ''}: +{result['added_mb']} MB (target <= "
+                     f"{budget_mb:.1f} MB), {result['seconds']} s")
+    tally.trust("nugget scoring memory (worker, per run)", ("; ".join(parts), problems))
 
 
 # 4. Confusable names ---------------------------------------------------------------------------------------
@@ -747,7 +881,8 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
         "trust probes: problems (leak, overflow, memory, burst statistics, requeue)": tally.trust_problems,
     }
     rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of tests/hostile_corpus.py, "
-                                     f"{tally.inputs_tried - len(CASES)} malformed requests)"),
+                                     f"{tally.kind_inputs} of its KIND_CASES to stc3, response and metric tasks, "
+                                     f"{tally.inputs_tried - len(CASES) - tally.kind_inputs} malformed requests)"),
             ("rejected correctly", f"{tally.rejected_correctly} (expected status and messages; no row, file or "
                                    "quota changed)"),
             ("confusable names", f"{tally.names_refused}/{tally.names_tried} refused with a precise message, "
@@ -762,7 +897,8 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
     # Every target counts: a missed latency target fails the report like a lost run.
     ok = faults_ok and not any(must_be_zero.values()) and not tally.targets_missed
     width = max(len(name) for name, _ in rows)
-    lines = [f"Reliability report ({'quick' if args.quick else 'full'} run, {os.cpu_count()} cores, "
+    kind_of_run = "inputs-only" if args.inputs_only else "quick" if args.quick else "full"
+    lines = [f"Reliability report ({kind_of_run} run, {os.cpu_count()} cores, "
              f"{wall:.0f} s): {'PASS' if ok else 'FAIL'}", "",
              f"| {'check'.ljust(width)} | result |", f"|{'-' * (width + 2)}|--------|"]
     lines += [f"| {name.ljust(width)} | {value} |" for name, value in rows]
@@ -784,6 +920,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--database", default="evalserver_reliability",
                         help="scratch database (dropped and re-created)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database and the temporary folder")
+    parser.add_argument("--inputs-only", action="store_true",
+                        help="hostile inputs (every kind), staff and sign-in probes and nugget memory only: no load, "
+                             "faults, leak probe or burst (a few minutes; what issue 24 changed)")
     return parser.parse_args(argv)
 
 
@@ -832,7 +971,14 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
 
     redis.Redis(host="127.0.0.1", port=6379, db=CACHE_DB).flushdb()
     say(f"scratch database {args.database}, files in {work_dir}; seeding three tasks")
-    corpus = seed_site(base_env, {"slug": "corpus", "dialogues": 30, "teams": 1, "phase": {"daily_quota": 5}})
+    bare = {"username": "vera", "password": uuid4_hex()}
+    root = {"username": "root", "password": uuid4_hex()}
+    corpus = seed_site(base_env, {"slug": "corpus", "dialogues": 30, "teams": 1, "phase": {"daily_quota": 5},
+                                  "bare_staff": bare, "superuser": root})
+    kind_slugs = {"stc3": "corpus"}
+    for kind in ("response", "metric"):
+        kind_slugs[kind] = seed_site(base_env, {"slug": f"corpus-{kind}", "kind": kind,
+                                                "member": "corpus-u01"})["task"]
     free = seed_site(base_env, {"slug": "corpus-free", "dialogues": 30, "teams": 1, "team_prefix": "Free"})
     load = seed_site(base_env, {"slug": "rel", "dialogues": 300, "teams": TEAMS + 1, "team_prefix": "Load",
                                 "phase": {"daily_quota": DAILY_QUOTA, "ends_in": 900},
@@ -853,6 +999,18 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
                                         name="corpus-web", workers=2, threads=2)
             hostile_inputs(tally, corpus_web, db, next(iter(corpus["tokens"].values())), upload_dir)
             say(f"   {tally.rejected_correctly}/{tally.inputs_tried} rejected correctly")
+            say("1. hostile inputs of every kind (issue 24)")
+            kind_inputs(tally, corpus_web, db, next(iter(corpus["tokens"].values())), upload_dir, kind_slugs)
+            say(f"   {tally.rejected_correctly}/{tally.inputs_tried} rejected correctly")
+            say("6. staff without permissions; brute force on the admin's sign-in (issue 24)")
+            staff_and_sign_in(tally, corpus_web, "corpus", bare, root)
+            # The probes below sign in from this address too: the brute force's counters go.
+            for key in redis.Redis(host="127.0.0.1", port=6379, db=CACHE_DB).scan_iter(match="*rl:*"):
+                redis.Redis(host="127.0.0.1", port=6379, db=CACHE_DB).delete(key)
+            if args.inputs_only:
+                say("5. nugget scoring memory (a process per case, issue 24)")
+                nugget_memory_rows(tally)
+                return tally, None
             say("4. confusable names")
             free_team, free_token = next(iter(free["tokens"].items()))
             confusable_names(tally, redis_site.base_url, db, free_token, free_team, upload_dir, worker)
@@ -895,6 +1053,8 @@ def run(args: argparse.Namespace, work_dir: Path, database_url: str) -> tuple[Ta
         account(tally, db)
     finally:
         db.close()
+    say("5. nugget scoring memory (a process per case, issue 24)")
+    nugget_memory_rows(tally)
     say("5. memory per upload (a process per case) and readers during hostile uploads")
     lines, ok = upload_memory.memory_table(skip_before=True)
     tally.trust("memory per upload (target <= 10x the file)", (trust_probes.table_lines(lines), int(not ok)))

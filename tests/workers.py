@@ -1075,6 +1075,13 @@ def statistics_numbers(task: Any) -> list[float]:
 
 # Seeding a site in a fresh database --------------------------------------------------------------------
 
+def kind_gold(kind: str) -> list[dict[str, Any]]:
+    """The gold of ``seed``'s response or metric task (the same as tests/test_hostile_uploads.py's)."""
+    from fixtures import metric_demo, response_demo
+
+    return response_demo.generate_gold(30, seed=3) if kind == "response" else metric_demo.generate_gold(6, 3, seed=1)
+
+
 def seed(spec: dict[str, Any]) -> dict[str, Any]:
     """Migrate, then build one task: gold from ``big_gold``, teams with one member and a token each,
     an optional phase with quotas, an optional filled board. Runs inside Django (``python -m
@@ -1094,12 +1101,26 @@ def seed(spec: dict[str, Any]) -> dict[str, Any]:
     from tasks.tokens import issue_token
 
     call_command("migrate", verbosity=0, interactive=False)
+    users = get_user_model()
+    if spec.get("kind") in ("response", "metric"):
+        # A task of another kind on its demo gold (kind_gold), for the hostile corpus's KIND_CASES.
+        task = organising.create_task(spec["slug"], title=spec.get("title", spec["slug"]), kind=spec["kind"])
+        version = organising.load_gold_version(task, orjson.dumps(kind_gold(spec["kind"])), "gold.json")
+        user = users.objects.get(username=spec["member"])
+        return {"task": task.slug, "gold_version": version.number, "tokens": {}, "phase": None,
+                "member": user.username}
     task = organising.create_task(spec["slug"], "stc3", spec.get("title", spec["slug"]))
     task.permutations = 200
     task.save()
     gold = big_gold(spec["dialogues"], seed=spec.get("seed", 7))
     version = organising.load_gold_version(task, orjson.dumps(gold), "gold.json")
-    users = get_user_model()
+    if spec.get("bare_staff"):
+        # Staff status and nothing else: no permission, no team, organiser of nothing.
+        users.objects.create_user(spec["bare_staff"]["username"], password=spec["bare_staff"]["password"],
+                                  is_staff=True)
+    if spec.get("superuser"):
+        users.objects.create_user(spec["superuser"]["username"], password=spec["superuser"]["password"],
+                                  is_staff=True, is_superuser=True)
     teams, tokens = [], {}
     for number in range(spec.get("teams", 1)):
         name = f"{spec.get('team_prefix', 'Team')} {number + 1:02d}"
