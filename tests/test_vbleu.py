@@ -40,15 +40,23 @@ def topic_words(topic: int) -> list[str]:
     return [f"t{topic}w{j}" for j in range(WORDS)]
 
 
+# The words of the gold's positive reference (make_gold), which no pool text holds: a gold whose
+# reference tokens mostly lack a vector is refused (RESPONSE-SPEC.md, "Languages").
+REFERENCE_WORDS = ("i", "have", "no", "idea")
+
+
 def vector_table_text(seed: int = 0) -> str:
-    """word2vec text: every topic's words around their own random centre; function words have no vector."""
+    """word2vec text: every topic's words around their own random centre, the reference's words
+    apart; function words have no vector."""
     rng = np.random.default_rng(seed)
-    lines = [f"{TOPICS * WORDS} {DIMENSIONS}"]
+    lines = [f"{TOPICS * WORDS + len(REFERENCE_WORDS)} {DIMENSIONS}"]
     for topic in range(TOPICS):
         centre = rng.normal(size=DIMENSIONS)
         for word in topic_words(topic):
             vector = centre + 0.4 * rng.normal(size=DIMENSIONS)
             lines.append(word + " " + " ".join(f"{value:.5f}" for value in vector))
+    for word in REFERENCE_WORDS:  # drawn after the topics': the topic vectors are as they were
+        lines.append(word + " " + " ".join(f"{value:.5f}" for value in rng.normal(size=DIMENSIONS)))
     return "\n".join(lines) + "\n"
 
 
@@ -394,7 +402,9 @@ def test_extended_gold_is_a_valid_gold_with_original_references_first(planted, e
         assert len(added) == 16
         assert [reference["origin"] for reference in added] == ["pool"] * 15 + ["parrot"]
         assert {reference["pool_line"] for reference in added[:3]} == set(planted["planted"][item])
-        for reference in added:
+        # The parrot's weight is fixed at -1 by default (issue 27): no rater probability.
+        assert added[-1]["weight"] == -1.0 and "p" not in added[-1]
+        for reference in added[:-1]:
             # p is written with 6 decimals, as the weight is: 2p - 1 agrees to 3e-6.
             assert abs(reference["weight"] - (2 * reference["p"] - 1)) <= 3e-6
             assert -1 <= reference["weight"] <= 1
