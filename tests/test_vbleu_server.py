@@ -331,3 +331,25 @@ def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with
     participant.force_login(get_user_model().objects.get(username="alice"))
     assert participant.get("/api/v1/tasks/vbleu-task/gold-versions/").status_code == 403
     assert Client().get("/api/v1/tasks/vbleu-task/gold-versions/").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_offline_build_writes_the_bytes_the_server_stores(task_with_runs, planted, tmp_path):
+    """``build_vbleu --gold --out POOL``: same gold, pool, settings and task configuration (the
+    task's uploaded vectors feed the rater), the same bytes as the version the server loads."""
+    from tasks.datafiles import blob_path
+    from tasks.models import GoldVersion
+
+    build(task_with_runs)
+    version = GoldVersion.objects.get(task=task_with_runs["task"], number=2)
+    stored = blob_path("gold", version.source_sha256).read_bytes()
+    gold_path, config_path = tmp_path / "gold.json", tmp_path / "config.json"
+    gold_path.write_bytes(orjson.dumps(planted["gold"]))
+    config_path.write_text(json.dumps(task_with_runs["task"].config))
+    out, provenance = tmp_path / "extended.json", tmp_path / "provenance.json"
+    call_command("build_vbleu", "--gold", str(gold_path), "--out", str(out), "--config", str(config_path),
+                 "--provenance", str(provenance), str(task_with_runs["pool_path"]), *FAST,
+                 stdout=io.StringIO(), stderr=io.StringIO())
+    assert out.read_bytes() == stored
+    assert json.loads(provenance.read_text()) == version.provenance["vbleu"]
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
