@@ -172,7 +172,8 @@ def test_configuration_problems_are_all_listed_with_their_paths():
         KIND.config(bad)
     problems = caught.value.problems
     assert problems == [
-        "unknown key(s) colour (known: measures, official, bleu, delta_bleu, posscore, pipeline, vectors, nuggets)",
+        "unknown key(s) colour (known: language, measures, official, bleu, delta_bleu, posscore, pipeline, vectors, "
+        "nuggets)",
         "measures: unknown or invalid \"rouge\" (allowed: bleu, delta_bleu, posscore)",
         "bleu: unknown key(s) smooth (known: max_order, brevity, lowercase, brevity_references)",
         "bleu.max_order: must be an integer from 1 to 9, not 0",
@@ -599,7 +600,7 @@ def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
     """The server refuses, unparsed, files with more containers and commas per item than a kind
     allows (``Kind.run_values_per_item``): the issue's shape, 4 nuggets with 8 + 7 alternatives
     each, passes; a file of empty objects does not."""
-    gold = KIND.compile_gold([{"id": str(k), "references": [{"text": "fine"}]} for k in range(50)],
+    gold = KIND.compile_gold([{"id": str(k), "references": [{"text": "fine, thanks"}]} for k in range(50)],
                              KIND.preset("bleu-only"))
     others = [act for act in ACTS_SEED004 if act != "Apology"]
     nugget = {"text": "Sorry.", "act": "Apology", "diff": [{"text": "Thanks.", "act": act} for act in others[:8]],

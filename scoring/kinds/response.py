@@ -74,6 +74,7 @@ from typing import Any
 
 import numpy as np
 
+from scoring.formats import ValidationFailed
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
 from scoring.response import bleu as bleu_module
 from scoring.response.formats import (
@@ -86,6 +87,7 @@ from scoring.response.formats import (
 from scoring.response.measures import RESPONSE_MEASURES
 from scoring.response.nlp import (
     DEFAULT_PIPELINE,
+    ZH_JIEBA,
     NlpUnavailable,
     VectorTable,
     VectorTableError,
@@ -124,6 +126,18 @@ VBLEU = "vbleu"
 VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
                   "automatically)")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
+# A task's language chooses sacrebleu's tokeniser for the BLEU family and the POSSCORE pipeline
+# (RESPONSE-SPEC.md, "Languages"). Chinese has no pipeline with vectors on the package registry:
+# its tasks name a vector table an organiser uploads.
+LANGUAGES: dict[str, dict[str, str]] = {
+    "en": {"name": "English", "tokenizer": "13a", "pipeline": DEFAULT_PIPELINE},
+    "zh": {"name": "Chinese", "tokenizer": "zh", "pipeline": ZH_JIEBA},
+    "ja": {"name": "Japanese", "tokenizer": "ja-mecab", "pipeline": "ja_ginza"},
+}
+# A gold the pipeline cannot serve is refused (RESPONSE-SPEC.md): most reference texts one BLEU
+# token (a Chinese gold under 13a), or fewer than half of the reference tokens with a vector.
+MAX_SINGLE_TOKEN_SHARE = 0.5
+MIN_VECTOR_COVERAGE = 0.5
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
 GOLD_FORMAT = "evalserver-response-gold/1"
@@ -151,6 +165,7 @@ class ResponseConfig:
 
     measures: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
     official: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
+    language: str = "en"
     bleu: bleu_module.BleuConfig = bleu_module.BLEU
     delta_bleu: bleu_module.BleuConfig = bleu_module.DELTA_BLEU
     tags: tuple[str, ...] = DEFAULT_TAGS
@@ -180,6 +195,7 @@ class ResponseConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "language": self.language,
             "measures": list(self.measures),
             "official": list(self.official),
             **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase,
@@ -269,9 +285,11 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     problems: list[str] = []
     read = _ConfigReader(problems)
     default = ResponseConfig()
-    top = read.section(data, "", ("measures", "official", "bleu", "delta_bleu", "posscore", "pipeline", "vectors",
-                                  "nuggets"))
+    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "pipeline",
+                                  "vectors", "nuggets"))
     values: dict[str, Any] = {}
+    language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
+    values["language"] = language
     measures = read.names(top.get("measures", list(default.measures)), "measures", tuple(RESPONSE_MEASURES))
     official = read.names(top.get("official", list(measures or default.measures)), "official",
                           tuple(RESPONSE_MEASURES), empty=True)
@@ -293,7 +311,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
                               f"{key}.brevity_references", bleu_module.BREVITY_REFERENCE_CHOICES)
         if None not in (order, brevity, lowercase, lengths):
             values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase,
-                                  brevity_references=lengths)
+                                  brevity_references=lengths, tokenizer=LANGUAGES[language]["tokenizer"])
     section = read.section(top.get("posscore", {}), "posscore", ("tags", "lowercase"))
     tags = read.names(section.get("tags", list(default.tags)), "posscore.tags", _TAGS_ALLOWED)
     lowercase = read.boolean(section.get("lowercase", default.lowercase_vectors), "posscore.lowercase")
@@ -301,7 +319,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
         values["tags"] = tags
     if lowercase is not None:
         values["lowercase_vectors"] = lowercase
-    pipeline = top.get("pipeline", default.pipeline)
+    pipeline = top.get("pipeline", LANGUAGES[language]["pipeline"])
     if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
         problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
                         f"not {_show(pipeline)}")
@@ -642,6 +660,49 @@ _GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
 _KEPT_GOLDS = 2
 
 
+def _choose_language(config: ResponseConfig) -> str:
+    others = [f'"{code}" ({spec["name"]}; preset response-{code})' if code != "en" else f'"en" ({spec["name"]}; '
+              'preset response)' for code, spec in LANGUAGES.items() if code != config.language]
+    return f"set the task's \"language\" to the gold's: {' or '.join(others)}"
+
+
+def _single_token_problems(gold: ResponseGold, config: ResponseConfig) -> list[str]:
+    """A gold whose reference texts are mostly one BLEU token cannot be scored meaningfully: a
+    language written without spaces under 13a (Chinese STC-3 replies were 8.2 tokens each under
+    13a against 49.4 under zh, and many a single one)."""
+    options = config.bleu
+    texts = [text for references in gold.references for text, _ in references]
+    single = sum(1 for text in texts if len(bleu_module.tokenize(text, options.lowercase, options.tokenizer)) <= 1)
+    if not texts or single <= MAX_SINGLE_TOKEN_SHARE * len(texts):
+        return []
+    return [f"references: {single:,} of the {len(texts):,} reference texts are a single token under sacrebleu's "
+            f"{options.tokenizer} tokeniser ({LANGUAGES[config.language]['name']}), so BLEU could only match whole "
+            f"replies; a language written without spaces needs its own tokeniser: {_choose_language(config)}"]
+
+
+def _coverage_problems(compiled: CompiledResponseGold, config: ResponseConfig, table: VectorTable) -> list[str]:
+    """POSSCORE compares mean word vectors: with fewer than half of the reference tokens in the
+    vector table it would compare next to nothing (a reply identical to its reference scored 0 in
+    96% of Chinese items with the English pipeline)."""
+    tagged = compiled.tagged
+    if tagged is None or not len(tagged.word):
+        return []
+    from spacy.strings import get_string_id
+
+    lower = table.attribute == "LOWER"
+    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
+    found = table.rows(keys)[tagged.word] >= 0
+    coverage = float(found.mean())
+    if coverage >= MIN_VECTOR_COVERAGE:
+        return []
+    vectors = "the pipeline's vectors" if config.vectors == "pipeline" else \
+        f"the uploaded table {config.vectors_name or config.vectors[:12]}"
+    return [f"references: only {coverage:.1%} of the {len(found):,} reference tokens POSSCORE compares have a vector "
+            f"in {vectors} ({table.name}, pipeline {config.pipeline}, language "
+            f"{LANGUAGES[config.language]['name']}); POSSCORE needs at least {MIN_VECTOR_COVERAGE:.0%}: upload "
+            f"vectors of the gold's language (manage.py load_vectors) or {_choose_language(config)}"]
+
+
 # The kind ---------------------------------------------------------------------------------------------
 
 class ResponseKind(Kind):
@@ -654,6 +715,11 @@ class ResponseKind(Kind):
         "bleu-only": {**ResponseConfig().to_dict(), "measures": ["bleu", "delta_bleu"],
                       "official": ["bleu", "delta_bleu"],
                       "nuggets": {**ResponseConfig().to_dict()["nuggets"], "score": "never", "measure": "delta_bleu"}},
+        # Chinese: sacrebleu's zh tokens, jieba tags mapped to UPOS; POSSCORE needs vectors an
+        # organiser uploads (manage.py load_vectors), which replace "pipeline" here.
+        "response-zh": {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA},
+        # Japanese: sacrebleu's ja-mecab tokens, GiNZA's ja_ginza tags and vectors.
+        "response-ja": {**ResponseConfig().to_dict(), "language": "ja", "pipeline": "ja_ginza"},
     }
     default_preset = "response"
 
@@ -682,10 +748,15 @@ class ResponseKind(Kind):
         if without_context:
             warnings.append(f"{without_context} of the {len(gold)} context(s) have no utterances: the echo "
                             "baseline answers them with the generic reply")
+        problems = _single_token_problems(gold, config)
         compiled = CompiledResponseGold(gold, warnings=warnings)
-        if config.needs_posscore:
+        if config.needs_posscore and not problems:
             # The slow part of a gold version, done once: its bytes keep the tags.
-            compiled.tag(_encoder(config, _vector_table(config)), config.pipeline)
+            table = _vector_table(config)
+            compiled.tag(_encoder(config, table), config.pipeline)
+            problems += _coverage_problems(compiled, config, table)
+        if problems:
+            raise ValidationFailed(problems)
         return compiled
 
     def gold_from_bytes(self, blob: bytes) -> CompiledResponseGold:
@@ -733,15 +804,16 @@ class ResponseKind(Kind):
                                     f"{', weighted references' if options.weighted else ''})",
                     short_title=label, headline="corpus",
                     corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                    description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                    description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                                  f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
                                  "score, per-context scores use add-one smoothing for n >= 2")))
             else:
                 specs.append(MeasureSpec(
                     **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
-                    headline="mean", description=f"POS words: {', '.join(config.tags)}; spaCy pipeline "
-                                                 f"{config.pipeline}; vectors: "
-                                                 f"{config.vectors_name or config.vectors}"))
+                    headline="mean", description=f"{LANGUAGES[config.language]['name']}; POS words: "
+                                                 f"{', '.join(config.tags)}; spaCy pipeline {config.pipeline}; "
+                                                 f"vectors: {config.vectors_name or config.vectors}; range "
+                                                 "-(e + 1) to e + 1"))
         # Without a gold: every measure a version of the task may have (a task's columns); with
         # one: vBLEU only when the gold holds references vBLEU added.
         if gold is None or gold.has_extended:
@@ -753,7 +825,7 @@ class ResponseKind(Kind):
                       f"rated references (corpus, {options.brevity} reference length)",
                 short_title="vBLEU", headline="corpus",
                 corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                              f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
                              "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
                              "the corpus score, per-context scores use add-one smoothing for n >= 2")))
@@ -786,7 +858,7 @@ class ResponseKind(Kind):
         per_item: dict[str, np.ndarray] = {}
         headlines: dict[str, float] = {}
         statistics: dict[str, np.ndarray] = {}
-        settings: dict[str, Any] = {"measures": list(config.measures)}
+        settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
         warnings = list(run.warnings)
         tokens: dict[tuple[bool, str], list[list[str]]] = {}
 
@@ -852,6 +924,9 @@ class ResponseKind(Kind):
         """Each measure's settings in a line a reader can check against the paper, the pipeline and
         vectors by name, version and checksum (everything else is in the stored settings)."""
         described: list[tuple[str, str]] = []
+        language = settings.get("language", "en")  # scores stored before languages existed were English
+        if language in LANGUAGES:
+            described.append(("language", f"{LANGUAGES[language]['name']} ({language})"))
         for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
             bleu = settings.get(key)
             if isinstance(bleu, Mapping):
@@ -881,8 +956,8 @@ class ResponseKind(Kind):
         return described
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
-                        "NS(T, n) of Takehi et al. 2023, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
-                        "the mean over the run's nuggets of each act")
+                        "NS(T, n) of Takehi et al. 2023, eq. 4: above 0.5 a nugget helps its response, below 0.5 it "
+                        "hurts; the mean over the run's nuggets of each act")
 
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
         segments = []
@@ -1000,7 +1075,8 @@ class ResponseKind(Kind):
             "notes": [
                 "Measures: " + "; ".join(f"{key}: {titles[key]}" for key in config.measures)
                 + ". Every measure is a similarity: higher is better.",
-                "BLEU-family tokens: sacrebleu's 13a tokeniser"
+                f"Language: {LANGUAGES[config.language]['name']}. BLEU-family tokens: sacrebleu's "
+                f"{config.bleu.tokenizer} tokeniser"
                 + (", lower-cased." if config.bleu.lowercase and config.delta_bleu.lowercase else ".")
                 + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
                    f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
