@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ DEFAULT_KIND = "stc3"
 # Options of the DQ/ND kind's own configuration, refused with any other kind.
 STC3_OPTIONS = {"alpha": "--alpha", "variant": "--variant", "averaging": "--averaging",
                 "per_dialogue": "--per-dialogue"}
+# Options of one other kind only: (kind, flag).
+KIND_OPTIONS = {"vectors": ("response", "--vectors")}
 
 
 class _Invalid(Exception):
@@ -74,6 +77,10 @@ def build_parser(prog: str = "manage.py score") -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, default=None,
                         help="a JSON task configuration of the kind instead of the preset (stc3: keys of "
                              "scoring.kinds.stc3.config.TaskConfig)")
+    parser.add_argument("--vectors", type=Path, default=None, metavar="TABLE.txt",
+                        help="response: a word2vec text table of the task's language for POSSCORE (and vBLEU's "
+                             "rater), instead of the pipeline's vectors; what a Chinese task (--preset response-zh) "
+                             "needs, as an organiser uploads it on the server")
     parser.add_argument("--per-dialogue", action="store_true", help="stc3: add every dialogue's scores")
     parser.add_argument("--per-item", action="store_true",
                         help="add every item's scores (and the kind's per-item details, such as the response kind's "
@@ -86,6 +93,7 @@ def build_parser(prog: str = "manage.py score") -> argparse.ArgumentParser:
 
 def _score_stc3(options: argparse.Namespace) -> Result:
     """Read, validate and score a DQ/ND run; raise ``_Invalid`` with every problem found."""
+    _refuse_other_kinds_options(options)
     if options.preset is not None and options.preset not in PRESETS:
         raise _Invalid([f"usage: argument --preset: invalid choice: {options.preset!r} (choose from "
                         f"{', '.join(repr(name) for name in sorted(PRESETS))}) (see --help)"])
@@ -160,6 +168,7 @@ def _score_kind(options: argparse.Namespace) -> KindOutcome:
         kind = get_kind(options.kind)
     except ValueError as error:
         raise _Invalid([f"usage: argument --kind: {error} (see --help)"]) from None
+    _refuse_other_kinds_options(options)
     try:
         if options.config is not None:
             config = kind.config(json.loads(options.config.read_text(encoding="utf-8")))
@@ -167,6 +176,8 @@ def _score_kind(options: argparse.Namespace) -> KindOutcome:
             config = kind.preset(options.preset or kind.default_preset)
     except (OSError, ValueError, TypeError) as error:
         raise _Invalid([f"configuration: {line}" for line in _problem_lines(error)]) from None
+    if getattr(options, "vectors", None) is not None:
+        config = _with_vectors(config, options.vectors)
     missing = kind.check_resources(config)
     if missing:
         raise _Invalid([f"configuration: {line}" for line in missing])
@@ -191,6 +202,35 @@ def _score_kind(options: argparse.Namespace) -> KindOutcome:
         if f"{options.run}: {line}" not in warnings:
             warnings.append(f"{options.run}: {line}")
     return KindOutcome(kind, kind.measures(config, gold), scored, warnings)
+
+
+def _refuse_other_kinds_options(options: argparse.Namespace) -> None:
+    wrong = [f"usage: {flag} applies to --kind {owner} only (see --help)" for name, (owner, flag)
+             in KIND_OPTIONS.items() if getattr(options, name, None) is not None and owner != options.kind]
+    if wrong:
+        raise _Invalid(wrong)
+
+
+def _with_vectors(config: object, path: Path) -> object:
+    """The response configuration naming the word2vec table at ``path``: the table is checked (every
+    bad line named) and kept under its sha256 in a vector directory, as an organiser's upload is."""
+    import dataclasses
+    import tempfile
+
+    from scoring.kinds.response.kind import set_vector_directory, store_vector_table
+    from scoring.kinds.response.nlp import VectorTableError
+
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise _Invalid([f"--vectors: {path}: cannot read: {error.strerror or error}"]) from None
+    if not os.environ.get("EVALSERVER_VECTOR_DIR"):
+        set_vector_directory(tempfile.mkdtemp(prefix="evalserver-vectors-"))
+    try:
+        digest, _ = store_vector_table(data, name=path.name)
+    except VectorTableError as error:
+        raise _Invalid([f"--vectors: {path}: {line}" for line in error.problems]) from None
+    return dataclasses.replace(config, vectors=digest, vectors_name=path.name)
 
 
 def _problem_lines(error: Exception) -> list[str]:

@@ -266,3 +266,84 @@ def stc3_2018_script(run: list[dict], gold: list[dict], alpha: float = 0.5) -> d
             for dimension, scores in per_dimension.items():
                 results["quality"].setdefault(dimension, {})[name] = float(np.mean(scores))
     return results
+
+
+# deltaBLEU (RESPONSE-SPEC.md, "BLEU and deltaBLEU"; seed 001 eq. 1-4), written from the equations ---------
+
+def _sacrebleu_tokens(text: str, lowercase: bool, tokenizer: str) -> list[str]:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+    if lowercase:
+        text = text.lower()
+    if tokenizer == "ja-mecab":
+        from sacrebleu.tokenizers.tokenizer_ja_mecab import TokenizerJaMecab
+
+        return TokenizerJaMecab()(text).split()
+    return (TokenizerZh() if tokenizer == "zh" else Tokenizer13a())(text).split()
+
+
+def plain_delta_bleu(hypotheses: list[str], references: list[list[tuple]], order: int = 2,
+                     brevity: str = "average", brevity_references: str = "positive", per_item: bool = False,
+                     lowercase: bool = True, tokenizer: str = "13a") -> float | list[float]:
+    """deltaBLEU with loops. ``references[i]``: tuples ``(text, weight)`` (an original reference) or
+    ``(text, weight, origin)`` (origin "original", "pool" or "parrot"). rho: the mean (``average``)
+    or the closest, ties to the shorter (``closest``), of the lengths of the references that set it:
+    the originals with weight > 0 (``positive``) or all of them (``all``). ``per_item``: one score
+    per item, add-one smoothing for n >= 2, else the corpus score (sums over items)."""
+    def grams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
+        return [tuple(tokens[k : k + n]) for k in range(len(tokens) - n + 1)]
+
+    def score(nums: list[float], dens: list[float], eta: float, rho: float, smooth: bool) -> float:
+        logs = 0.0
+        for n in range(order):
+            num, den = nums[n], dens[n]
+            if smooth and n >= 1:
+                num, den = num + 1, den + 1
+            if num <= 0 or den <= 0:
+                return 0.0
+            logs += math.log(num / den)
+        if eta == 0:
+            return 0.0
+        penalty = 1.0 if eta > rho else math.exp(1 - rho / eta)
+        return penalty * math.exp(logs / order)
+
+    total_num, total_den = [0.0] * order, [0.0] * order
+    total_eta = total_rho = 0.0
+    scores = []
+    for hypothesis, item_references in zip(hypotheses, references):
+        hyp = _sacrebleu_tokens(hypothesis, lowercase, tokenizer)
+        refs = []
+        for entry in item_references:
+            origin = entry[2] if len(entry) > 2 else "original"
+            refs.append((_sacrebleu_tokens(entry[0], lowercase, tokenizer), float(entry[1]), origin))
+        nums, dens = [0.0] * order, [0.0] * order
+        for n in range(1, order + 1):
+            counts: dict[tuple[str, ...], int] = {}
+            for gram in grams(hyp, n):
+                counts[gram] = counts.get(gram, 0) + 1
+            for gram, count in counts.items():
+                best = None
+                for tokens, weight, _ in refs:
+                    held = grams(tokens, n).count(gram)
+                    if held:
+                        value = weight * min(count, held)
+                        best = value if best is None or value > best else best
+                nums[n - 1] += best if best is not None else 0.0
+                dens[n - 1] += max(weight * count for _, weight, _ in refs)
+        setting = [len(tokens) for tokens, weight, origin in refs
+                   if brevity_references == "all" or (origin == "original" and weight > 0)]
+        eta = float(len(hyp))
+        if brevity == "average":
+            rho = sum(setting) / len(setting)
+        else:
+            rho = float(sorted(setting, key=lambda length: (abs(length - eta), length))[0])
+        scores.append(score(nums, dens, eta, rho, smooth=True))
+        for n in range(order):
+            total_num[n] += nums[n]
+            total_den[n] += dens[n]
+        total_eta += eta
+        total_rho += rho
+    if per_item:
+        return scores
+    return score(total_num, total_den, total_eta, total_rho, smooth=False)

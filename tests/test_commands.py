@@ -101,9 +101,13 @@ def test_demo_builds_a_scored_task_of_every_kind_once(settings, tmp_path: Path) 
 
     settings.VAR_DIR = tmp_path
     out, _ = run_command("demo", "--dialogues", "40", "--password", "demo-pass-123")
-    tasks = {task.kind: task for task in Task.objects.all()}
+    every = list(Task.objects.all())
+    tasks = {task.kind: task for task in every}
     assert set(tasks) == set(KINDS)
-    for task in tasks.values():
+    # A Japanese response task too (issue 27): ja-mecab tokens, GiNZA's tags and vectors.
+    japanese = Task.objects.get(slug="response-ja-demo")
+    assert japanese.kind_config.language == "ja" and japanese.kind_config.pipeline == "ja_ginza"
+    for task in every:
         # A development phase that is over and a test phase open now, each on its own gold version.
         development, test = task.phases.order_by("starts_at")
         assert (development.kind, test.kind) == (Phase.DEVELOPMENT, Phase.TEST)

@@ -77,9 +77,10 @@ def test_response_worked_corpus_example_through_the_server() -> None:
     response = _upload(world, RESPONSE_RUN, "worked-example")
     assert response.status_code == 202, response.content
     headlines = _headlines("spec-response", "worked-example")
-    # Corpus deltaBLEU with the default brevity "average": BP = exp(1 - 2.8333 / 2.5).
-    assert headlines["delta_bleu"] == pytest.approx(0.8751733190, abs=1e-10)
-    assert headlines["delta_bleu"] == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
+    # Corpus deltaBLEU with the default brevity "average", rho from the original positively rated
+    # references (RESPONSE-SPEC.md, "Which references set rho"): BP = exp(1 - 2.75 / 2.5).
+    assert headlines["delta_bleu"] == pytest.approx(0.9048374180, abs=1e-10)
+    assert headlines["delta_bleu"] == pytest.approx(math.exp(1 - 2.75 / 2.5), abs=1e-15)
 
 
 @pytest.mark.django_db

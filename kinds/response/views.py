@@ -72,9 +72,12 @@ class VbleuForm(forms.Form):
     held_out_pairs = forms.IntegerField(min_value=10, max_value=1_000_000,
                                         initial=core.RaterSettings.held_out_pairs, label="Held-out pairs",
                                         help_text="true pairs kept apart for the reported accuracy")
-    parrot_weight = forms.FloatField(required=False, min_value=-1, max_value=1, label="Parrot weight",
-                                     help_text="empty: the rater weighs the parrot like any reference; or a fixed "
-                                               "weight in [-1, 1] (docs/vbleu.md says why you may want one)")
+    parrot_weight = forms.CharField(required=False, max_length=30, label="Parrot weight",
+                                    initial=f"{core.RaterSettings.parrot_weight:g}",
+                                    help_text="the fixed weight in [-1, 1] of the parrot (the utterance itself as a "
+                                              "reference); empty: -1, since a system echoing the user would "
+                                              "otherwise score near 1; 'rated': the rater weighs it like any "
+                                              "reference (Tsuta et al. 2023), which rewards echoes (docs/vbleu.md)")
     ratings = forms.FileField(required=False, label="Human ratings",
                               help_text="the candidates list of manage.py build_vbleu's --ratings, weights filled in")
     label = forms.CharField(required=False, max_length=100, label="Label of the new version")
@@ -94,6 +97,22 @@ class VbleuForm(forms.Form):
     def clean_name(self) -> str:
         return self.cleaned_data["name"].replace("\x00", "").strip()
 
+    def clean_parrot_weight(self) -> float | None:
+        """A number in [-1, 1]; ``rated`` gives None (the rater weighs the parrot); empty the default."""
+        text = self.cleaned_data["parrot_weight"].strip()
+        self.parrot_given = bool(text)
+        if not text:
+            return core.RaterSettings.parrot_weight
+        if text == "rated":
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise forms.ValidationError("a number in [-1, 1], or 'rated'") from None
+        if not -1 <= value <= 1:
+            raise forms.ValidationError("a number in [-1, 1], or 'rated'")
+        return value
+
     def clean_label(self) -> str:
         label = self.cleaned_data["label"]
         if "\x00" in label:
@@ -112,7 +131,7 @@ class VbleuForm(forms.Form):
             self.add_error("ratings", "human weights need their ratings file")
         if not human and data.get("ratings") is not None:
             self.add_error("ratings", "a ratings file is for human weights: choose them, or leave the file out")
-        if human and data.get("parrot_weight") is not None:
+        if human and getattr(self, "parrot_given", False):
             self.add_error("parrot_weight", "the parrot weight belongs to the automatic rater")
         if not self.errors:
             try:

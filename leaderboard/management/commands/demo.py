@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from fixtures import metric_demo, response_demo
+from fixtures import metric_demo, response_demo, response_demo_ja
 from fixtures.synthetic import generate_gold, generate_run
 from leaderboard.statistics import compute_task_statistics
 from scoring.kinds import KINDS
@@ -100,7 +100,25 @@ def response_demo_task(size: int, seed: int) -> Demo:
                 runs, lambda gold: response_demo.generate_runs(gold, seed=999)["medium"])
 
 
-DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, metric_demo_task]
+def response_ja_demo_task(size: int, seed: int) -> Demo:
+    contexts = max(20, size // 10)
+
+    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
+        made = response_demo_ja.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        teams = {"strong": 0, "medium": 0, "weak": 1}
+        return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
+                 f"A demo system: '{name}' (see fixtures/response_demo_ja.py).") for name, team in teams.items()]
+
+    return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
+                f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
+                f"deltaBLEU on sacrebleu's ja-mecab tokens and POSSCORE with GiNZA's tags and vectors (higher is "
+                f"better). {contexts} contexts per gold.", "response-ja",
+                response_demo_ja.generate_gold(contexts, seed=seed, prefix="dev-"),
+                response_demo_ja.generate_gold(contexts, seed=seed + 1, prefix="test-"),
+                runs, lambda gold: response_demo_ja.generate_runs(gold, seed=999)["medium"])
+
+
+DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, response_ja_demo_task, metric_demo_task]
 
 
 TOKEN_LINE = "alice's API token: "  # noqa: S105 (a label, not a secret)
@@ -228,8 +246,9 @@ class Command(BaseCommand):
             (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
             (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
             (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
-        if task.kind == "response":
+        pool = demo.slug == "response-demo"  # the demo pool is English
+        if pool:
             # A dialogue pool to try vBLEU with (the organiser's vBLEU page, or manage.py build_vbleu).
             response_demo.write_pool(folders[0] / "pool.jsonl")
         self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
-                          "gold.json" + (", pool.jsonl (vBLEU)" if task.kind == "response" else ""))
+                          "gold.json" + (", pool.jsonl (vBLEU)" if pool else ""))

@@ -12,8 +12,10 @@ With every weight 1 this is BLEU (Papineni et al. 2002; seed 001 eq. 3). eta is 
 length and rho the reference length, summed over items: ``brevity="average"`` takes each item's
 mean reference length (the seed's definition: averages over the corpus have the same ratio as
 sums), ``brevity="closest"`` the reference length closest to the hypothesis, ties to the shorter
-(sacrebleu's choice). A g found only in negatively weighted references contributes a negative
-amount (eq. 4). Range: [0, 1] with non-negative weights; higher is better.
+(sacrebleu's choice). Only the item's original references rated appropriate (weight > 0) set rho
+by default (RESPONSE-SPEC.md, "Which references set rho"); ``brevity_references="all"`` lets every
+used reference set it, as eq. 2 read literally does. A g found only in negatively weighted
+references contributes a negative amount (eq. 4). Range: [0, 1] with non-negative weights; higher is better.
 
 Every item is reduced to one row of float64 *sufficient statistics* (``statistic_names``), so the
 corpus score of any subset of items (a live subset, a bootstrap resample, a per-act breakdown) is
@@ -21,7 +23,8 @@ corpus score of any subset of items (a live subset, a bootstrap resample, a per-
 on one row with add-one smoothing for n >= 2 (Lin and Och 2004). This is sacrebleu's
 ``metrics/base.py`` design.
 
-Tokenisation: sacrebleu's ``13a`` tokeniser (mteval-v13a), lower-cased first by default.
+Tokenisation: sacrebleu's tokeniser of the task's language (``13a``, mteval-v13a, for English;
+``zh``; ``ja-mecab``), lower-cased first by default.
 """
 
 from __future__ import annotations
@@ -30,16 +33,25 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 if TYPE_CHECKING:  # sacrebleu takes 0.2 s to import: the DQ/ND score command never pays for it
-    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from collections.abc import Callable
 
 Brevity = Literal["average", "closest"]
 BREVITY_CHOICES: tuple[str, ...] = ("average", "closest")
+BrevityReferences = Literal["positive", "all"]
+# Which references set rho (RESPONSE-SPEC.md, "Which references set rho"): "positive", the item's
+# original references rated appropriate (weight > 0), or "all" used references (eq. 2 read
+# literally, as Galley's and seed 001's code do; kept for replication).
+BREVITY_REFERENCE_CHOICES: tuple[str, ...] = ("positive", "all")
+# sacrebleu's own tokenisers, one per task language (RESPONSE-SPEC.md, "Languages"): with the same
+# tokeniser, corpus BLEU equals sacrebleu's. "ja-mecab" needs mecab-python3 and ipadic (pinned
+# packages, the dictionary inside the wheel: nothing is downloaded).
+TOKENIZERS: tuple[str, ...] = ("13a", "zh", "ja-mecab")
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,11 @@ class BleuConfig:
     ``min_weight``: references whose weight is not above it are left out (plain BLEU leaves out the
     references the organisers rated inappropriate, weight <= 0); deltaBLEU keeps them all, since
     its negative weights are the point (eq. 4).
+    ``brevity_references``: which references set rho, the reference length of the brevity penalty.
+    ``"positive"`` (default): the item's original references with weight > 0 only; a bad reply's
+    length says nothing about how long a good one should be, and over all references a response
+    identical to its only positive reference scored below 0.5 in 279 of 1,500 real helpdesk items.
+    ``"all"``: every used reference, negative and vBLEU-added ones included (eq. 2 read literally).
     """
 
     max_order: int = 4
@@ -57,12 +74,19 @@ class BleuConfig:
     lowercase: bool = True
     weighted: bool = False
     min_weight: float | None = 0.0
+    brevity_references: BrevityReferences = "positive"
+    tokenizer: str = "13a"
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_order, int) or not 1 <= self.max_order <= 9:
             raise ValueError(f"max_order must be an integer from 1 to 9, not {self.max_order!r}")
         if self.brevity not in BREVITY_CHOICES:
             raise ValueError(f"brevity must be one of {', '.join(BREVITY_CHOICES)}, not {self.brevity!r}")
+        if self.brevity_references not in BREVITY_REFERENCE_CHOICES:
+            raise ValueError(f"brevity_references must be one of {', '.join(BREVITY_REFERENCE_CHOICES)}, "
+                             f"not {self.brevity_references!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {self.tokenizer!r}")
 
     def settings(self) -> dict[str, object]:
         return {
@@ -71,7 +95,8 @@ class BleuConfig:
             "lowercase": self.lowercase,
             "weighted": self.weighted,
             "min_weight": self.min_weight,
-            "tokenize": "13a",
+            "brevity_references": self.brevity_references,
+            "tokenize": self.tokenizer,
             "per_item_smoothing": "add-one for n >= 2 (Lin and Och 2004)",
         }
 
@@ -81,18 +106,39 @@ BLEU = BleuConfig(max_order=4, brevity="closest", weighted=False, min_weight=0.0
 DELTA_BLEU = BleuConfig(max_order=2, brevity="average", weighted=True, min_weight=None)
 
 
-@lru_cache(maxsize=1)
-def _tokenizer() -> Tokenizer13a:
-    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
-
-    return Tokenizer13a()
 
 
-def tokenize(text: str, lowercase: bool = True) -> list[str]:
-    """sacrebleu's 13a tokenisation (lower-casing first, as sacrebleu's ``lowercase=True`` does)."""
+class TokenizerUnavailable(RuntimeError):
+    """A tokeniser whose packages are not installed on this machine."""
+
+
+@cache
+def _tokenizer(name: str = "13a") -> Callable[[str], str]:
+    if name == "13a":
+        from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+        return Tokenizer13a()
+    if name == "zh":
+        from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+        return TokenizerZh()
+    if name == "ja-mecab":
+        try:
+            from sacrebleu.tokenizers.tokenizer_ja_mecab import TokenizerJaMecab
+
+            return TokenizerJaMecab()
+        except (ImportError, RuntimeError) as error:
+            raise TokenizerUnavailable(f"the ja-mecab tokeniser needs the packages mecab-python3 and ipadic "
+                                       f"(pip install mecab-python3 ipadic): {error}") from None
+    raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {name!r}")
+
+
+def tokenize(text: str, lowercase: bool = True, tokenizer: str = "13a") -> list[str]:
+    """sacrebleu's tokenisation (``13a``, ``zh`` or ``ja-mecab``), lower-casing first as sacrebleu's
+    ``lowercase=True`` does."""
     if lowercase:
         text = text.lower()
-    return _tokenizer()(text).split()
+    return _tokenizer(tokenizer)(text).split()
 
 
 def statistic_names(max_order: int) -> list[str]:
@@ -116,7 +162,7 @@ class PreparedReferences:
     One entry per (item, reference, distinct n-gram of that reference): ``keys`` (sorted) identify
     the item and the n-gram, ``weights`` and ``counts`` are the reference's weight and the n-gram's
     count in it. Plain BLEU keeps one entry per (item, n-gram), its largest count, all that clipping
-    needs. ``lengths[i]`` are item i's reference lengths; ``max_weight[i]`` its largest weight. A
+    needs. ``lengths[i]`` are the lengths of item i's references that set rho; ``max_weight[i]`` its largest weight. A
     gold of 10,000 items with 3 references takes about 50 MB (Python dicts of n-gram tuples took
     300-400 MB per measure).
 
@@ -150,10 +196,16 @@ def _gram_keys(item: int, counts: Counter) -> list[int]:
     return [hash((item, gram)) for gram in counts]
 
 
-def prepare_references(references: Sequence[Sequence[tuple[str, float]]], config: BleuConfig) -> PreparedReferences:
-    """Tokenise and count the references of every item: ``references[i]`` = ``[(text, weight), ...]``.
+def prepare_references(
+    references: Sequence[Sequence[tuple[str, float]]], config: BleuConfig,
+    added: Sequence[Sequence[tuple[str, float, str]]] | None = None,
+) -> PreparedReferences:
+    """Tokenise and count the references of every item: ``references[i]`` = ``[(text, weight), ...]``,
+    the item's original references, and ``added[i]`` = ``[(text, weight, origin), ...]`` those vBLEU
+    added (scored like the others, but never setting rho).
 
-    Raises ValueError when an item has no usable reference (validation prevents it for gold files).
+    Raises ValueError when an item has no usable reference, or no positively rated original one
+    when those set rho (validation prevents both for gold files).
     """
     # Typed arrays, not lists: 3 million Python ints would hold 100 MB more while preparing.
     keys = array("q")
@@ -161,24 +213,35 @@ def prepare_references(references: Sequence[Sequence[tuple[str, float]]], config
     counts = array("i")
     lengths: list[np.ndarray] = []
     max_weights = np.empty(len(references), dtype=np.float64)
+    if added is not None and len(added) != len(references):
+        raise ValueError(f"{len(added)} lists of added references for {len(references)} items")
     for index, item_references in enumerate(references):
+        candidates = [(text, weight, True) for text, weight in item_references]
+        if added is not None:
+            candidates += [(text, weight, False) for text, weight, _ in added[index]]
+        # (text, weight used in eq. 4, whether it sets rho)
         used = [
-            (text, float(weight) if config.weighted else 1.0)
-            for text, weight in item_references
+            (text, float(weight) if config.weighted else 1.0,
+             config.brevity_references == "all" or (original and weight > 0))
+            for text, weight, original in candidates
             if config.min_weight is None or weight > config.min_weight
         ]
         if not used:
             raise ValueError(f"item {index} has no reference usable by this measure (min_weight {config.min_weight})")
+        if not any(sets_length for _, _, sets_length in used):
+            raise ValueError(f"item {index} has no positively rated original reference to set the reference "
+                             "length (brevity_references 'positive'); use brevity_references 'all'")
         item_lengths = []
-        for text, weight in used:
-            tokens = tokenize(text, config.lowercase)
-            item_lengths.append(len(tokens))
+        for text, weight, sets_length in used:
+            tokens = tokenize(text, config.lowercase, config.tokenizer)
+            if sets_length:
+                item_lengths.append(len(tokens))
             for grams in _ngrams(tokens, config.max_order):
                 keys.extend(_gram_keys(index, grams))
                 counts.extend(grams.values())
                 weights.extend([weight] * len(grams))
         lengths.append(np.array(item_lengths, dtype=np.float64))
-        max_weights[index] = max(weight for _, weight in used)
+        max_weights[index] = max(weight for _, weight, _ in used)
     key_array = np.frombuffer(keys, dtype=np.int64)
     weight_array = np.frombuffer(weights, dtype=np.float64)
     count_array = np.frombuffer(counts, dtype=np.int32)
@@ -211,7 +274,8 @@ def sufficient_statistics(
     cells = array("q")  # row * max_order + order of each hypothesis n-gram
     for row, hypothesis in enumerate(hypotheses):
         item = row if items is None else int(items[row])
-        tokens = tokenize(hypothesis, config.lowercase) if isinstance(hypothesis, str) else hypothesis
+        tokens = (tokenize(hypothesis, config.lowercase, config.tokenizer) if isinstance(hypothesis, str)
+                  else hypothesis)
         for order, grams in enumerate(_ngrams(tokens, max_order)):
             keys.extend(_gram_keys(item, grams))
             counts.extend(grams.values())

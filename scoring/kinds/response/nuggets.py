@@ -184,7 +184,8 @@ class BleuTurns:
     prepared: bleu_module.PreparedReferences
 
     def encode(self, texts: Sequence[str]) -> list[list[str]]:
-        return [bleu_module.tokenize(text, self.prepared.config.lowercase) for text in texts]
+        config = self.prepared.config
+        return [bleu_module.tokenize(text, config.lowercase, config.tokenizer) for text in texts]
 
     def score(self, encoded: list[list[str]], items: np.ndarray, turns: list[list[int]]) -> np.ndarray:
         hypotheses = [[token for piece in turn for token in encoded[piece]] for turn in turns]

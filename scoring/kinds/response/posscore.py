@@ -12,7 +12,7 @@ Tokens without a vector are skipped in the means; S is 0 when either side has no
 cases of w: n_c = 0 gives w = 0, or w = 1 when n_r = 0 too; a text with no token left has n = 0.
 With several references the item's score is the **maximum** over its references (those with a
 weight above ``min_weight``, default 0: references rated inappropriate are not targets).
-Range (-1, e + 1); higher is better.
+Range (-(e + 1), e + 1): w in (0, e) and each S in [-1, 1]; higher is better.
 
 A text is reduced to one additive row (``encode``): the sums of the POS words' vectors and of the
 other words' vectors, how many of each had a vector, the number of POS words and of tokens. Sums

@@ -432,10 +432,13 @@ class RaterSettings:
     without a better validation loss, or after ``max_epochs``. ``mapping``: how P becomes a
     weight, ``"linear"`` (2P - 1, RESPONSE-SPEC.md) or ``"seed001"`` (seed 001 section 4.2: the
     larger of P and 1 - P, negated when P < 0.5, so no weight lies strictly between -0.5 and 0.5).
-    ``parrot_weight``: None, the rater rates the parrot like any other reference (seed 001); or a
-    number in [-1, 1] every parrot gets instead. The rater never sees an echo in training (no true
-    or random pair repeats its utterance), so its verdict on parrots is an extrapolation: -1 on the
-    tests' pool, +0.99 on the benchmark's (docs/vbleu.md).
+    ``parrot_weight``: the weight every parrot (the item's utterance itself) gets, -1 by default; or
+    None, the rater rates the parrot like any other reference (seed 001 section 3.2). The rater sees
+    (utterance, candidate) only and never an echo in training (no true or random pair repeats its
+    utterance), so its verdict on a parrot is an extrapolation, and on real helpdesk data it rated
+    every parrot +0.99999: a system echoing the customer then scored vBLEU 0.99999, above the true
+    replies (RESPONSE-SPEC.md, "vBLEU"). With -1, an echo scores far below the true reply
+    (benchmarks/vbleu_realistic.py, docs/vbleu.md).
     """
 
     seed: int = 0
@@ -448,7 +451,7 @@ class RaterSettings:
     batch_size: int = 512
     learning_rate: float = 0.001
     mapping: str = "linear"
-    parrot_weight: float | None = None
+    parrot_weight: float | None = -1.0
 
     def __post_init__(self) -> None:
         problems: list[str] = []

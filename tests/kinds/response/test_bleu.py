@@ -1,7 +1,7 @@
 """BLEU and deltaBLEU: the spec's worked examples, sacrebleu's corpus BLEU, a plain-loop smoothing check."""
 
 import math
-from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,6 +20,8 @@ from scoring.kinds.response.bleu import (
     sufficient_statistics,
     tokenize,
 )
+from tests.dialogues import dialogues, response_items
+from tests.reference import plain_delta_bleu
 
 CHESS_REFERENCES = [("i love chess", 1.0), ("chess tournaments are fun", 0.5), ("i hate chess tournaments", -0.5)]
 
@@ -35,11 +37,50 @@ def test_worked_example_one_item_statistics_and_score():
 
 
 def test_worked_example_corpus_average_and_closest():
-    prepared = prepare_references([CHESS_REFERENCES, [("see you later", 1.0), ("bye", 0.2)]], DELTA_BLEU)
-    stats = sufficient_statistics(["i love chess", "see you"], prepared)
-    assert corpus_score(stats, 2, "average") == pytest.approx(0.8751733190, abs=1e-10)
-    assert corpus_score(stats, 2, "average") == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
+    """RESPONSE-SPEC.md: rho from the original positively rated references (2.75), or from all (2.8333)."""
+    references = [CHESS_REFERENCES, [("see you later", 1.0), ("bye", 0.2)]]
+    stats = sufficient_statistics(["i love chess", "see you"], prepare_references(references, DELTA_BLEU))
+    assert corpus_score(stats, 2, "average") == pytest.approx(0.9048374180, abs=1e-10)
+    assert corpus_score(stats, 2, "average") == pytest.approx(math.exp(1 - 2.75 / 2.5), abs=1e-15)
     assert corpus_score(stats, 2, "closest") == 1.0
+    literal = replace(DELTA_BLEU, brevity_references="all")
+    stats_all = sufficient_statistics(["i love chess", "see you"], prepare_references(references, literal))
+    assert corpus_score(stats_all, 2, "average") == pytest.approx(0.8751733190, abs=1e-10)
+    assert corpus_score(stats_all, 2, "average") == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
+    assert corpus_score(stats_all, 2, "closest") == 1.0
+
+
+def test_worked_example_negative_reference_does_not_set_the_length():
+    references = [[("thank you", 1.0), ("please call our hotline at any time for more help", -0.3)]]
+    stats = sufficient_statistics(["thank you"], prepare_references(references, DELTA_BLEU))
+    assert corpus_score(stats, 2, "average") == 1.0
+    assert item_scores(stats, 2, "average")[0] == 1.0
+    literal = replace(DELTA_BLEU, brevity_references="all")
+    stats_all = sufficient_statistics(["thank you"], prepare_references(references, literal))
+    assert corpus_score(stats_all, 2, "average") == pytest.approx(0.1353352832, abs=1e-10)
+    assert item_scores(stats_all, 2, "average")[0] == pytest.approx(0.1353352832, abs=1e-10)
+
+
+def test_worked_example_vbleu_references_do_not_set_the_length():
+    original = [[("thank you very much", 1.0)]]
+    added = [[("thanks", 0.9, "pool"), ("thank you", 0.95, "parrot")]]
+    stats = sufficient_statistics(["thank you"], prepare_references(original, DELTA_BLEU, added=added))
+    assert corpus_score(stats, 2, "average") == pytest.approx(0.3678794412, abs=1e-10)
+    assert item_scores(stats, 2, "average")[0] == pytest.approx(0.3678794412, abs=1e-10)
+    literal = replace(DELTA_BLEU, brevity_references="all")
+    stats_all = sufficient_statistics(["thank you"], prepare_references(original, literal, added=added))
+    assert corpus_score(stats_all, 2, "average") == pytest.approx(0.8464817249, abs=1e-10)
+
+
+def test_settings_record_which_references_set_rho():
+    assert DELTA_BLEU.settings()["brevity_references"] == "positive"
+    assert replace(DELTA_BLEU, brevity_references="all").settings()["brevity_references"] == "all"
+    with pytest.raises(ValueError, match="brevity_references must be one of positive, all"):
+        BleuConfig(brevity_references="negative")
+    with pytest.raises(ValueError, match="no positively rated original reference"):
+        prepare_references([[("a b", 0.0)]], DELTA_BLEU, added=[[("a b", 1.0, "pool")]])
+    with pytest.raises(ValueError, match="1 lists of added references for 2 items"):
+        prepare_references([[("a", 1.0)], [("b", 1.0)]], DELTA_BLEU, added=[[]])
 
 
 def test_negative_only_ngram_contributes_negatively():
@@ -92,42 +133,6 @@ def test_subset_corpus_score_from_summed_statistics(items, data):
     assert corpus_score(stats[subset], 2, "average") == corpus_score(alone, 2, "average")
 
 
-def _plain_item_bleu(hypothesis, references, order, brevity, lowercase=True):
-    """Independent plain-loop per-item deltaBLEU with add-one smoothing for n >= 2."""
-    hyp = (hypothesis.lower() if lowercase else hypothesis)
-    hyp = sacrebleu.tokenizers.tokenizer_13a.Tokenizer13a()(hyp).split()
-    refs = [((text.lower() if lowercase else text), weight) for text, weight in references]
-    refs = [(sacrebleu.tokenizers.tokenizer_13a.Tokenizer13a()(text).split(), weight) for text, weight in refs]
-    log_sum = 0.0
-    for n in range(1, order + 1):
-        hyp_counts = Counter(tuple(hyp[k : k + n]) for k in range(len(hyp) - n + 1))
-        num = 0.0
-        den = 0.0
-        for gram, count in hyp_counts.items():
-            best = None
-            for tokens, weight in refs:
-                held = sum(1 for k in range(len(tokens) - n + 1) if tuple(tokens[k : k + n]) == gram)
-                if held:
-                    value = weight * min(count, held)
-                    best = value if best is None else max(best, value)
-            num += best or 0.0
-            den += max(weight * count for _, weight in refs)
-        if n >= 2:
-            num, den = num + 1, den + 1
-        if num <= 0 or den <= 0:
-            return 0.0
-        log_sum += math.log(num / den)
-    eta = len(hyp)
-    if brevity == "average":
-        rho = sum(len(tokens) for tokens, _ in refs) / len(refs)
-    else:
-        rho = sorted((abs(len(tokens) - eta), len(tokens)) for tokens, _ in refs)[0][1]
-    if eta == 0:
-        return 0.0
-    penalty = 1.0 if eta > rho else math.exp(1 - rho / eta)
-    return penalty * math.exp(log_sum / order)
-
-
 weighted_corpus = st.lists(
     st.tuples(sentence, st.lists(st.tuples(sentence, st.sampled_from([1.0, 0.5, 0.2, -0.3, -1.0])), min_size=1,
                                  max_size=4).filter(lambda refs: any(w > 0 for _, w in refs))),
@@ -135,16 +140,31 @@ weighted_corpus = st.lists(
 )
 
 
+origins = st.sampled_from(["original", "original", "pool", "parrot"])
+extended_corpus = st.lists(
+    st.tuples(sentence, st.lists(st.tuples(sentence, st.sampled_from([1.0, 0.5, 0.2, -0.3, -1.0]), origins),
+                                 min_size=1, max_size=5)
+              .filter(lambda refs: any(w > 0 and origin == "original" for _, w, origin in refs))),
+    min_size=1, max_size=8,
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(weighted_corpus, st.sampled_from([(2, "average"), (4, "closest"), (3, "average")]))
-def test_per_item_smoothed_against_plain_loop(items, shape):
+@given(extended_corpus, st.sampled_from([(2, "average"), (4, "closest"), (3, "average"), (2, "closest")]),
+       st.sampled_from(["positive", "all"]))
+def test_item_and_corpus_scores_against_plain_loop(items, shape, lengths):
+    """Original and vBLEU-added references, either rule for rho: per item (smoothed) and corpus."""
     order, brevity = shape
-    config = BleuConfig(max_order=order, brevity=brevity, weighted=True, min_weight=None)
-    prepared = prepare_references([refs for _, refs in items], config)
-    stats = sufficient_statistics([hyp for hyp, _ in items], prepared)
-    scores = item_scores(stats, order, brevity)
-    for (hypothesis, refs), score in zip(items, scores):
-        assert score == pytest.approx(_plain_item_bleu(hypothesis, refs, order, brevity), abs=1e-12)
+    config = BleuConfig(max_order=order, brevity=brevity, weighted=True, min_weight=None, brevity_references=lengths)
+    original = [[(text, w) for text, w, origin in refs if origin == "original"] for _, refs in items]
+    added = [[(text, w, origin) for text, w, origin in refs if origin != "original"] for _, refs in items]
+    stats = sufficient_statistics([hyp for hyp, _ in items], prepare_references(original, config, added=added))
+    hypotheses = [hyp for hyp, _ in items]
+    everything = [list(o) + list(a) for o, a in zip(original, added)]
+    expected = plain_delta_bleu(hypotheses, everything, order, brevity, lengths, per_item=True)
+    assert item_scores(stats, order, brevity) == pytest.approx(expected, abs=1e-12)
+    assert corpus_score(stats, order, brevity) == pytest.approx(
+        plain_delta_bleu(hypotheses, everything, order, brevity, lengths), abs=1e-12)
 
 
 def test_plain_bleu_ignores_weights_and_leaves_out_non_positive_references():
@@ -174,3 +194,33 @@ def test_bad_configuration_is_refused():
         prepare_references([[("a", -0.5)]], BLEU)
     with pytest.raises(ValueError, match="columns"):
         corpus_score(np.zeros((1, 5)), 2, "average")
+
+
+def test_realistic_dialogues_against_plain_loop_and_perfect_replies_score_one():
+    """Real-looking helpdesk text (tests/dialogues.py): the vectorised code equals the plain loop for
+    both rules of rho, and a reply identical to its only positive reference scores 1.0 per item only
+    when rho comes from the positive references (read literally, a longer negative one drags it down)."""
+    conversations = dialogues(120, seed=3)
+    items = response_items(conversations, seed=3)
+    references = [[(ref["text"], ref["weight"]) for ref in item["references"]] for item in items]
+    true = [refs[0][0] for refs in references]
+    half = [" ".join(text.split()[: max(1, len(text.split()) // 2)]) for text in true]
+    other = true[1:] + true[:1]
+    echo = [item["context"][-1]["text"] for item in items]
+    for lengths in ("positive", "all"):
+        config = replace(DELTA_BLEU, brevity_references=lengths)
+        prepared = prepare_references(references, config)
+        for hypotheses in (true, half, other, echo):
+            stats = sufficient_statistics(hypotheses, prepared)
+            assert item_scores(stats, 2, "average") == pytest.approx(
+                plain_delta_bleu(hypotheses, references, 2, "average", lengths, per_item=True), abs=1e-12)
+            assert corpus_score(stats, 2, "average") == pytest.approx(
+                plain_delta_bleu(hypotheses, references, 2, "average", lengths), abs=1e-12)
+    only_positive = [[ref for ref in refs if ref[1] < 0 or ref is refs[0]] for refs in references]
+    perfect = item_scores(sufficient_statistics(true, prepare_references(only_positive, DELTA_BLEU)), 2, "average")
+    assert perfect.tolist() == [1.0] * len(items)
+    literal = replace(DELTA_BLEU, brevity_references="all")
+    dragged = item_scores(sufficient_statistics(true, prepare_references(only_positive, literal)), 2, "average")
+    assert (dragged < 1.0).sum() > len(items) // 4
+    expected = plain_delta_bleu(true, only_positive, 2, "average", "all", per_item=True)
+    assert dragged == pytest.approx(expected, abs=1e-12)

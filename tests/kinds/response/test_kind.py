@@ -68,7 +68,7 @@ def test_registered_with_measures_higher_is_better_and_keys_of_the_issue():
     assert [spec.key for spec in specs] == ["bleu", "delta_bleu", "posscore", "vbleu"]
     assert all(spec.higher_is_better and spec.official and spec.citation for spec in specs)
     assert [spec.headline for spec in specs] == ["corpus", "corpus", "mean", "corpus"]
-    assert specs[2].value_range == (-1.0, math.e + 1)
+    assert specs[2].value_range == (-(math.e + 1), math.e + 1)
     unofficial = KIND.measures(KIND.config({"official": ["delta_bleu"]}))
     assert [spec.official for spec in unofficial] == [False, True, False, True]
 
@@ -84,8 +84,14 @@ def test_worked_example_corpus_average_and_closest():
     run = [{"id": "b", "response": "see you"}, {"id": "a", "response": "i love chess"}]
     average = score(TWO_ITEMS, run)
     assert average.item_ids == ["a", "b"]
-    assert average.headlines["delta_bleu"] == pytest.approx(0.8751733190, abs=1e-10)
-    assert average.headlines["delta_bleu"] == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
+    # rho from the original positively rated references (RESPONSE-SPEC.md): 2.75 against eta 2.5.
+    assert average.headlines["delta_bleu"] == pytest.approx(0.9048374180, abs=1e-10)
+    assert average.settings["delta_bleu"]["brevity_references"] == "positive"
+    literal = score(TWO_ITEMS, run, {"delta_bleu": {"brevity_references": "all"}})
+    assert literal.headlines["delta_bleu"] == pytest.approx(0.8751733190, abs=1e-10)
+    assert literal.headlines["delta_bleu"] == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
+    assert literal.settings["delta_bleu"]["brevity_references"] == "all"
+    assert any("rho from every reference" in line for _, line in KIND.describe_settings(literal.settings))
     closest = score(TWO_ITEMS, run, {"delta_bleu": {"brevity": "closest"}})
     assert closest.headlines["delta_bleu"] == 1.0
     # The MeasureSpec's corpus function over the stored statistics is the headline, for any subset too.
@@ -93,7 +99,7 @@ def test_worked_example_corpus_average_and_closest():
     assert spec.aggregate(average.per_item["delta_bleu"], average.statistics["delta_bleu"]) == \
         average.headlines["delta_bleu"]
     assert spec.aggregate(average.per_item["delta_bleu"][[0]], average.statistics["delta_bleu"][[0]]) == \
-        pytest.approx(math.exp(1 - 11 / 9), abs=1e-15)
+        pytest.approx(math.exp(1 - 3.5 / 3), abs=1e-15)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
@@ -166,9 +172,10 @@ def test_configuration_problems_are_all_listed_with_their_paths():
         KIND.config(bad)
     problems = caught.value.problems
     assert problems == [
-        "unknown key(s) colour (known: measures, official, bleu, delta_bleu, posscore, pipeline, vectors, nuggets)",
+        "unknown key(s) colour (known: language, measures, official, bleu, delta_bleu, posscore, pipeline, vectors, "
+        "nuggets)",
         "measures: unknown or invalid \"rouge\" (allowed: bleu, delta_bleu, posscore)",
-        "bleu: unknown key(s) smooth (known: max_order, brevity, lowercase)",
+        "bleu: unknown key(s) smooth (known: max_order, brevity, lowercase, brevity_references)",
         "bleu.max_order: must be an integer from 1 to 9, not 0",
         "bleu.brevity: must be one of average, closest, not \"longest\"",
         "delta_bleu.lowercase: must be true or false, not \"yes\"",
@@ -601,7 +608,7 @@ def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
     """The server refuses, unparsed, files with more containers and commas per item than a kind
     allows (``Kind.run_values_per_item``): the issue's shape, 4 nuggets with 8 + 7 alternatives
     each, passes; a file of empty objects does not."""
-    gold = KIND.compile_gold([{"id": str(k), "references": [{"text": "fine"}]} for k in range(50)],
+    gold = KIND.compile_gold([{"id": str(k), "references": [{"text": "fine, thanks"}]} for k in range(50)],
                              KIND.preset("bleu-only"))
     others = [act for act in ACTS_SEED004 if act != "Apology"]
     nugget = {"text": "Sorry.", "act": "Apology", "diff": [{"text": "Thanks.", "act": act} for act in others[:8]],

@@ -42,12 +42,13 @@ def test_worked_corpus_example_end_to_end(prepared):
     gold = load_response_gold(GOLD)
     run = load_response_run([{"id": "b", "response": "see you"}, {"id": "a", "response": "i love chess"}], gold)
     scores = score_run(run, prepared)
-    assert scores.headlines["delta_bleu"] == pytest.approx(0.8751733190, abs=1e-10)
+    # rho from the original positively rated references (RESPONSE-SPEC.md): 2.75 against eta 2.5.
+    assert scores.headlines["delta_bleu"] == pytest.approx(0.9048374180, abs=1e-10)
     assert set(scores.per_item) == set(RESPONSE_MEASURES)
     assert all(len(values) == 2 for values in scores.per_item.values())
     # A subset's headline is the corpus formula over that subset's statistics, exactly.
-    # Item "a" alone: both precisions 1, BP = exp(1 - (11/3) / 3) (average reference length 11/3).
-    assert headline("delta_bleu", scores, subset=[0]) == pytest.approx(math.exp(1 - 11 / 9), abs=1e-15)
+    # Item "a" alone: both precisions 1, BP = exp(1 - 3.5 / 3) (its two positive references: 3 and 4 tokens).
+    assert headline("delta_bleu", scores, subset=[0]) == pytest.approx(math.exp(1 - 3.5 / 3), abs=1e-15)
     assert headline("delta_bleu", scores, subset=[1]) == pytest.approx(1.0, abs=1e-15)
     assert headline("posscore", scores, subset=[1]) == scores.per_item["posscore"][1]
     assert scores.settings["posscore"]["pipeline"] == "en_core_web_md"

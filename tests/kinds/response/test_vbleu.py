@@ -28,6 +28,7 @@ from scoring.kinds.response import vbleu as vb
 from scoring.kinds.response.formats import load_response_gold
 from scoring.kinds.response.nlp import parse_word2vec
 from scoring.validation import ValidationFailed
+from tests.reference import plain_delta_bleu
 
 TOPICS, WORDS, DIMENSIONS = 16, 24, 16
 POOL_PAIRS = 3000
@@ -39,15 +40,23 @@ def topic_words(topic: int) -> list[str]:
     return [f"t{topic}w{j}" for j in range(WORDS)]
 
 
+# The words of the gold's positive reference (make_gold), which no pool text holds: a gold whose
+# reference tokens mostly lack a vector is refused (RESPONSE-SPEC.md, "Languages").
+REFERENCE_WORDS = ("i", "have", "no", "idea")
+
+
 def vector_table_text(seed: int = 0) -> str:
-    """word2vec text: every topic's words around their own random centre; function words have no vector."""
+    """word2vec text: every topic's words around their own random centre, the reference's words
+    apart; function words have no vector."""
     rng = np.random.default_rng(seed)
-    lines = [f"{TOPICS * WORDS} {DIMENSIONS}"]
+    lines = [f"{TOPICS * WORDS + len(REFERENCE_WORDS)} {DIMENSIONS}"]
     for topic in range(TOPICS):
         centre = rng.normal(size=DIMENSIONS)
         for word in topic_words(topic):
             vector = centre + 0.4 * rng.normal(size=DIMENSIONS)
             lines.append(word + " " + " ".join(f"{value:.5f}" for value in vector))
+    for word in REFERENCE_WORDS:  # drawn after the topics': the topic vectors are as they were
+        lines.append(word + " " + " ".join(f"{value:.5f}" for value in rng.normal(size=DIMENSIONS)))
     return "\n".join(lines) + "\n"
 
 
@@ -393,7 +402,9 @@ def test_extended_gold_is_a_valid_gold_with_original_references_first(planted, e
         assert len(added) == 16
         assert [reference["origin"] for reference in added] == ["pool"] * 15 + ["parrot"]
         assert {reference["pool_line"] for reference in added[:3]} == set(planted["planted"][item])
-        for reference in added:
+        # The parrot's weight is fixed at -1 by default (issue 27): no rater probability.
+        assert added[-1]["weight"] == -1.0 and "p" not in added[-1]
+        for reference in added[:-1]:
             # p is written with 6 decimals, as the weight is: 2p - 1 agrees to 3e-6.
             assert abs(reference["weight"] - (2 * reference["p"] - 1)) <= 3e-6
             assert -1 <= reference["weight"] <= 1
@@ -467,26 +478,10 @@ def test_another_process_with_other_hash_seeds_writes_the_same_bytes(extension):
                                    hashlib.sha256(extension.provenance_json()).hexdigest()]
 
 
-def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
-    """Seed 001 eq. 4, N = 2, average brevity penalty, written out with loops."""
-    numerators, denominators = [0.0, 0.0], [0.0, 0.0]
-    hyp_length = ref_length = 0.0
-    for hypothesis, item_references in zip(hypotheses, references):
-        hyp = bleu.tokenize(hypothesis)
-        refs = [(bleu.tokenize(text), weight) for text, weight in item_references]
-        hyp_length += len(hyp)
-        ref_length += sum(len(tokens) for tokens, _ in refs) / len(refs)
-        for n in (1, 2):
-            grams = Counter(tuple(hyp[k : k + n]) for k in range(len(hyp) - n + 1))
-            for gram, count in grams.items():
-                matches = [weight * min(count, Counter(tuple(t[k : k + n]) for k in range(len(t) - n + 1))[gram])
-                           for t, weight in refs if gram in {tuple(t[k : k + n]) for k in range(len(t) - n + 1)}]
-                numerators[n - 1] += max(matches) if matches else 0.0
-                denominators[n - 1] += max(weight * count for _, weight in refs)
-    if min(numerators) <= 0:
-        return 0.0
-    penalty = 1.0 if hyp_length > ref_length else math.exp(1 - ref_length / hyp_length)
-    return penalty * math.exp(sum(math.log(a / b) for a, b in zip(numerators, denominators)) / 2)
+def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple]]) -> float:
+    """Seed 001 eq. 4, N = 2, average brevity penalty, rho from the original positively rated
+    references, written out with loops (tests/reference.py); added references carry their origin."""
+    return plain_delta_bleu(hypotheses, references, 2, "average", "positive")
 
 
 def test_vbleu_is_delta_bleu_over_the_extended_gold(planted, extension):
@@ -498,7 +493,7 @@ def test_vbleu_is_delta_bleu_over_the_extended_gold(planted, extension):
                   for item, entry in enumerate(extension.gold)]
     # The loaded gold keeps the added references apart (``references`` are the original ones).
     assert extended.references == original.references
-    prepared = bleu.prepare_references(extended.all_references(), bleu.DELTA_BLEU)
+    prepared = bleu.prepare_references(extended.references, bleu.DELTA_BLEU, added=extended.extended)
     stats = bleu.sufficient_statistics(hypotheses, prepared)
     vbleu_score = bleu.corpus_score(stats, 2, "average")
     assert vbleu_score == pytest.approx(plain_corpus_delta_bleu(hypotheses, extended.all_references()), abs=1e-12)

