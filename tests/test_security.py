@@ -19,6 +19,20 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from tasks.models import Run
 from tests.conftest import World, committing, run_bytes
 
+
+@pytest.fixture(autouse=True)
+def _one_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-ratelimit counts in fixed windows (a minute, offset per key): a burst of guesses that
+    straddles a window's end starts counting again, which on a loaded machine made the limits'
+    exact counts flaky. The limits' clock stands still here, so a burst is one window."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    import django_ratelimit.core
+
+    now = real_time.time()
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
+
 ROOT = Path(__file__).resolve().parent.parent
 # "staff" is a superuser; "staff without permissions" has staff status (the admin opens) and no
 # permission, no task and no team: staff status alone gives no organiser right (issue 24).

@@ -279,6 +279,9 @@ def load_response_gold(data: object, acts: Sequence[str] = ACTS_SEED004) -> Resp
         nuggets = entry.get("nuggets", [])
         if not isinstance(nuggets, list):
             problems.add(f"{path}.nuggets", f"must be a list, not {quoted(nuggets)}")
+        elif len(nuggets) > MAX_NUGGETS_PER_RESPONSE:
+            problems.add(f"{path}.nuggets", f"has {len(nuggets)} nuggets; at most {MAX_NUGGETS_PER_RESPONSE} "
+                                            "are allowed per item")
         else:
             for k, nugget in enumerate(nuggets):
                 where = f"{path}.nuggets[{k}]"

@@ -199,7 +199,7 @@ def test_memory_stays_bounded_with_thousands_of_nuggets(tmp_path):
     script = tmp_path / "many.py"
     script.write_text(
         "import resource, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})\n"
         "from scoring.kinds.response import bleu\n"
         "from scoring.kinds.response.nuggets import BleuTurns, Nugget, Turn, score_nuggets\n"
         "measure = BleuTurns(bleu.prepare_references([[('a b c a', 1.0)]], bleu.BLEU))\n"

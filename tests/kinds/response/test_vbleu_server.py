@@ -338,7 +338,7 @@ def test_organisers_see_the_provenance_on_the_dashboard_and_in_the_api(task_with
 def test_offline_build_writes_the_bytes_the_server_stores(task_with_runs, planted, tmp_path):
     """``build_vbleu --gold --out POOL``: same gold, pool, settings and task configuration (the
     task's uploaded vectors feed the rater), the same bytes as the version the server loads."""
-    from tasks.datafiles import blob_path
+    from tasks.blobs import path as blob_path
     from tasks.models import GoldVersion
 
     build(task_with_runs)
