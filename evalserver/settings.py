@@ -267,7 +267,7 @@ CELERY_BEAT_SCHEDULE = {
     # Pool jobs whose message was lost or whose worker died: sent again, or failed with a reason.
     "pool-jobs-sweep": {"task": "tasks.vbleu.sweep_pool_jobs_task", "schedule": 60.0},
     # Phases that open and end, scheduled publications (tasks.phaseclock): recorded within seconds.
-    "phase-clock": {"task": "tasks.jobs.phase_clock_task", "schedule": 15.0},
+    "phase-clock": {"task": "tasks.phaseclock.phase_clock_task", "schedule": 15.0},
 }
 # The phase clock (tasks.phaseclock): "celery" (beat, above), "thread" (a daemon thread of each web
 # process, for the broker-less default) or "off" (tests; the rules themselves follow the clock).
@@ -280,7 +280,7 @@ EVALSERVER_PHASE_CLOCK_MODE = env_choice("EVALSERVER_PHASE_CLOCK_MODE",
 # progress) or "sync" (in the request, for tests).
 EVALSERVER_POOL_JOB_MODE = env_choice("EVALSERVER_POOL_JOB_MODE", "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
                                       ("celery", "thread", "sync"))
-CELERY_IMPORTS = ("tasks.vbleu",)
+CELERY_IMPORTS = ("tasks.vbleu", "tasks.phaseclock")
 # A pool of 10^6 pairs is ~100-200 MB; an index build and a rater training take minutes.
 EVALSERVER_POOL_MAX_BYTES = env_int("EVALSERVER_POOL_MAX_BYTES", default=1024 * 1024 * 1024, minimum=1024)
 EVALSERVER_POOL_JOB_TIME_LIMIT = env_int("EVALSERVER_POOL_JOB_TIME_LIMIT", default=3600, minimum=10)

@@ -358,11 +358,3 @@ def score_run_task(self, run_id: int, reclaim_attempt: int | None = None) -> str
 @app.task(acks_late=True)
 def requeue_stuck_runs_task() -> list[int]:
     return requeue_stuck_runs()
-
-
-@app.task(acks_late=True)
-def phase_clock_task() -> list[str]:
-    """Record phases that opened or ended and scheduled publications that are due (beat)."""
-    from tasks.phaseclock import advance
-
-    return advance()

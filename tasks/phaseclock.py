@@ -13,7 +13,7 @@ has to flip for the rules to hold at the second. The clock adds what needs a pro
   time, or, while a phase still takes runs on its gold, waits (said once in the log).
 
 ``advance`` is idempotent and safe in several processes at once: a change is recorded by the one
-conditional UPDATE that wins. It runs from Celery beat (``tasks.jobs.phase_clock_task``) or, in
+conditional UPDATE that wins. It runs from Celery beat (``phase_clock_task``) or, in
 the broker-less default, from a daemon thread of the web process (``ensure_thread``), which wakes
 at the next boundary and at least every ``MAX_SLEEP_SECONDS``.
 """
@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from evalserver.celery import app
 from tasks.changes import board_changed
 from tasks.errors import Rejected
 from tasks.models import AccessLog, Phase, Run
@@ -78,6 +79,12 @@ def advance(now: datetime | None = None) -> list[str]:
                     _record(phase, what)
                     done.append(what)
     return done
+
+
+@app.task(acks_late=True)
+def phase_clock_task() -> list[str]:
+    """Record phases that opened or ended and scheduled publications that are due (Celery beat)."""
+    return advance()
 
 
 def _change(phase: Phase, state: str, now: datetime) -> str:
