@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from fixtures.synthetic import generate_gold
-from tasks import organising, submissions
+from tasks import changes, organising, submissions
 from tasks.models import Phase, Run, Score
 from tests.conftest import World, committing, run_bytes
 
@@ -80,6 +80,11 @@ def test_publishing_the_final_phase_puts_the_test_board_on_the_whole_test_set(wo
     with committing():
         final.results_published = True
         final.save()
+    # Not while the test phase takes runs on that gold (each new run would learn its test scores).
+    assert board(world, "test")["scope"] == "live" and board(world, "final")["runs"] == []
+    with committing():
+        test.ends_at = timezone.now()
+        test.save()
     shown = board(world, "test")
     assert shown["scope"] == "full" and {entry["scores"]["n_items"] for entry in shown["runs"]} == {30}
     assert sorted(entry["name"] for entry in board(world, "final")["runs"]) == [
@@ -148,6 +153,10 @@ def test_matrices_of_test_gold_wait_for_publication_even_on_a_development_board(
     with committing():
         final.results_published = True
         final.save()
+    assert Client().get(url).status_code == 403  # the dev phase still takes runs scored on this gold
+    with committing():
+        Phase.objects.filter(name="dev").update(ends_at=timezone.now())
+        changes.board_changed(world.task)
     assert Client().get(url).status_code == 200
 
 
