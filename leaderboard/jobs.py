@@ -21,7 +21,7 @@ from django.dispatch import receiver
 from evalserver.celery import app
 from leaderboard import scheduling, statistics
 from tasks import cachekeys
-from tasks.changes import boards_changed, publication_changed
+from tasks.changes import boards_changed, periodic_sweep, publication_changed
 from tasks.models import Phase
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 @receiver(boards_changed)
 def _boards_changed(sender: type, task_id: int, **kwargs: Any) -> None:
     schedule_statistics(task_id)
+
+
+@receiver(periodic_sweep)
+def _periodic_sweep(sender: type, **kwargs: Any) -> None:
+    wake_forgotten_statistics()
 
 
 @receiver(publication_changed)

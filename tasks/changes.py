@@ -21,6 +21,9 @@ boards_changed = Signal()
 # Sent when a phase's results are published or withdrawn, with ``phase``, inside the saving
 # transaction and before ``boards_changed``: statistics computed over the other scope must go first.
 publication_changed = Signal()
+# Sent every minute by the broker-less background worker (tasks.worker), which does what celery
+# beat does in production: the leaderboard looks for statistics whose computation was forgotten.
+periodic_sweep = Signal()
 
 
 def touch_scores(task: Task) -> None:

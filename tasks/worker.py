@@ -31,6 +31,7 @@ from django.db import close_old_connections
 from django.db.models import F, Q
 from django.utils import timezone
 
+from tasks.changes import periodic_sweep
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.jobs import (
     MAX_INTERRUPTIONS,
@@ -175,7 +176,6 @@ class Worker:
     def sweep(self) -> None:
         """What celery beat does every minute in production: end runs cut off too often, look at
         statistics whose computation was forgotten (a process that died with its timer)."""
-        from leaderboard.jobs import wake_forgotten_statistics
-
         fail_runs_cut_too_often()
-        wake_forgotten_statistics()
+        # The leaderboard's statistics sweep answers this signal (tasks never imports the leaderboard).
+        periodic_sweep.send(sender=Worker)
