@@ -32,6 +32,11 @@ def _boards_changed(sender: type, task_id: int, **kwargs: Any) -> None:
     schedule_statistics(task_id)
 
 
+@receiver(periodic_sweep)
+def _periodic_sweep(sender: type, **kwargs: Any) -> None:
+    wake_forgotten_statistics()
+
+
 @receiver(publication_changed)
 def _publication_changed(sender: type, phase: Phase, **kwargs: Any) -> None:
     """The stored significance results of the phase's board were computed over the other scope,
@@ -131,11 +136,6 @@ def compute_statistics_task(task_id: int) -> str:
         _wake_in_celery(task_id, again)
         return f"next look in {again:.1f} s"
     return "nothing pending"
-
-
-@receiver(periodic_sweep)
-def _sweep(**_: Any) -> None:
-    wake_forgotten_statistics()
 
 
 def wake_forgotten_statistics() -> list[int]:

@@ -21,10 +21,8 @@ boards_changed = Signal()
 # Sent when a phase's results are published or withdrawn, with ``phase``, inside the saving
 # transaction and before ``boards_changed``: statistics computed over the other scope must go first.
 publication_changed = Signal()
-
-# Sent by the broker-less background worker (``tasks.worker``) every minute, without arguments:
-# what celery beat's sweeps do in production (the statistics look at computations a dead process
-# forgot, in ``leaderboard``).
+# Sent every minute by the broker-less background worker (tasks.worker), which does what celery
+# beat does in production: the leaderboard looks for statistics whose computation was forgotten.
 periodic_sweep = Signal()
 
 # Sent by the background worker once when it starts, before it loads anything (``tasks.worker``):
