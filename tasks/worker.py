@@ -28,7 +28,7 @@ from types import FrameType
 import orjson
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -126,7 +126,7 @@ class Worker:
                 found = next_run()
             except TRANSIENT_DB_ERRORS:
                 log.warning("the database is unavailable; trying again", exc_info=True)
-                close_old_connections()
+                _release_connections()
                 self.stopping.wait(5.0)
                 continue
             if found is None:
@@ -165,7 +165,7 @@ class Worker:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.scoring = None
-            close_old_connections()
+            _release_connections()
         log.info("run %s: %s", run_id, outcome)
         return outcome
 
@@ -174,3 +174,12 @@ class Worker:
         statistics whose computation was forgotten (a process that died with its timer)."""
         fail_runs_cut_too_often()
         periodic_sweep.send(sender=None)  # the statistics' own sweep (leaderboard.jobs) listens
+
+
+def _release_connections() -> None:
+    """Django's ``close_old_connections`` for a loop that is not a request: drop a connection that
+    is broken or past its age, but never one inside a transaction (a caller's, or a test's: closing
+    it there would cut the caller's work, which PostgreSQL reports as "the connection is closed")."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()

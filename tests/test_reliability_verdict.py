@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import reliability_report as report  # noqa: E402
 
-ARGS = argparse.Namespace(quick=True)
+ARGS = argparse.Namespace(quick=True, inputs_only=False)
 
 
 def test_a_missed_latency_target_fails_the_report() -> None:
