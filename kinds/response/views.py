@@ -60,8 +60,8 @@ class VbleuForm(forms.Form):
     name = forms.CharField(required=False, max_length=255, label="Pool name", help_text="for display; optional")
     from_version = forms.TypedChoiceField(coerce=int, label="Gold version to extend")
     k = forms.IntegerField(min_value=1, max_value=100, initial=15, label="k",
-                           help_text="pool pairs retrieved per item by BM25 (Tsuta et al. 2023 used 15); the utterance itself "
-                                     "(the parrot) is added")
+                           help_text="pool pairs retrieved per item by BM25 (Tsuta et al. 2023 used 15); the "
+                                     "utterance itself (the parrot) is added")
     rating = forms.ChoiceField(choices=[("automatic", "automatic rater, trained on the pool"),
                                         ("human", "human ratings (a file)")], initial="automatic",
                                widget=forms.RadioSelect, label="Weights")

@@ -61,7 +61,8 @@ class ProgressBar:
 
 
 class Command(BaseCommand):
-    help = ("Extend a response task's gold with vBLEU references (Tsuta et al. 2023, sections 3.2 and 4): the top k pool pairs "
+    help = ("Extend a response task's gold with vBLEU references (Tsuta et al. 2023, sections 3.2 and 4): "
+            "the top k pool pairs "
             "by BM25 for each item's last context utterance and the utterance itself, weighted by an automatic rater "
             "trained on the pool (or by uploaded human ratings); load the result as a new gold version with its "
             "provenance and re-score the runs. The pool (JSONL, one {\"utterance\", \"response\"} a line) is stored "
