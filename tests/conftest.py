@@ -154,3 +154,17 @@ def stc3_server_summary(summary: dict[str, Any]) -> dict[str, Any]:
     if summary.get("n_missing"):
         data["n_missing"] = summary["n_missing"]
     return data
+
+
+@pytest.fixture
+def one_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-ratelimit counts in fixed windows (a minute, offset per key): a burst of attempts
+    that straddles a window's end starts counting again, which on a loaded machine made exact
+    counts of the sign-in limits flaky. The limits' clock stands still, so a burst is one window."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    import django_ratelimit.core
+
+    now = real_time.time()
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))

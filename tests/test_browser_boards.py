@@ -201,8 +201,9 @@ def test_an_organiser_previews_and_publishes_the_final_results_and_confirms_a_re
 
 
 @pytest.fixture
-def superuser(transactional_db: Any, settings: Any) -> None:
-    """Made before Playwright's event loop starts (Django refuses database calls from its thread)."""
+def superuser(transactional_db: Any, settings: Any, one_rate_window: None) -> None:
+    """Made before Playwright's event loop starts (Django refuses database calls from its thread);
+    the sign-in limit counts in one window (tests.conftest.one_rate_window)."""
     from django.contrib.auth import get_user_model
 
     settings.EVALSERVER_LOGIN_RATE = "3/m"

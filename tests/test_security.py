@@ -21,17 +21,9 @@ from tests.conftest import World, committing, run_bytes
 
 
 @pytest.fixture(autouse=True)
-def _one_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """django-ratelimit counts in fixed windows (a minute, offset per key): a burst of guesses that
-    straddles a window's end starts counting again, which on a loaded machine made the limits'
-    exact counts flaky. The limits' clock stands still here, so a burst is one window."""
-    import time as real_time
-    from types import SimpleNamespace
+def _one_rate_window(one_rate_window: None) -> None:
+    """Every limit of this module counts in one window (tests.conftest.one_rate_window)."""
 
-    import django_ratelimit.core
-
-    now = real_time.time()
-    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
 
 ROOT = Path(__file__).resolve().parent.parent
 # "staff" is a superuser; "staff without permissions" has staff status (the admin opens) and no
