@@ -147,7 +147,7 @@ class MetricRun:
 
 def _titles() -> dict[str, tuple[str, str, str, str]]:
     """key -> (title, short title, group, group title)."""
-    fidelity = ("fidelity", "Fidelity: predictive power (seed 003, Algorithm 3)")
+    fidelity = ("fidelity", "Fidelity: predictive power (Liu, Zhou and Wilson, ACM TOIS 2021, Algorithm 3)")
     pooled = ("responses", "Correlation with people, responses pooled")
     within = ("within", "Correlation with people within contexts (mean over contexts)")
     system = ("systems", "Correlation with people, system means")
@@ -372,8 +372,8 @@ class MetricKind(Kind):
             tables.append({
                 "title": "Concordance with the gold property metric", "shade": True,
                 "note": "Row metric A, column metric B: the share of the pairs on which A and B disagree where A "
-                        "agrees with the gold-standard property metric (seed 003, Algorithm 4); empty where they "
-                        "never disagree.",
+                        "agrees with the gold-standard property metric (Liu, Zhou and Wilson, ACM TOIS 2021, "
+                        "Algorithm 4); empty where they never disagree.",
                 "headers": ["metric A \\ B", *concordance["names"]],
                 "rows": [[name, *row] for name, row in zip(concordance["names"], concordance["concordance"],
                                                               strict=True)]})
@@ -393,8 +393,8 @@ class MetricKind(Kind):
         if power and any(entry.get("asl_curve") for entry in power["metrics"].values()):
             tables.append({
                 "title": "ASL curves over the gold's systems", "shade": False, "headers": [], "rows": [],
-                "note": "Per metric, the p-values of every pair of the gold's systems, smallest first (seed 003, "
-                        "Figure 5): a curve that stays low longer tells more systems apart.",
+                "note": "Per metric, the p-values of every pair of the gold's systems, smallest first (Liu, Zhou "
+                        "and Wilson, ACM TOIS 2021, Figure 5): a curve that stays low longer tells more systems apart.",
                 "curves": [(name, entry["asl_curve"]) for name, entry in power["metrics"].items()
                            if entry.get("asl_curve")]})
         for part, reason in (data.get("unavailable") or {}).items():

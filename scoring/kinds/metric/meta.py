@@ -81,13 +81,13 @@ class MetricMeasure:
     higher_is_better: bool = True
 
 
-_SEED003 = "Liu, Zhou and Wilson, ACM TOIS 2021 (seed 003)"
+_SEED003 = "Liu, Zhou and Wilson, ACM TOIS 2021"
 MEASURES: dict[str, MetricMeasure] = {
     m.key: m
     for m in (
         MetricMeasure("predictive_power", "Predictive power", 0.0, 1.0, True,
                       "sum of per-context correct / sum of per-context pairs",
-                      f"{_SEED003}, Algorithm 3; Liu et al., CIKM 2021 (seed 000), Algorithm 1"),
+                      f"{_SEED003}, Algorithm 3; Liu et al., POSSCORE, CIKM 2021, Algorithm 1"),
         MetricMeasure("predictive_power_ties_half", "Predictive power (metric ties count half)", 0.0, 1.0, False,
                       "(sum correct + sum ties / 2) / sum pairs", f"variant of {_SEED003}, Algorithm 3"),
         MetricMeasure("kendall_tau_b", "Kendall tau-b, responses pooled", -1.0, 1.0, False, "pooled responses",

@@ -94,7 +94,8 @@ def weighted(kind: str) -> Callable[[Sequence[float]], float]:
         return float(session_weights(kind, gains.size) @ gains)
 
     measure.__name__ = f"{kind}_weight"
-    measure.__doc__ = f"Session weighting function {kind} of seed 003 Table 2 over gains 2^rel - 1."
+    measure.__doc__ = (f"Session weighting function {kind} of Liu, Zhou and Wilson, ACM TOIS 2021, Table 2, "
+                       "over gains 2^rel - 1.")
     return measure
 
 
@@ -107,13 +108,13 @@ SESSION_MEASURES: dict[str, Callable[[Sequence[float]], float]] = {
 }
 
 
-_TABLE2 = "seed 003 eqs. 19-20 and Table 2 (Liu et al. [48])"
+_TABLE2 = "Liu, Zhou and Wilson, ACM TOIS 2021, eqs. 19-20 and Table 2"
 # name -> where the measure is defined; every session measure is higher-is-better, range [0, inf)
 # for sCG and sDCG and [0, 2^max_grade - 1] for sDCG/q and the weighted ones.
 SESSION_CITATIONS: dict[str, str] = {
-    "scg": "seed 003 eq. 15 (Liu et al. [48])",
-    "sdcg": "seed 003 eq. 17 (Jarvelin et al., ECIR 2008 [29]), bq = 4",
-    "sdcg_per_query": "seed 003 eq. 18 (Kanoulas et al. [30, 31])",
+    "scg": "Liu, Zhou and Wilson, ACM TOIS 2021, eq. 15",
+    "sdcg": "Liu, Zhou and Wilson, ACM TOIS 2021, eq. 17 (Jarvelin et al., ECIR 2008), bq = 4",
+    "sdcg_per_query": "Liu, Zhou and Wilson, ACM TOIS 2021, eq. 18 (Kanoulas et al.)",
     **{f"{kind}_weight": _TABLE2 for kind in _WEIGHTINGS},
 }
 

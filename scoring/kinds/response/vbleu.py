@@ -484,7 +484,7 @@ class RaterSettings:
 FEATURES = (
     "u and r: the projected unit means of the utterance's and the response's word vectors",
     "u * r and |u - r| (InferSent's pair features, Conneau et al. 2017)",
-    "cosine of the full word-vector means (seed 001 section 4.1's similarity)",
+    "cosine of the full word-vector means (Tsuta et al. 2023, section 4.1's similarity)",
     "Jaccard overlap of the token sets (copying the utterance)",
     "log(1 + tokens) of the utterance and of the response (length fit)",
 )
@@ -585,10 +585,10 @@ class Rater:
     def provenance(self) -> dict[str, object]:
         return {
             "kind": "automatic",
-            "method": "seed 001 section 4.2 at this machine's scale: positives are true pairs of the pool, "
+            "method": "Tsuta et al. 2023, section 4.2, at this machine's scale: positives are true pairs of the pool, "
                       "negatives the same utterances with responses of other pairs",
             "weight": "2P - 1" if self.settings.mapping == "linear" else "max(P, 1 - P), negated when P < 0.5 "
-                                                                         "(seed 001 section 4.2)",
+                                                                         "(Tsuta et al. 2023, section 4.2)",
             "classifier": f"scikit-learn MLPClassifier, one hidden layer of {self.settings.hidden} ReLU units, "
                           "Adam, features standardised",
             "features": list(FEATURES),
@@ -987,7 +987,7 @@ def extend_gold(
         new_gold.append(new_entry)
     added_count = sum(len(candidates) for candidates in found)
     provenance = {
-        "method": "vBLEU references (seed 001 sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")",
+        "method": "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")",
         "source_gold_sha256": source_sha256,
         "items": len(ids),
         "references_added": added_count,
