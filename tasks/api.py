@@ -27,6 +27,8 @@ from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import Run
 from tasks.submissions import (
     API_FORM,
+    identical_note,
+    identical_runs,
     phase_for_upload,
     quota_status,
     submission_from_request,
@@ -150,10 +152,21 @@ def upload_run(request: Request, slug: str) -> Response:
     task = access.get_task_for_user(request.user, slug)
     run = submit_run(task, request.user, submission_from_request(request, API_FORM),
                      phase_for_upload(task, request.user))
+    copies = identical_runs(run)
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
-                     "warnings": run.warnings, "quota": quota_status(task, request.user),
+                     "warnings": run.warnings, "identical_to": identical_payload(run, copies),
+                     "identical_note": identical_note(run, copies),
+                     "quota": quota_status(task, request.user),
                      "submissions": submission_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
+
+
+def identical_payload(run: Run, copies: list[Run]) -> list[dict[str, Any]]:
+    """The team's earlier runs with the very same file (``identical_runs``), as the upload answer
+    lists them: only the team's own runs, never another team's."""
+    return [{"id": copy.pk, "name": copy.name, "phase": copy.phase.name if copy.phase_id else None,
+             "submitted_at": copy.created_at.isoformat(), "withdrawn": copy.is_withdrawn}
+            for copy in copies if copy.pk < run.pk]
 
 
 def details_payload(run: Run, score: Any) -> dict[str, Any]:

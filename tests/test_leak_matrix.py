@@ -77,6 +77,9 @@ URL_KINDS: dict[str, str] = {
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
     "pool-job": PAGE, "pool-job-status": PAGE,
+    # Issue 30: a run's file (its team and organisers) and links form; team and account management.
+    "run-file": RUN, "run-links": POST, "team-join": PAGE, "team-leave": POST, "team-remove-member": POST,
+    "team-rename": POST, "team-new-code": POST, "account": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
