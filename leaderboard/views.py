@@ -56,18 +56,18 @@ def task_status(phases: list[Phase], now: Any) -> dict[str, Any]:
     """A task's state in a line: the phase open now and until when, else the next one and when it
     opens, else that every phase has ended (a task without phases takes runs at any time)."""
     if not phases:
-        return {"state": "open", "words": "open: runs accepted at any time"}
+        return {"state": "open", "words": "runs accepted at any time"}
     open_now = [phase for phase in phases if phase.takes_runs and phase.is_open(now)]
     if open_now:
         phase = min(open_now, key=lambda item: item.ends_at)
         return {"state": "open", "phase": phase, "deadline": phase.ends_at,
-                "words": f"{phase.name} phase open until {phase.ends_at:%Y-%m-%d %H:%M} UTC"}
+                "words": f"{phase.name} phase, deadline {phase.ends_at:%Y-%m-%d %H:%M} UTC"}
     upcoming = [phase for phase in phases if phase.takes_runs and phase.starts_at > now]
     if upcoming:
         phase = min(upcoming, key=lambda item: item.starts_at)
         return {"state": "upcoming", "phase": phase,
-                "words": f"closed; the {phase.name} phase opens {phase.starts_at:%Y-%m-%d %H:%M} UTC"}
-    return {"state": "closed", "words": "closed: every phase has ended"}
+                "words": f"the {phase.name} phase opens {phase.starts_at:%Y-%m-%d %H:%M} UTC"}
+    return {"state": "closed", "words": "every phase has ended"}
 
 
 def public_counts(tasks: list[Task], phases: dict[int, list[Phase]]) -> dict[int, dict[str, int]]:

@@ -223,6 +223,7 @@ def signup(request: HttpRequest) -> HttpResponse:
                                        approved=not settings.EVALSERVER_TEAMS_NEED_APPROVAL)
                     team.owner = user
                     team.save(update_fields=["owner"])
+                    team.members.add(user)
                 else:
                     add_member(team, user)
                 if form.task is not None:

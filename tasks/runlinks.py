@@ -21,9 +21,22 @@ from tasks.runfiles import download_name, read_run_file
 MAX_URL_LENGTH = Run._meta.get_field("paper_url").max_length
 # Only web addresses a reader's browser opens as a page: a javascript:, data: or ftp: link on a
 # public page would run code or send readers elsewhere than a paper or a repository.
-WEB_URL = URLValidator(schemes=["http", "https"],
-                       message="Enter a web address that starts with http:// or https://, such as "
-                               "https://github.com/your-team/your-method.")
+_WEB_URL = URLValidator(schemes=["http", "https"],
+                        message="Enter a web address that starts with http:// or https://, such as "
+                                "https://github.com/your-team/your-method.")
+
+
+def WEB_URL(value: str) -> None:  # noqa: N802 - used like Django's validator objects
+    """An http(s) address; one without a scheme (``github.com/x``) is told the address it meant."""
+    text = value.strip()
+    if text and ":" not in text.split("/")[0] and "://" not in text:
+        try:
+            _WEB_URL("https://" + text)
+        except forms.ValidationError:
+            pass
+        else:
+            raise forms.ValidationError(f"Start the address with https:// or http://: did you mean https://{text}?")
+    _WEB_URL(text)
 
 
 class RunLinksForm(forms.ModelForm):

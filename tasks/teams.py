@@ -74,8 +74,13 @@ class RenameForm(forms.Form):
             raise forms.ValidationError("That is the team's name already.")
         problems = team_name_problems(name, team_pk=self.team.pk)
         if problems:
-            raise forms.ValidationError([_form_message(problem) for problem in problems])
+            # Not _form_message: its advice to join the existing team is for sign-ups, not renames.
+            raise forms.ValidationError([_sentence(problem.removeprefix("team: ")) for problem in problems])
         return name
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 class EmailForm(forms.Form):

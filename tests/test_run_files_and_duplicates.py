@@ -45,7 +45,8 @@ def test_a_team_downloads_its_run_file_byte_for_byte_with_safe_headers(world: Wo
 @pytest.mark.parametrize(("paper", "message"), [
     ("javascript:alert(1)", "Enter a web address that starts with http:// or https://"),
     ("ftp://example.org/paper.pdf", "Enter a web address that starts with http:// or https://"),
-    ("example.org/paper", "Enter a web address that starts with http:// or https://"),
+    ("example.org/paper", "Start the address with https:// or http://: did you mean https://example.org/paper?"),
+    ("not an address", "Enter a web address that starts with http:// or https://"),
     ("https://" + "a" * 495 + ".org", "Ensure this value has at most 500 characters (it has 507)."),
 ])
 def test_a_link_that_is_no_web_address_is_refused_saying_why(world: World, paper: str, message: str) -> None:

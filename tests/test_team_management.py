@@ -182,7 +182,7 @@ def test_the_home_page_lists_status_deadline_and_counts_that_hide_nothing(world:
 
     def counts() -> tuple[str, str]:
         page = Client().get("/").content.decode()
-        assert f"test phase open until {test.ends_at:%Y-%m-%d %H:%M} UTC" in page
+        assert f"test phase, deadline {test.ends_at:%Y-%m-%d %H:%M} UTC" in page
         return (re.search(r'data-label="Teams">(\d+)<', page).group(1), re.search(r'data-label="Runs">(\d+)<',
                                                                                   page).group(1))
 
