@@ -14,7 +14,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from tasks import access
-from tasks.changes import board_changed
 from tasks.models import Run
 from tasks.runfiles import download_name, read_run_file
 
@@ -73,7 +72,8 @@ def run_links(request: HttpRequest, run_id: int) -> HttpResponse:
         return render(request, "tasks/run_links.html", {"run": run, "form": form}, status=400)
     Run.objects.filter(pk=run.pk).update(paper_url=form.cleaned_data["paper_url"],
                                          code_url=form.cleaned_data["code_url"])
-    board_changed(run.task)  # the public run page and the board's cached rows show the links
+    # No board_changed: boards do not show the links (a run page reads them afresh), and a board
+    # change would queue its statistics again for nothing.
     messages.success(request, "The run's links were saved." if any(form.cleaned_data.values())
                      else "The run's links were removed.")
     return redirect("run-page", run_id=run.pk)

@@ -253,6 +253,7 @@ def account_page(request: HttpRequest) -> HttpResponse:
             "password_form": PasswordChangeForm(request.user), "email_form": EmailForm(user=request.user),
             "team": participant_team(request.user)}, status=429)
     password_form = PasswordChangeForm(request.user, request.POST if which == "password" else None)
+    password_form.fields["old_password"].label = "Your current password"  # the e-mail form's words
     email_form = EmailForm(request.POST if which == "email" else None, user=request.user)
     context = {"password_form": password_form, "email_form": email_form,
                "team": participant_team(request.user)}

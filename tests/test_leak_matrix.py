@@ -379,7 +379,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
             stranger = next((other for other, other_team in runs if other_team != team), None)
             targets += [f"{reverse(name, args=[run_id])}?with={other}" for other in (mate, stranger) if other]
         return targets
-    if kind == RUN or name == "run-visibility":
+    if kind == RUN or name in ("run-visibility", "run-links"):
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
             "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms"):
