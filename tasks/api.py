@@ -123,6 +123,9 @@ _run_response = inline_serializer("RunStatus", {
     "id": serializers.IntegerField(), "status": serializers.ChoiceField(choices=[s for s, _ in Run.STATUSES]),
     "errors": serializers.ListField(child=serializers.CharField()),
     "scores": serializers.DictField(allow_null=True), "url": serializers.CharField(),
+    # Upload answers only: the team's earlier runs with the very same file, and the sentence saying so.
+    "identical_to": serializers.ListField(child=serializers.DictField(), required=False),
+    "identical_note": serializers.CharField(required=False),
 })
 _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=serializers.CharField())})
 
@@ -132,7 +135,8 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
                 "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
                 "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
-                "is stored. A valid run is queued for scoring; the answer says how much quota is left. "
+                "is stored. A valid run is queued for scoring; the answer says how much quota is left and names "
+                "your team's earlier runs whose file is byte for byte the same (`identical_to`, `identical_note`). "
                 "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
                 "uploads at once the answer is 503 with Retry-After.",
     request={"multipart/form-data": inline_serializer("RunUpload", {
