@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -386,6 +387,7 @@ def main() -> int:
         site.close()
         store.stop()
         drop_database(args.server, args.database)
+        shutil.rmtree(work, ignore_errors=True)
     figures["ended_load"] = round(os.getloadavg()[0], 2)
     print(json.dumps(figures, indent=1))
     if args.json:
