@@ -282,8 +282,9 @@ def test_two_workers_without_a_shared_disk_score_every_upload_and_one_finishes_t
         return "\n".join(process.tail() for process in processes)
 
     try:
-        web = start_gunicorn(site_env(database_url(), homes["web"], broker_url, EVALSERVER_UPLOAD_DIR=str(
-            homes["web"] / "uploads"), DJANGO_SECRET_KEY=settings.SECRET_KEY, **common), web_port, tmp_path / "gunicorn.log", workers=1, threads=2)
+        web_env = site_env(database_url(), homes["web"], broker_url, DJANGO_SECRET_KEY=settings.SECRET_KEY,
+                           EVALSERVER_UPLOAD_DIR=str(homes["web"] / "uploads"), **common)
+        web = start_gunicorn(web_env, web_port, tmp_path / "gunicorn.log", workers=1, threads=2)
         processes.append(web)
         base = f"http://127.0.0.1:{web_port}"
         wait_until("gunicorn to answer", lambda: call(f"{base}/healthz").status == 200, 45, web)
