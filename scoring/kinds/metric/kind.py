@@ -185,6 +185,18 @@ def _defined_mean(totals: np.ndarray) -> float:
     return total / defined if defined else math.nan
 
 
+def _ratio_many(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator elementwise, NaN where the denominator is 0 (as the scalar forms)."""
+    return np.divide(numerator, denominator, out=np.full(np.shape(numerator), math.nan), where=denominator != 0)
+
+
+# The corpus functions vectorised over leading axes ((..., S) -> (...)), for the significance tests.
+_CORPUS_MANY = {
+    "predictive_power": lambda t: _ratio_many(t[..., 0], t[..., 2]),
+    "predictive_power_ties_half": lambda t: _ratio_many(t[..., 0] + 0.5 * t[..., 1], t[..., 2]),
+    **dict.fromkeys(_WITHIN, lambda t: _ratio_many(t[..., 0], t[..., 1])),
+}
+
 _CORPUS = {"predictive_power": _predictive_power, "predictive_power_ties_half": _predictive_power_ties_half,
            **dict.fromkeys(_WITHIN, _defined_mean)}
 
@@ -263,6 +275,7 @@ class MetricKind(Kind):
                 key=key, name=key, title=title, short_title=short_title, higher_is_better=measure.higher_is_better,
                 value_range=(measure.low, measure.high), citation=measure.citation, official=measure.official,
                 group=group, group_title=group_title, headline=headline, corpus=_CORPUS.get(key),
+                corpus_many=_CORPUS_MANY.get(key),
                 description=_DESCRIPTIONS[key]))
         return specs
 
