@@ -178,7 +178,8 @@ class TukeyHSDResult:
             pvalues=pvalues,
             differences=differences,
             effect_sizes=effect_sizes,
-            residual_variance=float(entry.get("residual_variance", np.nan)),
+            # None (stored JSON): a corpus-level measure, which has no per-item residual.
+            residual_variance=float(np.nan if entry.get("residual_variance") is None else entry["residual_variance"]),
             mc_standard_errors=mc_se,
             n_permutations=int(permutations),
             seed=int(seed),

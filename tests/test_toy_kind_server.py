@@ -124,6 +124,28 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     ratio = record.measure("ratio").summary
     best_ratio = max(ratio["run_ids"], key=lambda run_id: ratio["means"][ratio["run_ids"].index(run_id)])
     assert best_ratio in ratio["top_group"]
+    # The ratio is a corpus figure (issue 26): its statistics are about sum(guesses) / sum(values),
+    # not the mean of per-item ratios; p-values as the spec's loop over rows of statistics gives them.
+    order = [next(name for name in runs if runs[name]["id"] == run_id) for run_id in ratio["run_ids"]]
+    guessed = np.column_stack([np.array(GUESSES.get(name, [1.0] * 6)) for name in order])
+    assert ratio["headline"] == "corpus"
+    assert ratio["means"] == pytest.approx([expected(list(guessed[:, j]))["ratio"] for j in range(len(order))],
+                                           abs=1e-15)
+    k = len(order)
+    observed = guessed.sum(axis=0) / sum(VALUES)
+    counts = np.zeros((k, k), dtype=np.int64)
+    for b in range(500):
+        totals = np.zeros((k, 2))
+        for d in range(6):
+            perm = stats._row_permutation(toy["task"].statistics_seed, b, d, 6, k)
+            for c in range(k):
+                totals[perm[c]] += (guessed[d, c], VALUES[d])
+        figures = totals[:, 0] / totals[:, 1]
+        counts += (figures.max() - figures.min()) >= np.abs(observed[:, None] - observed[None, :]) - 1e-12
+    ratio_pvalues = record.measure("ratio", pairwise=True).entry()["pvalues"]
+    assert np.array_equal(ratio_pvalues, (counts + 1) / 501)
+    assert all(low <= mean <= high for low, mean, high in zip(ratio["ci_low"], ratio["means"], ratio["ci_high"],
+                                                             strict=True))
     stats_page = Client().get("/tasks/toy-task/statistics/").content.decode()
     assert "RATIO" in stats_page and "6 items" in stats_page
 
