@@ -9,9 +9,12 @@ the same numbers in both (SIGNIFICANCE-SPEC, "The rule"):
   together (they share the permutations) and :func:`scoring.stats.bootstrap_confidence_intervals`;
 * a **corpus** measure (its figure is ``corpus(summed sufficient statistics)``: BLEU, the metrics
   track's pooled predictive power) on its rows of statistics:
-  :func:`scoring.stats.corpus_tukey_hsd` (each measure on its own, so that its numbers do not
-  depend on which other measures are compared) and :func:`scoring.stats.corpus_bootstrap_intervals`
-  (Koehn 2004).
+  :func:`scoring.stats.corpus_tukey_hsd` over all corpus measures together (one permutation per
+  step and item for all of them) and :func:`scoring.stats.corpus_bootstrap_intervals` (Koehn 2004).
+
+Which measures are tested together decides, through their total size, whether the Tukey HSD
+draws its steps exactly or recombined (``scoring.stats.RECOMBINE_MIN_CELLS``); both the server
+and ``compare`` therefore test every measure of the runs, and select what they show afterwards.
 """
 
 from __future__ import annotations
@@ -68,10 +71,12 @@ def measure_tests(specs: Mapping[str, MeasureSpec], matrices: Mapping[str, np.nd
         for key in mean_keys:
             intervals[key] = stats.bootstrap_confidence_intervals(matrices[key], n_resamples=resamples, seed=seed,
                                                                   level=level)
-    for key in corpus_keys:
-        measure = corpus_measure(specs[key], statistics[key])
-        tukey.update(stats.corpus_tukey_hsd({key: measure}, n_permutations=permutations, seed=seed))
-        intervals[key] = stats.corpus_bootstrap_intervals(measure, n_resamples=resamples, seed=seed, level=level)
+    if corpus_keys:
+        measures = {key: corpus_measure(specs[key], statistics[key]) for key in corpus_keys}
+        tukey.update(stats.corpus_tukey_hsd(measures, n_permutations=permutations, seed=seed))
+        for key, measure in measures.items():
+            intervals[key] = stats.corpus_bootstrap_intervals(measure, n_resamples=resamples, seed=seed,
+                                                              level=level)
     return {key: MeasureTests(key, "corpus" if key in corpus_keys else "mean", tukey[key], intervals[key])
             for key in matrices}
 
