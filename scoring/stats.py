@@ -79,6 +79,7 @@ __all__ = [
     "corpus_tukey_hsd",
     "delta_required",
     "discriminative_power",
+    "holm",
     "kendall_tau_with_ci",
     "meta_evaluate",
     "numba_available",
@@ -1377,6 +1378,23 @@ def _upper_triangle(pvalues: np.ndarray, name: str = "pvalues") -> np.ndarray:
     if not np.all((upper >= 0.0) & (upper <= 1.0)):
         raise ValueError(f"{name} must lie in [0, 1] (NaN is not allowed)")
     return upper
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (Holm, "A simple sequentially rejective
+    multiple test procedure", Scand. J. Statist. 6(2), 1979), in the input order: with the m
+    p-values sorted ascending, ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``. Controls the
+    family-wise error rate like Bonferroni and rejects at least as much."""
+    values = [float(p) for p in pvalues]
+    if any(not 0.0 <= p <= 1.0 for p in values):
+        raise ValueError("p-values must lie in [0, 1] (NaN is not allowed)")
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: values[i])):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def discriminative_power(pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float:

@@ -179,3 +179,12 @@ def test_bad_corpus_input_is_named() -> None:
     bad[1, 0, 2] = np.nan
     with pytest.raises(ValueError, match="item 1, run 0"):
         stats.corpus_tukey_hsd({"m": stats.CorpusMeasure(bad, spec_bleu1_many)})
+
+
+def test_holm_on_a_worked_example() -> None:
+    # Sorted: 0.005 x 4 = 0.02; 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to 0.06 (monotone).
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+    assert stats.holm([0.5, 0.9]) == [1.0, 1.0]
+    assert stats.holm([]) == []
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        stats.holm([0.2, float("nan")])

@@ -876,9 +876,27 @@ class PairedBootstrapResult:
             pairs.append({"a": self.names[a], "b": self.names[b], "difference": float(self.differences[a, b]),
                           "p": float(self.pvalues[a, b]), "low": float(self.lower[a, b]),
                           "high": float(self.upper[a, b])})
+        for pair, adjusted in zip(pairs, stats.holm([pair["p"] for pair in pairs]), strict=True):
+            pair["p_holm"] = adjusted
         return {"test": "paired bootstrap over contexts (shift method)", "n_resamples": self.n_resamples,
                 "n_undefined": self.n_undefined, "seed": self.seed, "level": self.level,
-                "ties_half": self.ties_half, "pairs": pairs}
+                "ties_half": self.ties_half, "pairs": pairs,
+                "adjustment": f"p unadjusted; p_holm adjusted by Holm's method over the {len(pairs)} pairs"}
+
+    def against(self, baseline: str) -> dict[str, Any]:
+        """The family of Liu, Zhou and Wilson (ACM TOIS 2021): every other metric against ``baseline``
+        (M - 1 comparisons), the same tests as :meth:`to_dict` with Holm's adjustment over this family."""
+        base = self.names.index(baseline)
+        pairs = [{"a": self.names[a], "b": baseline, "difference": float(self.differences[a, base]),
+                  "p": float(self.pvalues[a, base]), "low": float(self.lower[a, base]),
+                  "high": float(self.upper[a, base])} for a in range(len(self.names)) if a != base]
+        for pair, adjusted in zip(pairs, stats.holm([pair["p"] for pair in pairs]), strict=True):
+            pair["p_holm"] = adjusted
+        return {"test": "paired bootstrap over contexts (shift method)", "baseline": baseline,
+                "n_resamples": self.n_resamples, "n_undefined": self.n_undefined, "seed": self.seed,
+                "level": self.level, "ties_half": self.ties_half, "pairs": pairs,
+                "adjustment": f"p unadjusted; p_holm adjusted by Holm's method over the {len(pairs)} comparisons "
+                              "with the baseline"}
 
 
 def paired_bootstrap(
@@ -1000,8 +1018,12 @@ def paired_t_tests(
         difference = float((credit[:, a].sum() - credit[:, b].sum()) / total_pairs)
         tests.append({"a": names[a], "b": names[b], "difference": difference,
                       "t": t_value, "df": n - 1, "p": p, "p_bonferroni": min(1.0, factor * p)})
+    for test, adjusted in zip(tests, stats.holm([test["p"] for test in tests]), strict=True):
+        test["p_holm"] = adjusted
     return {"test": "two-tailed paired t-test over contexts, Bonferroni", "baseline": baseline,
-            "ties_half": ties_half, "n_contexts": n, "bonferroni_factor": factor, "tests": tests}
+            "ties_half": ties_half, "n_contexts": n, "bonferroni_factor": factor, "tests": tests,
+            "adjustment": f"p unadjusted; p_bonferroni and p_holm adjusted over the {factor} "
+                          f"{'comparisons with the baseline' if baseline else 'pairs'}"}
 
 
 @dataclass(frozen=True, eq=False)
