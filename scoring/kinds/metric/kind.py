@@ -345,7 +345,8 @@ class MetricKind(Kind):
             n_missing=n_missing,
             details={"n_responses": scored_gold.n_responses, "n_systems": figures["n_systems"],
                      "n_contexts_defined": entry["n_contexts_defined"], "n_undefined": entry["n_undefined"]},
-            extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals},
+            extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals,
+                   **({"interval_notes": entry["interval_notes"]} if entry["interval_notes"] else {})},
         )
 
     # Between runs ----------------------------------------------------------------------------

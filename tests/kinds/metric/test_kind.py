@@ -136,7 +136,7 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
     gold_data, runs = demo()
     result, _, _ = scored(gold_data, runs["noisy"])
     summary = json.loads(json.dumps(result.summary(), allow_nan=False))
-    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals"}
+    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals", "interval_notes"}
     assert list(summary["measures"]) == MEASURE_KEYS
     assert list(summary["measures"])[:5] == ["predictive_power", "predictive_power_ties_half", "kendall_tau_b",
                                              "spearman", "pearson"]
@@ -146,6 +146,9 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
                                    "resampling": "contexts", "tie_tolerance": 0.0}
     assert set(summary["intervals"]) == set(MEASURE_KEYS)
     for key, interval in summary["intervals"].items():
+        if key.startswith("system_"):  # no interval, and the summary says why (SIGNIFICANCE-SPEC, "Intervals")
+            assert interval is None and "no interval" in summary["interval_notes"][key], key
+            continue
         low, high = interval
         assert low <= summary["measures"][key] <= high, key
     # The board's headline figures are the summary's, finite only.
