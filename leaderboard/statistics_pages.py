@@ -228,7 +228,7 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     column = board.column(key)
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
-        "shade_bounds": SHADE_BOUNDS,
+        "shade_bounds": SHADE_BOUNDS, "board": board, "headline": entry.get("headline", "mean"),
         "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
 
 
