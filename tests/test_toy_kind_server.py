@@ -16,7 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from rest_framework.test import APIClient
 
-from scoring import stats
+from scoring import compare, stats
 from scoring.kinds import KINDS, register
 from tests.conftest import committing
 from tests.toy_kind import ToyKind
@@ -27,7 +27,7 @@ GUESSES = {"near": [2.5, 4.0, 1.5, 7.0, 5.0, 3.5], "far": [4.0, 1.0, 3.0, 2.0, 9
 
 
 @pytest.fixture
-def toy(db: Any, settings: Any) -> dict[str, Any]:
+def toy(db: Any, settings: Any, tmp_path: Any) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
     from tasks.models import Team
@@ -49,7 +49,7 @@ def toy(db: Any, settings: Any) -> dict[str, Any]:
         user = users.objects.create_user(name, password=f"{name}-pass-1")
         Team.objects.create(name=name.title(), slug=name).members.add(user)
         tokens[name] = issue_token(user)
-    yield {"task": task, "organiser": organiser, "tokens": tokens}
+    yield {"task": task, "organiser": organiser, "tokens": tokens, "folder": tmp_path}
     KINDS.pop("toy", None)
 
 
@@ -146,6 +146,29 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     assert np.array_equal(ratio_pvalues, (counts + 1) / 501)
     assert all(low <= mean <= high for low, mean, high in zip(ratio["ci_low"], ratio["means"], ratio["ci_high"],
                                                              strict=True))
+    # The offline compare command on the same runs (in the board's order), gold, seed and B gives the
+    # numbers the server stored (R: the server draws min(B, 10,000) resamples).
+    folder = toy["folder"]
+    (folder / "gold.json").write_bytes(orjson.dumps([{"id": f"n{i}", "value": v} for i, v in enumerate(VALUES)]))
+    for name in order:
+        (folder / f"{name}.json").write_bytes(orjson.dumps(guesses(GUESSES.get(name, [1.0] * 6))))
+    out, err = io.StringIO(), io.StringIO()
+    status = compare.main([*(str(folder / f"{name}.json") for name in order), "--gold", str(folder / "gold.json"),
+                           "--kind", "toy", "--permutations", "500", "--bootstrap", "500",
+                           "--seed", str(toy["task"].statistics_seed)], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    offline = orjson.loads(out.getvalue())["measures"]
+    for key in ("error", "ratio"):
+        stored = record.measure(key, pairwise=True).entry()
+        measure = offline[key]
+        assert measure["headline"] == ("corpus" if key == "ratio" else "mean")
+        assert [measure["runs"][name]["score"] for name in order] == pytest.approx(stored["means"], abs=1e-12)
+        assert [measure["runs"][name]["ci"] for name in order] == [
+            [low, high] for low, high in zip(stored["ci_low"], stored["ci_high"], strict=True)]
+        k = len(order)
+        assert [pair["p"] for pair in measure["pairs"]] == [stored["pvalues"][i][j] for i in range(k)
+                                                            for j in range(i + 1, k)]
+        assert measure["top_group"] == [order[stored["run_ids"].index(run_id)] for run_id in stored["top_group"]]
     stats_page = Client().get("/tasks/toy-task/statistics/").content.decode()
     assert "RATIO" in stats_page and "6 items" in stats_page
 
