@@ -181,7 +181,10 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
 def format_table(data: dict[str, Any], digits: int = 4) -> str:
     """The JSON object for people: per measure, the runs with their figure and interval (``*``:
     in the top group), then every pair's difference and p."""
-    lines = [f"{data['kind']}: {data['n_items']} items; B = {data['permutations']:,} permutations, "
+    from scoring.kinds import get_kind
+
+    noun = get_kind(data["kind"]).item_noun
+    lines = [f"{data['kind']}: {data['n_items']} {noun}s; B = {data['permutations']:,} permutations, "
              f"R = {data['bootstrap']:,} bootstrap resamples, seed {data['seed']}, alpha {data['alpha']:g}"]
     for key, measure in data["measures"].items():
         direction = "higher is better" if measure["higher_is_better"] else "lower is better"
