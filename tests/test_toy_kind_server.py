@@ -176,6 +176,12 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     matrix_csv = Client().get("/tasks/toy-task/statistics/error/matrix.csv").content.decode().splitlines()
     assert matrix_csv[1].split(",")[0] == "n0" and len(matrix_csv) == 7
     assert Client().get("/tasks/toy-task/statistics/ratio/pvalues.csv").status_code == 200
+    # A corpus figure is not the mean of its per-item scores: its matrix is offered under its own name,
+    # but no Discpower files (Discpower tests means).
+    assert Client().get("/tasks/toy-task/statistics/ratio/matrix.csv").status_code == 200
+    refused = Client().get("/tasks/toy-task/statistics/ratio/matrix.txt")
+    assert refused.status_code == 404 and b"corpus-level figure" in refused.content
+    assert "no Discpower files" in Client().get("/tasks/toy-task/statistics/").content.decode()
     latex = Client().get("/tasks/toy-task/statistics/all/means.tex").content.decode()
     assert "6 items" in latex and "near" in latex
 
