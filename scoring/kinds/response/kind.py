@@ -923,6 +923,8 @@ class ResponseKind(Kind):
                                     f"{', weighted references' if options.weighted else ''})",
                     short_title=label, headline="corpus",
                     corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                    corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order,
+                                        brevity=options.brevity),
                     description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                                  f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
                                  "score, per-context scores use add-one smoothing for n >= 2")))
@@ -953,6 +955,7 @@ class ResponseKind(Kind):
                       f"rated references (corpus, {options.brevity} reference length)",
                 short_title="vBLEU", headline="corpus",
                 corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order, brevity=options.brevity),
                 description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                              f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
                              "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
