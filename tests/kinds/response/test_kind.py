@@ -604,6 +604,37 @@ def test_large_batches_are_scored_in_chunks_with_the_same_scores(demo, monkeypat
     assert chunked.details == whole.details
 
 
+def test_responses_scored_a_block_at_a_time_give_the_scores_of_one_pass(demo, monkeypatch):
+    """BLEU's tokens and lookups, and POSSCORE's tags, a few responses at a time (issue 28: a 30 MB
+    run took 49x its size in one pass): every per-item score, statistic and headline bit for bit."""
+    from scoring.kinds.response import posscore as posscore_module
+
+    gold_data, runs, config, gold = demo
+    run = KIND.parse_run(runs["strong"], gold, config)
+    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 10**12)
+    monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 10**12)
+    whole = KIND.score(run, gold, config)
+    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 150)
+    monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 150)
+    assert len(list(response_kind.text_blocks(run.run.responses))) > 5
+    blocked = KIND.score(run, gold, config)
+    assert list(blocked.per_item) == list(whole.per_item) == ["bleu", "delta_bleu", "posscore"]
+    for key in whole.per_item:
+        assert blocked.per_item[key].tobytes() == whole.per_item[key].tobytes(), key
+        assert blocked.headlines[key] == whole.headlines[key], key
+    for key in whole.statistics:
+        assert blocked.statistics[key].tobytes() == whole.statistics[key].tobytes(), key
+    assert blocked.settings == whole.settings
+
+
+def test_text_blocks_cover_every_text_in_order():
+    texts = ["a" * 5, "b" * 7, "c", "d" * 20, "e" * 2]
+    assert list(response_kind.text_blocks(texts, 8)) == [(0, 2), (2, 4), (4, 5)]
+    assert list(response_kind.text_blocks(texts, 1)) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert list(response_kind.text_blocks(texts, 10**6)) == [(0, 5)]
+    assert list(response_kind.text_blocks([], 8)) == []
+
+
 def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
     """The server refuses, unparsed, files with more containers and commas per item than a kind
     allows (``Kind.run_values_per_item``): the issue's shape, 4 nuggets with 8 + 7 alternatives
