@@ -140,13 +140,8 @@ def _unmemoised(tokenizer: object) -> Callable[[str], str]:
 
 
 @cache
-def _tokenize_function(name: str) -> Callable[[str], str]:
-    """The tokeniser's own function without sacrebleu's memos, the same text for the same input.
-    Every sacrebleu tokeniser (and the regular-expression step of 13a and zh) keeps its last
-    65,536 inputs and outputs (``lru_cache``), shared by the process: in a long-lived worker
-    that is up to 2.6 GB of past runs' responses (10,000 characters each), and scoring a 30 MB
-    run grew by 150 MB that stayed. A run's responses are new texts and references are tokenised
-    once per gold version, so the memos saved nothing."""
+def _unmemoised_function(name: str) -> Callable[[str], str]:
+    """The tokeniser's own function without sacrebleu's memos: the same tokens for the same text."""
     tokenizer = copy.copy(_tokenizer(name))
     post = getattr(tokenizer, "_post_tokenizer", None)
     if post is not None:
@@ -154,12 +149,19 @@ def _tokenize_function(name: str) -> Callable[[str], str]:
     return _unmemoised(tokenizer)
 
 
-def tokenize(text: str, lowercase: bool = True, tokenizer: str = "13a") -> list[str]:
+def tokenize(text: str, lowercase: bool = True, tokenizer: str = "13a", *, memo: bool = True) -> list[str]:
     """sacrebleu's tokenisation (``13a``, ``zh`` or ``ja-mecab``), lower-casing first as sacrebleu's
-    ``lowercase=True`` does."""
+    ``lowercase=True`` does.
+
+    ``memo=False`` for texts seen once, a run's responses: every sacrebleu tokeniser (and the
+    regular-expression step of 13a and zh) keeps its last 65,536 inputs and outputs, shared by
+    the process, which in a long-lived worker held past runs' responses (up to 10,000 characters
+    each: gigabytes) and made scoring a 30 MB run grow by 150 MB that stayed. References and pool
+    texts, tokenised again and again (three BLEU-family tables, vBLEU's retrieval and rater), keep
+    the memo."""
     if lowercase:
         text = text.lower()
-    return _tokenize_function(tokenizer)(text).split()
+    return (_tokenizer(tokenizer) if memo else _unmemoised_function(tokenizer))(text).split()
 
 
 def statistic_names(max_order: int) -> list[str]:

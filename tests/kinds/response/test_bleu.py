@@ -272,16 +272,17 @@ def test_long_responses_in_many_blocks_equal_sacrebleu():
     assert corpus_score(stats, 4, "closest") == pytest.approx(expected.score / 100, abs=1e-12)
 
 
-def test_tokenisation_keeps_no_memo_of_past_texts():
-    """sacrebleu memoises its last 65,536 texts per tokeniser; ours does not keep them (a worker
-    scoring many long runs held them all), and its tokens are sacrebleu's."""
+def test_responses_are_tokenised_without_keeping_a_memo_of_them():
+    """sacrebleu memoises its last 65,536 texts per tokeniser; with ``memo=False`` (a run's
+    responses) nothing is kept (a worker scoring many long runs held them all), and the tokens
+    are sacrebleu's."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
     from sacrebleu.tokenizers.tokenizer_re import TokenizerRegexp
 
     Tokenizer13a.__call__.cache_clear()
     TokenizerRegexp.__call__.cache_clear()
     texts = [f"Reply number {k}: the printer (model X-{k}) &amp; its driver didn't restart." for k in range(50)]
-    ours = [tokenize(text) for text in texts]
+    ours = [tokenize(text, memo=False) for text in texts]
     assert Tokenizer13a.__call__.cache_info().currsize == 0
     assert TokenizerRegexp.__call__.cache_info().currsize == 0
-    assert ours == [Tokenizer13a()(text.lower()).split() for text in texts]
+    assert ours == [Tokenizer13a()(text.lower()).split() for text in texts] == [tokenize(text) for text in texts]
