@@ -489,6 +489,43 @@ def _sacrebleu_version() -> str:
         return "unknown"
 
 
+# What gold versions of one task share, kept by content (issue 28, item 6): a vBLEU version has
+# the original references of the version it extends, so its compile reuses their tags and its
+# first runs reuse the BLEU and deltaBLEU tables of the original references, when this process
+# has them (it loaded the version it extends, or scored runs against it). Keyed by the checksum of
+# the texts and weights they were made from, never by version: the same content gives the same
+# result whichever gold it came from. Bounded: a table of a 10,000-item gold takes about 50 MB.
+_SHARED: OrderedDict[tuple, Any] = OrderedDict()
+_KEPT_SHARED = 6
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_get(key: tuple) -> Any:
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            _SHARED.move_to_end(key)
+            return _SHARED[key]
+    return None
+
+
+def _shared_put(key: tuple, value: Any) -> None:
+    with _SHARED_LOCK:
+        _SHARED[key] = value
+        _SHARED.move_to_end(key)
+        while len(_SHARED) > _KEPT_SHARED:
+            _SHARED.popitem(last=False)
+
+
+def _checksum(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, allow_nan=False).encode()).hexdigest()
+
+
+def _tagging_key(tagging: Mapping[str, Any]) -> str:
+    """What makes tags the same: everything recorded of the tagging (pipeline, package, versions,
+    components)."""
+    return _checksum({name: tagging[name] for name in sorted(tagging)})
+
+
 # Compiled gold ---------------------------------------------------------------------------------------
 
 def _squash(text: str) -> str:
@@ -535,16 +572,34 @@ class CompiledResponseGold:
 
     def tag(self, encoder: PosEncoder, pipeline: str) -> None:
         texts, offsets = self.posscore_texts()
-        self.tagged = encoder.tag(texts)
+        tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
+        key = ("tags", _tagging_key(tagging), _checksum([texts, offsets.tolist()]))
+        # The same texts tagged by the same pipeline before in this process (the version a vBLEU
+        # version extends): the same tags, without spaCy.
+        tagged = _shared_get(key)
+        self.tagged = tagged if tagged is not None else encoder.tag(texts)
         self.tagged_items = offsets
-        self.tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
+        self.tagging = tagging
+        _shared_put(key, self.tagged)
+
+    def share_tags(self) -> None:
+        """Offer this gold's stored tags to the next gold compiled with the same reference texts."""
+        if self.tagged is not None and self.tagging is not None:
+            texts, offsets = self.posscore_texts()
+            if np.array_equal(offsets, self.tagged_items):
+                _shared_put(("tags", _tagging_key(self.tagging), _checksum([texts, offsets.tolist()])), self.tagged)
 
     def bleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
         """The original references, prepared for a BLEU-family measure."""
         key = ("bleu", options)
         with self._lock:
             if key not in self._cache:
-                self._cache[key] = bleu_module.prepare_references(self.gold.references, options)
+                shared = ("bleu", options, _checksum(self.gold.references))
+                prepared = _shared_get(shared)
+                if prepared is None:
+                    prepared = bleu_module.prepare_references(self.gold.references, options)
+                _shared_put(shared, prepared)
+                self._cache[key] = prepared
             return self._cache[key]
 
     @property
@@ -808,6 +863,7 @@ class ResponseKind(Kind):
                 _GOLDS.move_to_end(digest)
                 return _GOLDS[digest]
         compiled = CompiledResponseGold.from_bytes(blob)
+        compiled.share_tags()
         with _STATE_LOCK:
             _GOLDS[digest] = compiled
             while len(_GOLDS) > _KEPT_GOLDS:
