@@ -291,6 +291,11 @@ class Phase(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        if self.task_id and self.gold_version_id and self.gold_version.task_id != self.task_id:
+            # A phase scores its runs on its task's gold: another task's version would score them on
+            # items they never saw (and show that task's gold to this task's organisers).
+            raise ValidationError({"gold_version": f"{self.gold_version} is a gold version of another task; "
+                                                   f"choose one of {self.task.slug}'s versions"})
         if self.publish_at is not None and self.ends_at and self.publish_at < self.ends_at:
             raise ValidationError({"publish_at": f"the results can be published at {self.ends_at:%Y-%m-%d %H:%M} "
                                                  "UTC (the phase's end) at the earliest"})

@@ -111,8 +111,9 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
 
     return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
                 f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
-                f"deltaBLEU on sacrebleu's ja-mecab tokens and POSSCORE with GiNZA's tags and vectors (higher is "
-                f"better). {contexts} contexts per gold.", "response-ja",
+                f"deltaBLEU on sacrebleu's ja-mecab tokens, POSSCORE with GiNZA's tags and vectors, and BERTScore "
+                f"with multilingual-e5-small's token vectors (higher is better). {contexts} contexts per gold.",
+                "response-ja-bertscore",
                 response_demo_ja.generate_gold(contexts, seed=seed, prefix="dev-"),
                 response_demo_ja.generate_gold(contexts, seed=seed + 1, prefix="test-"),
                 runs, lambda gold: response_demo_ja.generate_runs(gold, seed=999)["medium"])
