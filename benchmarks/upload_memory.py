@@ -27,6 +27,14 @@
    characters); POSSCORE's case is smaller because spaCy tags about 20,000 tokens a second.
    Target: at most 10x the file for every kind and both processes.
 
+   Measured (``--kinds``, 2026-11-26, load average 9-11 on 2 shared cores; peak extra MB, x file):
+   DQ/ND 4.8 MB: web 33 (6.9x), worker 33 (6.9x). Response, BLEU and deltaBLEU, 30.3 MB: web 71
+   (2.3x), worker 117 (3.9x; 1,466 MB, 48.8x, before scoring in blocks). Response with POSSCORE,
+   3.0 MB: web 6 (2.0x), worker 139 (45.9x; 2,194 MB before spaCy's batches were bounded by
+   characters): a fixed ~120 MB for one spaCy batch of TAG_BATCH_CHARS, not growing with the run.
+   Metric, 200,000 responses, 7.1 MB: web 80 (11.3x), worker 81 (11.4x): the parsed JSON itself,
+   a dict per entry (about 270 bytes for 35 bytes of file).
+
 Exit status 1 when a target is missed.
 """
 
