@@ -450,6 +450,11 @@ class ScoreVector(models.Model):
     key = models.CharField(max_length=64, help_text="a measure key of the task's kind (scoring.kinds.measure_key)")
     mean = models.FloatField()
     values = models.BinaryField()
+    # A corpus-level measure's per-item sufficient statistics (items x ``n_statistics`` float64,
+    # row-major): its significance tests and intervals recompute the corpus figure from them
+    # (docs/statistics.md, "Corpus-level measures"). Empty for mean measures.
+    statistics = models.BinaryField(default=b"", blank=True)
+    n_statistics = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["score", "key"], name="unique_score_vector")]
@@ -460,6 +465,13 @@ class ScoreVector(models.Model):
 
     def array(self) -> np.ndarray:
         return np.frombuffer(bytes(self.values), dtype=np.float64)
+
+    @staticmethod
+    def statistics_array(blob: bytes | memoryview, width: int) -> np.ndarray | None:
+        """Stored sufficient statistics as (items x width), or None when none were stored."""
+        if not width:
+            return None
+        return np.frombuffer(bytes(blob), dtype=np.float64).reshape(-1, width)
 
 
 DATA_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

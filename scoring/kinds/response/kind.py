@@ -128,7 +128,7 @@ from scoring.kinds.response.posscore import (
 from scoring.validation import ValidationFailed
 
 __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
-           "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
+           "ResponseKind", "set_tagging_processes", "set_vector_directory", "set_vector_locator", "store_vector_table",
            "task_vectors", "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
@@ -405,6 +405,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
 
 _STATE_LOCK = threading.Lock()
 _VECTOR_DIRECTORY: Path | Callable[[], Path] | None = None
+_VECTOR_LOCATOR: Callable[[str], Path] | None = None
 _TAGGING_PROCESSES = 1
 _ENCODERS: dict[tuple, PosEncoder] = {}
 
@@ -412,9 +413,18 @@ _ENCODERS: dict[tuple, PosEncoder] = {}
 def set_vector_directory(path: str | os.PathLike | Callable[[], Path] | None) -> None:
     """Where uploaded vector tables are kept (``<path>/<sha256>.txt``): a directory, or a function
     that names it when asked (the server: its blob store's folder, which follows its settings);
-    None: ``EVALSERVER_VECTOR_DIR``."""
-    global _VECTOR_DIRECTORY
+    None: ``EVALSERVER_VECTOR_DIR``. Replaces a locator (``set_vector_locator``)."""
+    global _VECTOR_DIRECTORY, _VECTOR_LOCATOR
     _VECTOR_DIRECTORY = path if path is None or callable(path) else Path(path)
+    _VECTOR_LOCATOR = None
+
+
+def set_vector_locator(locate: Callable[[str], Path] | None) -> None:
+    """Where the table with a given sha256 is, asked per table: the server's blob store, which may
+    have to fetch it to this host first (``tasks.blobs.path``). Set, it takes the place of the
+    vector directory; None: back to ``set_vector_directory``'s."""
+    global _VECTOR_LOCATOR
+    _VECTOR_LOCATOR = locate
 
 
 def set_tagging_processes(processes: int) -> None:
@@ -439,6 +449,8 @@ def vector_table_path(sha256: str) -> Path:
     """The file of the uploaded vector table with this sha256."""
     if not _SHA256.match(sha256):
         raise ValueError(f"not a sha256: {sha256!r}")
+    if _VECTOR_LOCATOR is not None:
+        return _VECTOR_LOCATOR(sha256)
     return _vector_directory() / f"{sha256}.txt"
 
 
@@ -986,6 +998,8 @@ class ResponseKind(Kind):
                                     f"{', weighted references' if options.weighted else ''})",
                     short_title=label, headline="corpus",
                     corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                    corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order,
+                                        brevity=options.brevity),
                     description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                                  f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
                                  "score, per-context scores use add-one smoothing for n >= 2")))
@@ -1016,6 +1030,7 @@ class ResponseKind(Kind):
                       f"rated references (corpus, {options.brevity} reference length)",
                 short_title="vBLEU", headline="corpus",
                 corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order, brevity=options.brevity),
                 description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                              f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
                              "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
