@@ -671,6 +671,9 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
         raise CliError(f"the server accepted the upload but sent no run id ({response.url})", EXIT_NETWORK)
     for line in created.get("warnings") or []:
         warn(f"warning: {line}")
+    if created.get("identical_note"):
+        # The server compares the file with the team's own earlier runs only (SHA-256).
+        warn(f"note: {created['identical_note']}")
     if "quota" in created:
         warn(quota_line(created.get("quota"), created.get("submissions")))
     url = client.url(created.get("url") or f"/api/v1/runs/{run_id}/")

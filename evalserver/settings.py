@@ -459,6 +459,9 @@ RATELIMIT_IP_META_KEY = "evalserver.clientip.client_ip"
 EVALSERVER_UPLOAD_RATE = env_rate("EVALSERVER_UPLOAD_RATE", default="30/min")
 EVALSERVER_LOGIN_RATE = env_rate("EVALSERVER_LOGIN_RATE", default="10/m")
 EVALSERVER_SIGNUP_RATE = env_rate("EVALSERVER_SIGNUP_RATE", default="5/h")
+# Join codes tried by signed-in accounts (tasks.teams.team_join), per account and per address:
+# the code is all that stands between a guesser and a team's hidden runs.
+EVALSERVER_JOIN_RATE = env_rate("EVALSERVER_JOIN_RATE", default="10/h")
 # Sign-up: open to everyone, or not at all (organisers then use create_participant);
 # new teams may need an organiser's approval before they can submit to tasks that ask for it.
 EVALSERVER_SIGNUP_OPEN = env_bool("EVALSERVER_SIGNUP_OPEN", default=True)

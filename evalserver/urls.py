@@ -9,7 +9,7 @@ from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import statistics_pages
 from leaderboard import views as board_views
-from tasks import accounts, organiser, organiser_forms
+from tasks import accounts, organiser, organiser_forms, runlinks, teams
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -46,7 +46,15 @@ urlpatterns = [
     path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),
     path("runs/<int:run_id>/compare/", run_views.run_compare, name="run-compare"),
     path("runs/<int:run_id>/details.json", run_views.run_details_json, name="run-details"),
+    path("runs/<int:run_id>/file", runlinks.run_file, name="run-file"),
+    path("runs/<int:run_id>/links/", runlinks.run_links, name="run-links"),
     path("team/", task_views.team_page, name="team-page"),
+    path("team/join/", teams.team_join, name="team-join"),
+    path("team/leave/", teams.team_leave, name="team-leave"),
+    path("team/remove-member/", teams.team_remove_member, name="team-remove-member"),
+    path("team/rename/", teams.team_rename, name="team-rename"),
+    path("team/new-code/", teams.team_new_code, name="team-new-code"),
+    path("accounts/account/", teams.account_page, name="account"),
     path("team/token/regenerate/", task_views.regenerate_token, name="token-regenerate"),
     path("team/token/revoke/", task_views.revoke_token, name="token-revoke"),
     path("accounts/login/", task_views.LoginView.as_view(), name="login"),

@@ -91,6 +91,10 @@ def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool 
     if not organiser:
         runs = runs.filter(is_public=True) | runs.filter(is_baseline=True)
     runs = runs.select_related("team").order_by("pk")
+    # Whether the rows link to their runs' pages: organisers (and their previews) open every run;
+    # the public a run whose scores are public (the rule a run page follows: run_is_public), the
+    # same for every row of a board since they share its phase's gold and publication.
+    linked = organiser or preview or (task.is_public and access.scores_public(phases, phase, version.pk))
     scores = {score.run_id: score.summary for score in Score.objects.filter(
         run__in=runs, gold_version=version, scope=board.scope).only("run_id", "summary")}
     board.columns = task.measure_specs(version.measure_keys)
@@ -103,7 +107,7 @@ def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool 
         board.rows.append({
             "id": run.pk, "team": run.team.name if run.team_id else "baseline", "name": run.name,
             "description": run.description, "is_baseline": run.is_baseline, "is_public": run.is_public,
-            "priority": run.priority, "submitted_at": run.created_at.isoformat(),
+            "priority": run.priority, "submitted_at": run.created_at.isoformat(), "linked": linked,
             # The groups the run has scores in (a DQ-only run is not on the ND tab).
             "groups": sorted({column.group for column in board.columns if values[column.key] is not None}),
             "scores": summary, "values": values,

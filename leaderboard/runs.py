@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import numpy as np
 import orjson
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -26,30 +27,44 @@ from tasks import access
 from tasks.api import details_payload, run_data
 from tasks.models import Run, Score
 from tasks.runfiles import download_name
+from tasks.runlinks import RunLinksForm
+from tasks.submissions import identical_runs
 from tasks.views import withdrawal_undo_until
 
 
 @require_GET
-@login_required
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = access.get_run_for_user(request.user, run_id)
+    """A run's page: everything of its own to its team (and the task's organisers), before and
+    after publication, with the file to download and its links to edit; to anybody else, once its
+    scores are public (``tasks.access.run_is_public``), its method, links, scores, where it stands
+    and its per-item scores where the task's rules give them; 404 otherwise."""
+    run, role = access.get_run_page(request.user, run_id)
+    # The public page is the same for every reader who is not of the team: the anonymous rules.
+    reader = request.user if role == access.OWN else AnonymousUser()
     phases = access.task_phases(run.task_id)
     per_item = None
-    score = access.per_item_score(run, request.user, phases)
+    score = access.readable_per_item(run, reader, role, phases)
     if score is not None:
         per_item = per_item_table(score, request.GET)
         _log_per_item(request, run, score, phases, "per-item scores")
-    data = run_data(run, request.user, phases)
-    standing = run_standing(request.user, run, phases)
+    data = run_data(run, reader, phases)
+    standing = run_standing(reader, run, phases)
+    own = role == access.OWN
+    member = own and access.is_member(request.user, run)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
-        "breakdown": breakdown(run, access.visible_score(run, request.user, phases)),
+        "public_view": not own, "member": member,
+        "breakdown": breakdown(run, access.visible_score(run, reader, phases)),
         "segments": item_segments(run, score, request.GET) if score is not None else None,
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
-        "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
+        "standing": _standing_rows(standing),
+        "comparable": comparable_runs(run, request.user) if per_item and own else [],
         "finished": run.status not in Run.UNFINISHED,
         "undo_until": withdrawal_undo_until(run) if run.is_withdrawn else None,
+        "identical": identical_runs(run) if own else [],
+        "links_form": RunLinksForm(instance=run) if member else None,
+        "public_page": own and access.run_is_public(run, phases),
         # The gold moved under the run after it was submitted: its scores are on the new version.
         "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
 
@@ -102,13 +117,12 @@ def item_segments(run: Run, score: Score, query: Any) -> dict[str, Any] | None:
 
 
 @require_GET
-@login_required
 def run_details_json(request: HttpRequest, run_id: int) -> HttpResponse:
     """Everything the kind reports per item beside the numbers (nugget scores), as JSON: the
     per-item rule, like the per-item table and its CSV."""
-    run = access.get_run_for_user(request.user, run_id)
+    run, role = access.get_run_page(request.user, run_id)
     phases = access.task_phases(run.task_id)
-    score = access.per_item_score(run, request.user, phases)
+    score = access.readable_per_item(run, request.user, role, phases)
     if score is None:
         raise Http404("no per-item details of this run are visible to you")
     _log_per_item(request, run, score, phases, "per-item details")
@@ -232,12 +246,11 @@ def per_item_table(score: Score, query: Any) -> dict[str, Any]:
 
 
 @require_GET
-@login_required
 def run_items_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     """Every per-item score of a run the user may see, in the gold's order, one column per measure key."""
-    run = access.get_run_for_user(request.user, run_id)
+    run, role = access.get_run_page(request.user, run_id)
     phases = access.task_phases(run.task_id)
-    score = access.per_item_score(run, request.user, phases)
+    score = access.readable_per_item(run, request.user, role, phases)
     if score is None:
         raise Http404("no per-item scores of this run for you: it has none yet, or they are not shown "
                       "(on test data they come with the published results)")

@@ -12,9 +12,11 @@ from typing import Any
 import orjson
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
+from django.db.models import Count, F, OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
@@ -31,7 +33,7 @@ from leaderboard.tables import board_table, sort_link
 from scoring import exports
 from tasks import access, cachekeys
 from tasks.lookup import cached_task
-from tasks.models import Score, Task, publication_problem
+from tasks.models import GoldVersion, Phase, Run, Score, Task, publication_problem
 from tasks.runfiles import download_name
 from tasks.submissions import quota_status, submission_status
 
@@ -40,7 +42,57 @@ from tasks.submissions import quota_status, submission_status
 def home(request: HttpRequest) -> HttpResponse:
     tasks = [task for task in Task.objects.prefetch_related("organisers")
              if task.is_public or task.is_organiser(request.user)]
-    return render(request, "leaderboard/home.html", {"tasks": tasks})
+    phases: dict[int, list[Phase]] = {}
+    for phase in Phase.objects.filter(task__in=tasks).order_by("starts_at"):
+        phases.setdefault(phase.task_id, []).append(phase)
+    counts = public_counts(tasks, phases)
+    now = timezone.now()
+    return render(request, "leaderboard/home.html", {"tasks": [
+        {"task": task, "status": task_status(phases.get(task.pk, []), now), **counts.get(task.pk, {})}
+        for task in tasks]})
+
+
+def task_status(phases: list[Phase], now: Any) -> dict[str, Any]:
+    """A task's state in a line: the phase open now and until when, else the next one and when it
+    opens, else that every phase has ended (a task without phases takes runs at any time)."""
+    if not phases:
+        return {"state": "open", "words": "runs accepted at any time"}
+    open_now = [phase for phase in phases if phase.takes_runs and phase.is_open(now)]
+    if open_now:
+        phase = min(open_now, key=lambda item: item.ends_at)
+        return {"state": "open", "phase": phase, "deadline": phase.ends_at,
+                "words": f"{phase.name} phase, deadline {phase.ends_at:%Y-%m-%d %H:%M} UTC"}
+    upcoming = [phase for phase in phases if phase.takes_runs and phase.starts_at > now]
+    if upcoming:
+        phase = min(upcoming, key=lambda item: item.starts_at)
+        return {"state": "upcoming", "phase": phase,
+                "words": f"the {phase.name} phase opens {phase.starts_at:%Y-%m-%d %H:%M} UTC"}
+    return {"state": "closed", "words": "every phase has ended"}
+
+
+def public_counts(tasks: list[Task], phases: dict[int, list[Phase]]) -> dict[int, dict[str, int]]:
+    """Per task, the runs and the teams the public boards show, whatever the reader: scored runs
+    shown on the public board (not hidden, not withdrawn, no baselines) of a phase whose board
+    shows runs to the public (``tasks.access.board_rule``), on that phase's gold; a task without
+    phases, those on its latest gold. Runs kept from the public (a test board whose results are
+    not published and that has no live subset) are not counted: a count is no back door. Two
+    queries whatever the number of tasks."""
+    shown = [phase.pk for task in tasks for phase in phases.get(task.pk, [])
+             if phase.takes_runs and phase.starts_at <= timezone.now()
+             and not access.board_rule(phases[task.pk], phase, organiser=False)[1]]
+    runs = Run.objects.filter(status=Run.DONE, withdrawn_at__isnull=True, is_public=True, is_baseline=False,
+                              task__is_public=True)
+    found = {row["task_id"]: {"runs": row["runs"], "teams": row["teams"]} for row in runs.filter(
+        phase_id__in=shown, gold_version_id=F("phase__gold_version_id")).values("task_id").annotate(
+        runs=Count("pk"), teams=Count("team_id", distinct=True))}
+    without_phases = [task.pk for task in tasks if not phases.get(task.pk)]
+    if without_phases:
+        latest = GoldVersion.objects.filter(task_id=OuterRef("task_id")).order_by("-number").values("pk")[:1]
+        for row in runs.filter(task_id__in=without_phases, phase__isnull=True).annotate(
+                latest=Subquery(latest)).filter(gold_version_id=F("latest")).values("task_id").annotate(
+                runs=Count("pk"), teams=Count("team_id", distinct=True)):
+            found[row["task_id"]] = {"runs": row["runs"], "teams": row["teams"]}
+    return found
 
 
 def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:

@@ -131,6 +131,73 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
     return None if scope is None else scores.get(scope)
 
 
+# Run pages --------------------------------------------------------------------------------------
+
+OWN, PUBLIC = "own", "public"
+
+
+def scores_public(phases: list[Phase], phase: Phase | None, gold_version_id: int | None) -> bool:
+    """Whether runs of ``phase`` (None: outside phases, or a baseline) scored against this gold
+    version may have public pages: the gold is no test data (no test or final phase uses it, and
+    the phase is not a test phase), or the results on it are published and count
+    (``publication_counts``: no phase accepts runs on that gold any more). A board and a single
+    run ask the same question here, so a board row links to a run page exactly when it opens."""
+    if gold_version_id is None:
+        return False
+    tests = test_phases_on(phases, gold_version_id)
+    if phase is not None and phase.kind in TEST_KINDS and all(test.pk != phase.pk for test in tests):
+        tests.append(phase)
+    return not tests or any(publication_counts(phases, test) for test in tests)
+
+
+def run_is_public(run: Run, phases: list[Phase] | None = None) -> bool:
+    """Whether anybody, signed in or not, may open the run's page: a scored run of a public task
+    shown on its public board (not hidden by its team, not withdrawn), whose scores are public
+    (``scores_public``). Before that only its team and the task's organisers may."""
+    if not run.task.is_public or run.status != Run.DONE or run.is_withdrawn:
+        return False
+    if not (run.is_public or run.is_baseline):
+        return False
+    if phases is None:
+        phases = task_phases(run.task_id)
+    return scores_public(phases, run.phase if run.phase_id else None, run.gold_version_id)
+
+
+def get_run_page(user: Any, run_id: int) -> tuple[Run, str]:
+    """The run and how the user reads it: ``OWN`` for its team's members and the task's organisers
+    (everything, as before publication), ``PUBLIC`` for anybody else once ``run_is_public``; 404
+    otherwise, the same answer as for an id that does not exist (a withdrawn, hidden or unpublished
+    run does not tell that it exists)."""
+    run = Run.objects.select_related("task", "team", "phase", "gold_version").filter(pk=run_id).first()
+    if run is not None and (is_member(user, run) or is_organiser(user, run.task)):
+        return run, OWN
+    if run is not None and run_is_public(run):
+        return run, PUBLIC
+    raise Http404("no such run")
+
+
+def public_per_item_score(run: Run, phases: list[Phase]) -> Score | None:
+    """The score whose per-item values a public run page shows: where the run's team sees them
+    (``may_see_per_item``: on test data once published, in a development phase if it gives
+    per-item feedback), for a run that is public (``run_is_public``)."""
+    if not run_is_public(run, phases):
+        return None
+    if not on_test_data(run, phases) and run.phase_id and not (run.phase.per_item_feedback
+                                                               or run.phase.results_published):
+        return None
+    if not matrices_allowed(phases, run.gold_version_id, organiser=False):
+        return None
+    return run.scores.filter(gold_version_id=run.gold_version_id, scope=Score.FULL).select_related(
+        "gold_version").first()
+
+
+def readable_per_item(run: Run, user: Any, role: str, phases: list[Phase]) -> Score | None:
+    """The per-item score a run page, its CSV and its details show to this reader."""
+    if role == OWN:
+        return per_item_score(run, user, phases)
+    return public_per_item_score(run, phases)
+
+
 def log_access(request: HttpRequest, task: Task, what: str) -> None:
     """Record who read gold-derived data (exports, matrices, per-item test scores before
     publication) or changed what the public sees: the organisers' access log."""

@@ -93,6 +93,30 @@ def create_team(name: str, approved: bool = True) -> Team:
         raise Rejected([f"team: a team named {name!r} exists already"]) from None
 
 
+def team_size_problem(team: Team, joining: int = 1) -> str:
+    """Why ``joining`` more people cannot join the team (empty: they can): a task the team has runs
+    in allows fewer members per team (``Task.max_team_size``), named with its limit."""
+    limited = Task.objects.filter(max_team_size__isnull=False, runs__team=team).distinct().order_by("max_team_size")
+    size = team.members.count() + joining
+    for task in limited:
+        if size > task.max_team_size:
+            return (f"Team {team.name} has {team.members.count()} member{'s' if team.members.count() != 1 else ''} "
+                    f"and takes part in {task.title}, which allows at most {task.max_team_size} per team: nobody "
+                    "more can join it.")
+    return ""
+
+
+def add_member(team: Team, user: Any) -> None:
+    """Add a member under the team's row lock, checking the size limit again (two people joining at
+    once cannot both take the last place); ``Rejected`` saying why not."""
+    with transaction.atomic():
+        locked = Team.objects.select_for_update().get(pk=team.pk)
+        problem = team_size_problem(locked)
+        if problem:
+            raise Rejected([f"team: {problem}"])
+        locked.members.add(user)
+
+
 class AffiliationField(forms.CharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=200, label="Affiliation",
@@ -147,6 +171,10 @@ class SignUpForm(UserCreationForm):
             team = Team.objects.filter(join_code=join_code).first()
             if team is None:
                 self.add_error("join_code", "No team has this join code.")
+            else:
+                problem = team_size_problem(team)
+                if problem:
+                    self.add_error("join_code", problem)
             data["team"] = team
         data["team_name"] = team_name
         return data
@@ -193,14 +221,19 @@ def signup(request: HttpRequest) -> HttpResponse:
                 if team is None:
                     team = create_team(form.cleaned_data["team_name"],
                                        approved=not settings.EVALSERVER_TEAMS_NEED_APPROVAL)
-                team.members.add(user)
+                    team.owner = user
+                    team.save(update_fields=["owner"])
+                    team.members.add(user)
+                else:
+                    add_member(team, user)
                 if form.task is not None:
                     record_acceptance(request, form.task, user)
         except Rejected as rejected:
             # Another sign-up took the team name (or a confusable one) between the check and now:
             # nothing was kept.
+            field = "join_code" if form.cleaned_data.get("team") is not None else "team_name"
             for problem in rejected.errors:
-                form.add_error("team_name", _form_message(problem))
+                form.add_error(field, _form_message(problem))
         except IntegrityError:
             form.add_error("username", "A user with that username already exists.")
         else:

@@ -120,7 +120,7 @@ class TaskForm(forms.ModelForm):
     class Meta:
         model = Task
         fields = ["slug", "title", "description", "kind", "is_public", "organisers", "requires_team_approval",
-                  "permutations", "statistics_seed", "config", "rules", "contact", "citation", "terms"]
+                  "max_team_size", "permutations", "statistics_seed", "config", "rules", "contact", "citation", "terms"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -281,7 +281,7 @@ class TeamForm(forms.ModelForm):
 
     class Meta:
         model = Team
-        fields = ["name", "slug", "members", "approved", "join_code"]
+        fields = ["name", "slug", "members", "owner", "approved", "join_code"]
 
     def clean_name(self) -> str:
         name = unicodedata.normalize("NFC", self.cleaned_data["name"])

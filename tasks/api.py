@@ -27,6 +27,8 @@ from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
 from tasks.models import Run
 from tasks.submissions import (
     API_FORM,
+    identical_note,
+    identical_runs,
     phase_for_upload,
     quota_status,
     submission_from_request,
@@ -121,6 +123,9 @@ _run_response = inline_serializer("RunStatus", {
     "id": serializers.IntegerField(), "status": serializers.ChoiceField(choices=[s for s, _ in Run.STATUSES]),
     "errors": serializers.ListField(child=serializers.CharField()),
     "scores": serializers.DictField(allow_null=True), "url": serializers.CharField(),
+    # Upload answers only: the team's earlier runs with the very same file, and the sentence saying so.
+    "identical_to": serializers.ListField(child=serializers.DictField(), required=False),
+    "identical_note": serializers.CharField(required=False),
 })
 _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=serializers.CharField())})
 
@@ -130,7 +135,8 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
                 "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
                 "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
-                "is stored. A valid run is queued for scoring; the answer says how much quota is left. "
+                "is stored. A valid run is queued for scoring; the answer says how much quota is left and names "
+                "your team's earlier runs whose file is byte for byte the same (`identical_to`, `identical_note`). "
                 "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
                 "uploads at once the answer is 503 with Retry-After.",
     request={"multipart/form-data": inline_serializer("RunUpload", {
@@ -150,10 +156,21 @@ def upload_run(request: Request, slug: str) -> Response:
     task = access.get_task_for_user(request.user, slug)
     run = submit_run(task, request.user, submission_from_request(request, API_FORM),
                      phase_for_upload(task, request.user))
+    copies = identical_runs(run)
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
-                     "warnings": run.warnings, "quota": quota_status(task, request.user),
+                     "warnings": run.warnings, "identical_to": identical_payload(run, copies),
+                     "identical_note": identical_note(run, copies),
+                     "quota": quota_status(task, request.user),
                      "submissions": submission_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
+
+
+def identical_payload(run: Run, copies: list[Run]) -> list[dict[str, Any]]:
+    """The team's earlier runs with the very same file (``identical_runs``), as the upload answer
+    lists them: only the team's own runs, never another team's."""
+    return [{"id": copy.pk, "name": copy.name, "phase": copy.phase.name if copy.phase_id else None,
+             "submitted_at": copy.created_at.isoformat(), "withdrawn": copy.is_withdrawn}
+            for copy in copies if copy.pk < run.pk]
 
 
 def details_payload(run: Run, score: Any) -> dict[str, Any]:

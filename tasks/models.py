@@ -65,6 +65,10 @@ class Task(models.Model):
         help_text="terms participants accept before they submit runs or download data kept for registered "
                   "teams; every acceptance is recorded with the text accepted. A changed text is a new version "
                   "that everyone accepts again. Empty: nothing to accept")
+    max_team_size = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="the most members a team taking part in this task may have (checked when somebody joins a team "
+                  "that has runs in the task, and at every upload); empty: no limit")
     scores_changed_at = models.DateTimeField(default=timezone.now, help_text="bumped whenever a score changes")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -347,6 +351,10 @@ class Team(models.Model):
                                                            "from approved teams")
     join_code = models.CharField(max_length=32, default=_join_code, unique=True,
                                  help_text="members share it with colleagues who sign up into this team")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_teams",
+        help_text="the member who manages the team (renames it, removes members, renews the join code); empty or "
+                  "no longer a member: the member who joined first (tasks.teams.team_owner)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -375,6 +383,10 @@ class Run(models.Model):
     withdrawn_at = models.DateTimeField(null=True, blank=True, help_text="hidden everywhere, never deleted")
     file_sha256 = models.CharField(max_length=64)
     file_size = models.PositiveIntegerField()
+    # Where readers find more about the method: shown on the run's page (public once the results
+    # are); the team fills them in and edits them (http and https only: tasks.runlinks).
+    paper_url = models.URLField(max_length=500, blank=True, help_text="the paper that describes the method")
+    code_url = models.URLField(max_length=500, blank=True, help_text="the method's code")
     original_filename = models.CharField(max_length=255, blank=True)
     parts = models.JSONField(default=list, blank=True,
                              help_text="the measure groups the run was scored in (a DQ-only run: ['quality'])")

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -117,10 +118,45 @@ def day_start(at: datetime) -> datetime:
 
 
 def counted_runs(team: Team, phase: Phase) -> Any:
-    """Runs that use quota: every run created in the phase except failed ones. A file that fails
-    validation never becomes a run, so a run fails only for a reason that is not the team's (a
-    changed gold, a time limit, a worker lost, a bug) and gives its slot back."""
-    return Run.objects.filter(team=team, phase=phase).exclude(status=Run.FAILED)
+    """Runs that use quota: every run created in the phase except failed ones, and except a
+    withdrawn run whose file is identical to an earlier counted run of the team in the phase. A file
+    that fails validation never becomes a run, so a run fails only for a reason that is not the
+    team's (a changed gold, a time limit, a worker lost, a bug) and gives its slot back. Any other
+    withdrawn run keeps counting (its scores were seen); an identical file sent again told the team
+    nothing new, so withdrawing the later copy gives its slot back."""
+    runs = Run.objects.filter(team=team, phase=phase).exclude(status=Run.FAILED)
+    earlier_copy = Run.objects.filter(team=team, phase=phase, file_sha256=OuterRef("file_sha256"),
+                                      pk__lt=OuterRef("pk")).exclude(status=Run.FAILED)
+    return runs.exclude(Q(withdrawn_at__isnull=False) & Exists(earlier_copy))
+
+
+def identical_runs(run: Run) -> list[Run]:
+    """The other runs of the run's team in the same task whose file is byte for byte the same
+    (the same SHA-256), oldest first. Only the team's own: other teams' files are never compared
+    in anything a participant reads."""
+    if run.team_id is None:
+        return []
+    return list(Run.objects.filter(task_id=run.task_id, team_id=run.team_id, file_sha256=run.file_sha256)
+                .exclude(pk=run.pk).select_related("phase").order_by("created_at", "pk")[:20])
+
+
+def identical_note(run: Run, copies: list[Run]) -> str:
+    """What the team reads at upload about earlier runs with the same file: which, when, and what
+    withdrawing this one does; empty when there is none."""
+    earlier = [copy for copy in copies if copy.pk < run.pk]
+    if not earlier:
+        return ""
+    named = "; ".join(f"run #{copy.pk} {copy.name!r} submitted at {copy.created_at:%Y-%m-%d %H:%M:%S} UTC"
+                      f"{' (withdrawn)' if copy.is_withdrawn else ''}" for copy in earlier[:5])
+    more = f" and {len(earlier) - 5} more" if len(earlier) > 5 else ""
+    same_phase = any(copy.phase_id == run.phase_id and copy.status != Run.FAILED for copy in earlier)
+    if run.phase_id is None:
+        return f"This file is identical to {named}{more}."
+    if not same_phase:
+        return f"This file is identical to {named}{more}, in another phase: here it is scored on this phase's data."
+    return (f"This file is identical to {named}{more}: it gets the same scores. If you did not mean to send it "
+            f"again, withdraw run #{run.pk} from its page: a withdrawn copy of an earlier run of the same phase "
+            "gives its quota slot back.")
 
 
 def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[str, Any]:
@@ -278,6 +314,10 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
         raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
     if not team.approved and task.requires_team_approval:
         raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
+    if task.max_team_size is not None and team.members.count() > task.max_team_size:
+        raise Rejected([f"team: {task.title} allows at most {task.max_team_size} members per team and team "
+                        f"{team.name!r} has {team.members.count()}; a member leaves the team (on its team page) "
+                        "before it submits"], status=403)
     if not task.terms_accepted_by(user):
         raise Rejected([f"terms: accept the terms of {task.slug} first, on its overview page "
                         f"({reverse('task-overview', args=[task.slug])}); every member who submits accepts them"],

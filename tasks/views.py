@@ -30,6 +30,8 @@ from tasks.models import Run
 from tasks.submissions import (
     WEB_FORM,
     check_priority_free,
+    identical_note,
+    identical_runs,
     open_phase,
     participant_team,
     phase_for_upload,
@@ -37,6 +39,7 @@ from tasks.submissions import (
     submission_from_request,
     submit_run,
 )
+from tasks.teams import team_context
 from tasks.tokens import current_token, issue_token, revoke_tokens
 
 # Every password form counts against one limit per address: the admin's sign-in had none (125
@@ -163,6 +166,9 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
             response["Retry-After"] = str(rejected.retry_after)
         return response
     messages.success(request, f"Run {run.name!r} was accepted and queued for scoring.")
+    note = identical_note(run, identical_runs(run))
+    if note:
+        messages.warning(request, note)
     return redirect("run-page", run_id=run.pk)
 
 
@@ -172,7 +178,8 @@ def team_page(request: HttpRequest) -> HttpResponse:
     team = participant_team(request.user)
     runs = Run.objects.filter(team=team).select_related("task", "phase") if team else Run.objects.none()
     token = current_token(request.user)
-    return render(request, "tasks/team.html", {"team": team, "runs": runs[:500], "token": token})
+    return render(request, "tasks/team.html", {"team": team, "runs": runs[:500], "token": token,
+                                               **team_context(request.user, team)})
 
 
 @require_POST
@@ -228,7 +235,7 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
             "title": f"Withdraw the run {run.name}?",
             "paragraphs": [
                 "A withdrawn run is hidden everywhere: it leaves every leaderboard, the statistics and the "
-                "organisers' results, and it keeps counting against your quota. It is never deleted.",
+                "organisers' results. It is never deleted. " + _quota_sentence(run),
                 _undo_sentence(run, until)],
             "action": reverse("run-visibility", args=[run.pk]), "fields": [("action", "withdraw")],
             "button": "Withdraw the run", "cancel_url": reverse("run-page", args=[run.pk]),
@@ -242,6 +249,16 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
     return redirect("run-page", run_id=run.pk)
+
+
+def _quota_sentence(run: Run) -> str:
+    """What withdrawing does to the quota (``tasks.submissions.counted_runs``)."""
+    copy = next((other for other in identical_runs(run) if other.pk < run.pk and other.phase_id == run.phase_id
+                 and other.status != Run.FAILED), None)
+    if run.phase_id is not None and copy is not None:
+        return (f"Its file is identical to the earlier run #{copy.pk} {copy.name!r} of this phase, so withdrawing it "
+                "gives its quota slot back.")
+    return "It keeps counting against your quota."
 
 
 def _undo_sentence(run: Run, until: datetime | None) -> str:

@@ -36,7 +36,8 @@ def board_rows(page: str) -> list[tuple[str, list[str]]]:
     rows = []
     for row in re.findall(r"<tr[^>]*data-run=[^>]*>(.*?)</tr>", page, flags=re.S):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)
-        name = re.search(r"<span title=\"[^\"]*\">(.*?)</span>", cells[2]).group(1)
+        # A run's name: a link to its page where the reader may open it, else plain text.
+        name = re.search(r"<(?:span|a)[^>]* title=\"[^\"]*\">(.*?)</(?:span|a)>", cells[2]).group(1)
         rows.append((name, cells))
     return rows
 
@@ -199,3 +200,27 @@ def cache_token_changes(key: str) -> bool:
         during = cache.get(key)
     after = cache.get(key)
     return len({before, during, after}) == 3
+
+
+@pytest.mark.django_db
+def test_board_rows_link_to_run_pages_without_a_query_per_run(world: World) -> None:
+    """Building a board (cache empty) costs the same queries for 2 runs as for 8, links included;
+    every row links to the run's page, which opens for the public (the task has no phases: its
+    scores are public)."""
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for count in (2, 8):
+        for seed in range(len(counts) * 2, count):
+            submit(world, world.alice if seed % 2 else world.bob, 0.2 + 0.03 * seed, seed, f"run-{seed}")
+        cache.clear()
+        with CaptureQueriesContext(connection) as queries:
+            page = Client().get(f"/tasks/{world.task.slug}/").content.decode()
+        counts.append(len(queries.captured_queries))
+        links = re.findall(r'<td class="run"[^>]*><a href="/runs/(\d+)/"', page)
+        assert sorted(map(int, links)) == sorted(Run.objects.values_list("pk", flat=True))
+        for run_id in links:
+            assert Client().get(f"/runs/{run_id}/").status_code == 200
+    assert counts[0] == counts[1], counts

@@ -704,3 +704,16 @@ def test_runs_shows_each_runs_phase_and_keeps_one_phase_with_dash_dash_phase(ser
     closed = cli("runs", SLUG, server=served.url, token=world.alice_token)
     assert closed.stdout.splitlines()[-1] == ("submissions closed: accept the terms of demo-task first, on its "
                                               "overview page")
+
+
+def test_submit_says_when_the_file_is_identical_to_an_earlier_run_of_the_team(served: Served, tmp_path: Path) -> None:
+    path = write_run(tmp_path, served.world, seed=11)
+    first = submit(served, path, "--name", "once")
+    result = cli("submit", SLUG, str(path), "--name", "twice", server=served.url, token=served.world.alice_token)
+    assert result.returncode == 0, result.stderr
+    submitted = api(served, f"/api/v1/runs/{first}/", served.world.alice_token)["submitted_at"]
+    when = submitted[:10] + " " + submitted[11:19]  # the note's "YYYY-MM-DD HH:MM:SS UTC"
+    assert f"note: This file is identical to run #{first} 'once' submitted at {when} UTC." in result.stderr
+    # Another team's identical file is nobody else's business.
+    rival = cli("submit", SLUG, str(path), server=served.url, token=served.world.bob_token)
+    assert rival.returncode == 0 and "identical" not in rival.stderr

@@ -77,6 +77,9 @@ URL_KINDS: dict[str, str] = {
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
     "pool-job": PAGE, "pool-job-status": PAGE,
+    # Issue 30: a run's file (its team and organisers) and links form; team and account management.
+    "run-file": RUN, "run-links": POST, "team-join": PAGE, "team-leave": POST, "team-remove-member": POST,
+    "team-rename": POST, "team-new-code": POST, "account": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -376,7 +379,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
             stranger = next((other for other, other_team in runs if other_team != team), None)
             targets += [f"{reverse(name, args=[run_id])}?with={other}" for other in (mate, stranger) if other]
         return targets
-    if kind == RUN or name == "run-visibility":
+    if kind == RUN or name in ("run-visibility", "run-links"):
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
             "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms"):
@@ -426,12 +429,35 @@ def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, ki
                     problems.append(f"{where}: {response.status_code}, not 404, for a phase that does not exist")
                 if meaning == DEFAULT and response.status_code != statuses["absent"]:
                     problems.append(f"{where}: {response.status_code}, not {statuses['absent']} as without ?phase=")
+                if url.endswith("/file") and response.status_code == 200:
+                    # A run's file back: exactly the bytes its team uploaded, to the team or the
+                    # organisers only; a number in it is the team's own (a probability can equal a
+                    # per-dialogue score by construction: NVD is 1 - p on a one-label gold).
+                    problem = own_file_problem(url, body_of(response), role, user)
+                    if problem:
+                        problems.append(f"{where}: {problem}")
+                    continue
                 leaked = sorted(set(NUMBER.findall(body_of(response))) & forbidden.keys()
                                 - (derived_strings(leak.numbers[role], url) if kind == RUN else set()))
                 if leaked:
                     problems.append(f"{where}: {response.status_code} with {len(leaked)} forbidden number(s), "
                                     f"e.g. {forbidden[leaked[0]]}")
     return problems
+
+
+def own_file_problem(url: str, body: str, role: str, user: Any) -> str:
+    """Why serving this run file to this reader is wrong (empty: it is right): the reader must be
+    of the run's team or organise the task, and the body the stored upload byte for byte."""
+    from tasks.runfiles import read_run_file
+
+    run = Run.objects.select_related("team").get(pk=int(url.split("/")[2]))
+    member = user is not None and run.team_id is not None and run.team.members.filter(pk=user.pk).exists()
+    organiser = user is not None and (user.is_superuser or run.task.organisers.filter(pk=user.pk).exists())
+    if not (member or organiser):
+        return f"the file of run {run.name} served to {role}, who is not of its team"
+    if body != read_run_file(run).decode("utf-8", errors="replace"):
+        return "a run file that is not the bytes uploaded"
+    return ""
 
 
 def test_every_url_is_classified() -> None:

@@ -80,7 +80,11 @@ def test_per_dialogue_scores_of_a_test_phase_wait_for_the_final_publication(worl
     test.refresh_from_db()
     assert not test.is_open()
     assert "Per-dialogue scores (30 dialogues" in alice.get(f"/runs/{run_id}/").content.decode()
-    assert "Per-dialogue scores" not in signed_in(world.bob).get(f"/runs/{run_id}/").content.decode()
+    # Published and shown on the public board: the run's public page has them for everybody (issue
+    # 30); hidden by its team, the run has no public page.
+    assert "Per-dialogue scores (30 dialogues" in signed_in(world.bob).get(f"/runs/{run_id}/").content.decode()
+    Run.objects.filter(pk=run_id).update(is_public=False)
+    assert signed_in(world.bob).get(f"/runs/{run_id}/").status_code == 404
 
 
 @pytest.mark.django_db

@@ -286,7 +286,8 @@ def test_per_item_scores_follow_the_privacy_rules(db: Any) -> None:
         assert organiser.get(f"/runs/{run.pk}/items.csv").status_code == 200
     assert AccessLog.objects.filter(what__startswith=f"per-item scores CSV of run #{test_run.pk}").count() == 1
     assert not AccessLog.objects.filter(what__contains=f"run #{quiet_run.pk}").exists()  # not test data
-    assert Client().get(f"/runs/{test_run.pk}/items.csv").status_code == 302
+    # The public: the same 404 as a run that does not exist, until the test results are published.
+    assert Client().get(f"/runs/{test_run.pk}/items.csv").status_code == 404
     test.results_published = True
     with committing():
         test.save()
@@ -296,6 +297,11 @@ def test_per_item_scores_follow_the_privacy_rules(db: Any) -> None:
     with committing():
         test.save()
     assert alice.get(f"/runs/{test_run.pk}/items.csv").status_code == 200
+    # Published: the run's public page gives its per-item scores to everybody (issue 30); the quiet
+    # development phase gives none, to the public either.
+    assert Client().get(f"/runs/{test_run.pk}/items.csv").content == alice.get(f"/runs/{test_run.pk}/items.csv").content
+    assert Client().get(f"/runs/{quiet_run.pk}/items.csv").status_code == 404
+    assert 'id="per-item"' not in Client().get(f"/runs/{quiet_run.pk}/").content.decode()
 
 
 @pytest.mark.django_db

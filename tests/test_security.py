@@ -40,12 +40,32 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "pvalues-page": ("GET", dict.fromkeys(ROLES, 200)),
     "statistics-export": ("GET", dict.fromkeys(ROLES, 200)),
     "upload": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200, BARE_STAFF: 200}),
-    "run-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
+    # The run is public and its scores are (a task without phases): its page, per-item scores and
+    # details are everybody's (issue 30); tests/test_run_pages_matrix.py walks the hidden, withdrawn
+    # and unpublished runs in every phase state.
+    "run-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "run-items-csv": ("GET", dict.fromkeys(ROLES, 200)),
+    "run-details": ("GET", dict.fromkeys(ROLES, 200)),
+    # The file: the team and the organisers only; anybody else the 404 of a missing run.
+    "run-file": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
                          BARE_STAFF: 404}),
-    "run-items-csv": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
-                              BARE_STAFF: 404}),
-    "run-details": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
-                            BARE_STAFF: 404}),
+    # Its links: the team's members only (an empty form clears them: a redirect to the run).
+    "run-links": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 404, "staff": 404,
+                           BARE_STAFF: 404}),
+    "team-join": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
+                          BARE_STAFF: 200}),
+    # Without a confirmation, team actions ask first or say why not (back to the team page).
+    "team-leave": ("POST", {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 302,
+                            BARE_STAFF: 302}),
+    "team-remove-member": ("POST", {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 302,
+                                    BARE_STAFF: 302}),
+    # An empty new name is refused (400) for a team's owner; people without a team are sent back.
+    "team-rename": ("POST", {"anonymous": 302, "owner": 400, "rival": 400, "organiser": 302, "staff": 302,
+                             BARE_STAFF: 302}),
+    "team-new-code": ("POST", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 302, "staff": 302,
+                               BARE_STAFF: 302}),
+    "account": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
+                        BARE_STAFF: 200}),
     "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
                             BARE_STAFF: 404}),
     "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403,

@@ -97,15 +97,18 @@ def test_upload_form_lists_every_problem(world: World) -> None:
 def test_run_page_permissions(world: World) -> None:
     with committing():
         client = signed_in(world.alice)
-        upload_form(client, world, run_bytes(world.gold), name="private")
+        upload_form(client, world, run_bytes(world.gold), name="private", public="off")
     run = Run.objects.get(name="private")
     url = f"/runs/{run.pk}/"
     assert signed_in(world.alice).get(url).status_code == 200
     assert signed_in(world.bob).get(url).status_code == 404
     assert signed_in(world.organiser).get(url).status_code == 200
-    anonymous = Client().get(url)
-    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
+    # Hidden from the public board (the web form's box not ticked): no public page, the 404 of a
+    # missing run; shown, its scores public (a task without phases), everybody reads it (issue 30).
+    assert not run.is_public and Client().get(url).status_code == 404
     assert signed_in(world.alice).post(url).status_code == 405
+    Run.objects.filter(pk=run.pk).update(is_public=True)
+    assert Client().get(url).status_code == 200 and signed_in(world.bob).get(url).status_code == 200
 
 
 @pytest.mark.django_db
