@@ -21,6 +21,7 @@ handler500 = "evalserver.errors.server_error"
 
 urlpatterns = [
     path("", board_views.home, name="home"),
+    path("measures/", board_views.measures_page, name="measures-page"),
     path("tasks/<slug:slug>/", board_views.task_page, name="task-page"),
     path("tasks/<slug:slug>/leaderboard.csv", board_views.leaderboard_csv, name="leaderboard-csv"),
     path("tasks/<slug:slug>/statistics/", statistics_pages.statistics_page, name="statistics-page"),

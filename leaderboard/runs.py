@@ -44,7 +44,8 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
         "breakdown": breakdown(run, access.visible_score(run, request.user, phases)),
-        "segments": item_segments(run, score, request.GET) if score is not None else None,
+        "segments": item_segments(run, score, request.GET, access.may_see_references(run, request.user, phases))
+        if score is not None else None,
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
         "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
@@ -72,29 +73,33 @@ def breakdown(run: Run, score: Score | None) -> dict[str, Any] | None:
     return {"title": spec[1], "note": spec[2], "rows": sorted(values.items(), key=lambda item: (item[1], item[0]))}
 
 
-def item_segments(run: Run, score: Score, query: Any) -> dict[str, Any] | None:
+def item_segments(run: Run, score: Score, query: Any, references: bool = False) -> dict[str, Any] | None:
     """Each item's details as shaded segments (nuggets by NS), 20 items a page, in the data's
-    order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none."""
+    order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none. Each
+    item of the page also carries what it answers and, with ``references`` (the reader may see
+    the gold), what it was scored against (``Kind.item_context``)."""
     kind, details = run.task.kind_impl, score.details or {}
-    ids = [item for item in item_ids(score)[2]]
-    items = [(item, kind.item_segments(details, item)) for item in ids]
-    items = [(item, segments) for item, segments in items if segments]
+    gold, indices, ids = item_ids(score)
+    items = [(item, kind.item_segments(details, item), index) for item, index in zip(ids, indices, strict=True)]
+    items = [entry for entry in items if entry[1]]
     if not items:
         return None
     lowest = query.get("segments") == "lowest"
     if lowest:
         items.sort(key=lambda entry: min(segment["value"] for segment in entry[1]))
     page = Paginator(items, SEGMENTS_PER_PAGE).get_page(query.get("segments_page"))
-    for _, segments in page:
+    shown = []
+    for item, segments, index in page:
         for segment in segments:
             segment["step"] = min(SEGMENT_STEPS - 1, max(0, int(segment["value"] * SEGMENT_STEPS)))
+        shown.append({"id": item, "segments": segments, "context": kind.item_context(gold, index, references)})
 
     def link(**changes: Any) -> str:
         params = {"segments": "lowest" if lowest else "", **changes}
         return "?" + urlencode({key: value for key, value in params.items() if value}) + "#segments"
 
-    return {"page": page, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
-            "order_link": link(segments="" if lowest else "lowest"),
+    return {"page": page, "items": shown, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
+            "references": references, "order_link": link(segments="" if lowest else "lowest"),
             "previous": link(segments_page=page.previous_page_number()) if page.has_previous() else "",
             "next": link(segments_page=page.next_page_number()) if page.has_next() else "",
             "steps": [(step, f"{step / SEGMENT_STEPS:.1f}–{(step + 1) / SEGMENT_STEPS:.1f}")

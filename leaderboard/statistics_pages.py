@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from leaderboard import scheduling
-from leaderboard.board import CACHE_SECONDS, Board, board_cache_key
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, run_counts
 from leaderboard.charts import asl_chart, bar_chart, heat_map
 from leaderboard.jobs import wake_statistics
 from leaderboard.tables import SHADE_BOUNDS, pvalue_table
@@ -23,7 +23,7 @@ from scoring import exports
 from scoring.kinds import MeasureSpec
 from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
-from tasks.models import Task
+from tasks.models import Run, Task
 from tasks.runfiles import download_name
 
 
@@ -61,8 +61,24 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
         "columns": [measure["spec"] for measure in measures], "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
+        "record_counts": _record_counts(board, record) if record else None,
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _record_counts(board: Board, record: Any) -> dict[str, Any]:
+    """Which runs a stored computation compared (``run_counts``): baselines among them (asked of
+    the database: a run may have left the board since) and, per measure group, the runs that had
+    its scores (the union over the group's measures of the runs each compared)."""
+    summaries = record.summaries()
+    per_group: dict[str, set[int]] = {}
+    for column in board.columns:
+        summary = summaries.get(column.key)
+        if summary is not None:
+            per_group.setdefault(column.group, set()).update(summary["run_ids"])
+    baselines = Run.objects.filter(pk__in=record.run_ids, is_baseline=True).count()
+    return run_counts(board, list(record.run_ids), baselines=baselines,
+                      per_group={group: len(ids) for group, ids in per_group.items()})
 
 
 def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:
@@ -197,7 +213,7 @@ def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dic
     if status.mode in ("thread", "celery") and not board.hidden_reason:
         if status.state is None and len(on_board) >= 2:
             # Scored before any computation was ever requested (e.g. while statistics were off).
-            scheduling.request(task.pk)
+            scheduling.request(task.pk, [phase.pk if phase else None])  # this board, not its neighbours
             wake_statistics(task.pk, 0.0)
             status = scheduling.board_status(task.pk, phase.pk if phase else None)
         elif status.queued and status.starts_in == 0 and status.state.requested_at is not None and (

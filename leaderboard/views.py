@@ -43,6 +43,25 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/home.html", {"tasks": tasks})
 
 
+# Built once per process: the measures of a kind's default configuration do not change while it runs.
+_MEASURES_PAGE: list[dict[str, Any]] = []
+
+
+@require_GET
+def measures_page(request: HttpRequest) -> HttpResponse:
+    """Every kind's measures with their direction, range and the paper each comes from (the
+    kind's default configuration; a task's own are under "What the measures mean" beside its
+    tables): where the footer of every page sends a reader for the definitions."""
+    if not _MEASURES_PAGE:
+        from scoring.kinds import KINDS
+
+        for name in KINDS:
+            kind = KINDS[name]
+            specs = kind.measures(kind.preset(kind.default_preset)) if kind.default_preset else []
+            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs})
+    return render(request, "leaderboard/measures.html", {"kinds": _MEASURES_PAGE})
+
+
 def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
     """The board the request asks for as this user may see it (``tasks.access.board_access``):
     404 unless the task is public or organised by the user, and for a ``?phase=`` that is not one
