@@ -371,8 +371,12 @@ def board_breakdown(task: Task, board: Board) -> dict[str, Any] | None:
     labels = sorted({label for _, values in rows for label in values})
     if not labels:
         return None
-    return {"title": spec[1], "note": spec[2], "labels": labels,
-            "rows": [(name, [values.get(label) for label in labels]) for name, values in rows if values]}
+    shown = [(name, values) for name, values in rows if values]
+    # One row per label (act) and a column per run: a dozen acts as columns did not fit a 1366 px
+    # screen, while a board's runs are usually fewer, and the act stays in view as the runs scroll.
+    return {"title": spec[1], "note": spec[2], "labels": labels, "runs": [name for name, _ in shown],
+            "rows": [(name, [values.get(label) for label in labels]) for name, values in shown],
+            "by_label": [(label, [values.get(label) for _, values in shown]) for label in labels]}
 
 
 def settings_lines(task: Task, board: Board) -> dict[str, Any]:

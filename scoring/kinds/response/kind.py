@@ -300,9 +300,9 @@ def nugget_reasons(nugget: Mapping[str, Any]) -> list[str]:
     if nugget.get("D_phi") is not None:
         reasons.append(f"without it the response would score {change(nugget['D_phi'])}")
     if nugget.get("MD_diff") is not None:
-        reasons.append(f"with the best nuggets of another act instead: {change(nugget['MD_diff'])}")
+        reasons.append(f"with the best nuggets of another act in its place, {change(nugget['MD_diff'])}")
     if nugget.get("MD_same") is not None:
-        reasons.append(f"with the best other nuggets of the same act instead: {change(nugget['MD_same'])}")
+        reasons.append(f"with the best other nuggets of the same act in its place, {change(nugget['MD_same'])}")
     return reasons
 
 
