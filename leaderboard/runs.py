@@ -8,7 +8,7 @@ Here and not in ``tasks``: a run's standing is read from its board, and boards l
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import numpy as np
 import orjson
@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from leaderboard.board import run_standing
@@ -50,9 +51,36 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
                      "differ": []},
         "standing": _standing_rows(standing), "comparable": comparable_runs(run, request.user) if per_item else [],
         "finished": run.status not in Run.UNFINISHED,
+        "queue_ahead": _queue_ahead(run),
+        "statistics_wait": _statistics_wait(run, standing),
         "undo_until": withdrawal_undo_until(run) if run.is_withdrawn else None,
         # The gold moved under the run after it was submitted: its scores are on the new version.
         "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
+
+
+def _queue_ahead(run: Run) -> int | None:
+    """How many runs wait for scoring before this queued one (oldest first, as the workers take
+    them); None unless it is queued."""
+    if run.status != Run.QUEUED:
+        return None
+    return Run.objects.filter(status=Run.QUEUED, queued_at__lt=run.queued_at).count() if run.queued_at else 0
+
+
+def _statistics_wait(run: Run, standing: dict[str, Any] | None) -> dict[str, str] | None:
+    """A scored run's board whose statistics are being computed again (with it): the sentence and
+    the status URL the page's script polls; None when nothing is under way."""
+    from leaderboard.scheduling import board_status
+    from leaderboard.statistics_pages import statistics_wait
+
+    if run.status != Run.DONE or not standing or standing.get("hidden") or "board" not in standing:
+        return None
+    phase = standing["phase"]
+    message = statistics_wait(board_status(run.task_id, phase.pk if phase else None))
+    if not message:
+        return None
+    query = f"?phase={quote(phase.name)}" if phase else ""
+    return {"message": message, "url": reverse("statistics-status", args=[run.task.slug]) + query,
+            "page": reverse("statistics-page", args=[run.task.slug]) + query}
 
 
 # Shades of a value in [0, 1] (nugget scores): five steps of a diverging orange-to-purple scale that

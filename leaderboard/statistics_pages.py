@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -18,7 +18,7 @@ from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, run_counts
 from leaderboard.charts import asl_chart, bar_chart, heat_map
 from leaderboard.jobs import wake_statistics
 from leaderboard.tables import SHADE_BOUNDS, pvalue_table
-from leaderboard.views import board_for, settings_lines, shown_statistics
+from leaderboard.views import _find_board, board_for, settings_lines, shown_statistics
 from scoring import exports
 from scoring.kinds import MeasureSpec
 from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
@@ -79,6 +79,35 @@ def _record_counts(board: Board, record: Any) -> dict[str, Any]:
     baselines = Run.objects.filter(pk__in=record.run_ids, is_baseline=True).count()
     return run_counts(board, list(record.run_ids), baselines=baselines,
                       per_group={group: len(ids) for group, ids in per_group.items()})
+
+
+def statistics_wait(status: scheduling.BoardStatus) -> str:
+    """A board's statistics wait in a sentence ("" when nothing is under way), for pages and the
+    status answer their script polls."""
+    if status.running:
+        return (f"The significance statistics of this board are being computed (for {status.running_for or 0:.0f} s"
+                + (f"; the last computation took {status.state.last_seconds:.1f} s" if status.state.last_seconds
+                   else "") + ").")
+    if status.queued:
+        return ("The significance statistics of this board are queued: they are computed once its scores have been "
+                f"unchanged for {scheduling.debounce_seconds():g} s"
+                + (f" (in about {status.starts_in:.0f} s)" if status.starts_in else "") + ".")
+    return ""
+
+
+@require_GET
+def statistics_status(request: HttpRequest, slug: str) -> HttpResponse:
+    """``{"waiting": bool, "message": str}`` for a board's statistics (``?phase=``): what the
+    pages' script (static/js/wait.js) polls while a computation is queued or running, to reload
+    the page once it is stored. One small query; it never says more than the board page does."""
+    view = _find_board(request, slug)
+    status = scheduling.board_status(view.task.pk, view.phase.pk if view.phase else None)
+    message = statistics_wait(status)
+    response = JsonResponse({"waiting": bool(message), "message": message,
+                             "finished_at": status.state.finished_at.isoformat()
+                             if status.state is not None and status.state.finished_at else None})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:

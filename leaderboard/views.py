@@ -130,6 +130,8 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "leaderboard/task.html", {
         "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
         "submission": submission, "board_state": phase.state() if phase else "",
+        # A computation under way: the page follows it (static/js/wait.js, or a refresh without script).
+        "waiting": status.running or status.queued,
         "quota": quota_status(task, request.user) if submission and submission["open"] else None})
 
 
