@@ -77,6 +77,9 @@ URL_KINDS: dict[str, str] = {
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
     "pool-job": PAGE, "pool-job-status": PAGE,
+    # Issue 30: the measures page (names, no numbers); a board's statistics wait, as its pages say
+    # it (takes ?phase= like the board); the dashboard's counts of runs waiting (organisers only).
+    "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

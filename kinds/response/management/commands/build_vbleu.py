@@ -61,7 +61,7 @@ class ProgressBar:
             if new_stage or finished or now - self.printed >= self.every:
                 self.printed = now
                 counted = f"{done:,}/{total:,} ({100 * done // total}%)" if total else f"{done:,} so far"
-                self.stream.write(f"{title}: {counted}, {elapsed:.1f} s")
+                self.stream.write(f"{title}: {counted}, {elapsed:.1f} s\n")  # a whole line on any stream
                 self.stream.flush()
             return
         if total:
