@@ -20,6 +20,8 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from tests.test_browser import browser  # noqa: F401 - the fixture, shared
+
 # Our file names for the papers and the code's symbols: a reader knows neither. The JSON answers
 # (the API, format.json) keep their keys, which are names for programs; the papers' file names
 # reach no answer at all.
@@ -151,3 +153,47 @@ def test_a_nugget_score_is_explained_on_the_page_with_the_context_and_references
     assert organiser.login(username="organiser", password="demo-pass-123")
     assert all(reference["text"] in html.unescape(organiser.get(f"/runs/{run.pk}/").content.decode())
                for reference in entry["references"])
+
+
+@pytest.fixture
+def demo_pages(demo: str, live_server: Any) -> tuple[str, list[str], list[str]]:
+    """The server's address, the demo's public pages and alice's own (made before Playwright's
+    event loop starts: the database is not reachable from inside it)."""
+    from tasks.models import Run
+
+    pages = [path for path in all_public_paths() if "/api/" not in path and not path.endswith(".json")]
+    mine = Run.objects.filter(team__slug="aurora", task__slug__in=DEMO_TASKS).order_by("pk")
+    signed_in = ["/team/"] + [f"/runs/{run_id}/" for run_id in mine.values_list("pk", flat=True)]
+    first, second = mine.filter(task__slug="response-demo", phase__name="development").values_list("pk", flat=True)[:2]
+    signed_in.append(f"/runs/{first}/compare/?with={second}")
+    return live_server.url, pages, signed_in
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_no_page_of_the_demos_is_wider_than_a_phone(demo_pages: tuple[str, list[str], list[str]],
+                                                    browser: Any) -> None:  # noqa: F811
+    """At 390 px (a phone) and 1366 px, no page of the three demo tasks scrolls sideways as a
+    whole: wide tables scroll in their own box, the interval chart has a phone layout, and My
+    team's runs stack (813 px wide before)."""
+    url, pages, signed_in = demo_pages
+    problems = []
+    for width in (390, 1366):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        for path in pages:
+            page.goto(url + path)
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            if wide > width:
+                problems.append(f"{path} at {width} px: {wide} px wide")
+        page.goto(f"{url}/accounts/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", "demo-pass-123")
+        page.click("form.stacked button[type=submit]")
+        for path in signed_in:
+            page.goto(url + path)
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            if wide > width:
+                problems.append(f"{path} (alice) at {width} px: {wide} px wide")
+        context.close()
+    assert not problems, "\n".join(problems)
