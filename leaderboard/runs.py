@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -63,7 +64,9 @@ def _queue_ahead(run: Run) -> int | None:
     them); None unless it is queued."""
     if run.status != Run.QUEUED:
         return None
-    return Run.objects.filter(status=Run.QUEUED, queued_at__lt=run.queued_at).count() if run.queued_at else 0
+    # In the order the background worker takes them (tasks.worker.next_run): oldest first, then by id.
+    return Run.objects.filter(Q(queued_at__lt=run.queued_at) | Q(queued_at=run.queued_at, pk__lt=run.pk),
+                              status=Run.QUEUED).count()
 
 
 def _statistics_wait(run: Run, standing: dict[str, Any] | None) -> dict[str, str] | None:
