@@ -18,6 +18,8 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
 from leaderboard.board import run_standing
@@ -123,7 +125,7 @@ def item_segments(run: Run, score: Score, query: Any, references: bool = False) 
     for item, segments, index in page:
         for segment in segments:
             segment["step"] = min(SEGMENT_STEPS - 1, max(0, int(segment["value"] * SEGMENT_STEPS)))
-        shown.append({"id": item, "segments": segments, "context": kind.item_context(gold, index, references)})
+        shown.append(_item_html(item, segments, kind.item_context(gold, index, references)))
 
     def link(**changes: Any) -> str:
         params = {"segments": "lowest" if lowest else "", **changes}
@@ -135,6 +137,22 @@ def item_segments(run: Run, score: Score, query: Any, references: bool = False) 
             "next": link(segments_page=page.next_page_number()) if page.has_next() else "",
             "steps": [(step, f"{step / SEGMENT_STEPS:.1f}–{(step + 1) / SEGMENT_STEPS:.1f}")
                       for step in range(SEGMENT_STEPS)]}
+
+
+def _item_html(item: str, segments: list[dict[str, Any]], context: list[tuple[str, str]]) -> SafeString:
+    """One item of the nugget list: its shaded segments and a "Why" that opens on a touch screen
+    (each nugget's act, score and the parts of the score in words; the context and references).
+    Built here rather than in the template: rendering the same markup with template tags made
+    the run page half as slow again (20 items with their nuggets, twice)."""
+    shaded = format_html_join(" ", '<span class="seg seg-{}" title="{}">{}</span>',
+                              ((part["step"], part["title"], part["text"]) for part in segments))
+    why = format_html_join("", '<li><span class="seg seg-{}">{}</span> <strong>{}</strong>, NS {}{}.</li>',
+                           ((part["step"], part["text"], part["label"], f"{part['value']:.4f}",
+                             ": " + "; ".join(part["reasons"]) if part.get("reasons") else "") for part in segments))
+    lines = format_html('<dl class="context">{}</dl>', format_html_join("", "<dt>{}</dt><dd>{}</dd>", context)) \
+        if context else ""
+    return format_html('<span class="item-id">{}</span> {} \n<details class="why"><summary>Why</summary>\n'
+                       '<ul class="nuggets">{}</ul>\n{}</details>', item, shaded, why, lines)
 
 
 @require_GET

@@ -39,6 +39,7 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     measures = []
     levels: list[float] = []
     charts: dict[str, Any] = {}
+    summaries: dict[str, Any] = {}
     if record is not None:
         summaries = record.summaries()
         # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
@@ -61,16 +62,16 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
         "columns": [measure["spec"] for measure in measures], "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
-        "record_counts": _record_counts(board, record) if record else None,
+        "record_counts": _record_counts(board, record, summaries) if record else None,
         **_statistics_status(task, phase, board, record),
     })
 
 
-def _record_counts(board: Board, record: Any) -> dict[str, Any]:
+def _record_counts(board: Board, record: Any, summaries: dict[str, Any]) -> dict[str, Any]:
     """Which runs a stored computation compared (``run_counts``): baselines among them (asked of
     the database: a run may have left the board since) and, per measure group, the runs that had
-    its scores (the union over the group's measures of the runs each compared)."""
-    summaries = record.summaries()
+    its scores (the union over the group's measures of the runs each compared); ``summaries`` is
+    ``record.summaries()``, read once by the page."""
     per_group: dict[str, set[int]] = {}
     for column in board.columns:
         summary = summaries.get(column.key)
