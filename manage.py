@@ -28,6 +28,11 @@ def main() -> None:
         from scoring.cli import main as score
 
         sys.exit(score(sys.argv[2:]))
+    if sys.argv[1:2] == ["compare"]:
+        # The offline comparison, likewise (scoring.compare).
+        from scoring.compare import main as compare
+
+        sys.exit(compare(sys.argv[2:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
     from django.core.management import execute_from_command_line
 

@@ -379,4 +379,7 @@ def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]],
             # How many of the runs the table shows now the statistics cover.
             "n_shown": len(shown), "n_rows": len(rows),
             "bootstrap": entry.get("bootstrap"), "alpha": entry.get("alpha"),
+            # Which figure the points and intervals are about: "corpus" (the corpus figure, as the
+            # table shows it) or "mean" (statistics stored before issue 26 say nothing: mean).
+            "headline": entry.get("headline", "mean"),
             "higher_is_better": column.higher_is_better}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -106,7 +107,9 @@ class MeasureStatistics(models.Model):
         record = self.statistics
         return stats.TukeyHSDResult.from_counts(
             np.frombuffer(bytes(self.pairwise), dtype="<u4"), self.summary["means"],
-            residual_variance=self.summary["residual_variance"],
+            # None: a corpus-level measure, which has no per-item residual (and no effect sizes).
+            residual_variance=(math.nan if self.summary["residual_variance"] is None
+                               else self.summary["residual_variance"]),
             effect_sizes_defined=self.summary.get("effect_sizes_defined", True),
             n_permutations=n_permutations or record.permutations, seed=record.seed or 0,
             n_dialogues=record.n_items or 0, measure=self.key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ from leaderboard import scheduling
 from leaderboard.board import Board, build_board
 from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
 from leaderboard.scheduling import Claim
-from scoring import stats
+from scoring import significance, stats
 from scoring.kinds import Kind
 from scoring.validation import parse_json
 from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
@@ -33,14 +33,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Matrices:
-    """Per measure key, a (dialogues x runs) matrix; runs in ``run_ids`` order."""
+    """Per measure key, a (dialogues x runs) matrix; runs in ``run_ids`` order. ``statistics``:
+    per corpus-level measure key, its (dialogues x runs x S) sufficient statistics."""
 
     run_ids: list[int]
     by_key: dict[str, np.ndarray]
+    statistics: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def gather_matrices(board: Board, group: str) -> Matrices:
-    """Every per-item vector of the board's runs for one measure group, in one query."""
+def gather_matrices(board: Board, group: str, corpus_keys: frozenset[str] = frozenset()) -> Matrices:
+    """Every per-item vector of the board's runs for one measure group, in one query, with the
+    stored sufficient statistics of the measures in ``corpus_keys``."""
     run_ids = [row["id"] for row in board.rows if group in row["groups"]]
     keys = [column.key for column in board.columns_for(group)]
     if len(run_ids) < 2 or not keys:
@@ -49,16 +52,53 @@ def gather_matrices(board: Board, group: str) -> Matrices:
     vectors = ScoreVector.objects.filter(
         score__run_id__in=run_ids, score__gold_version__number=board.gold_version,
         score__gold_version__task_id=board.task_id, score__scope=board.scope, key__in=keys,
-    ).values_list("score__run_id", "key", "values")
+    ).values_list("score__run_id", "key", "values", "n_statistics")
     by_key: dict[str, np.ndarray] = {}
-    for run_id, key, values in vectors:
+    widths: dict[str, set[int]] = {}
+    for run_id, key, values, width in vectors:
         array = np.frombuffer(bytes(values), dtype=np.float64)
         if key not in by_key:
             by_key[key] = np.full((array.size, len(run_ids)), np.nan)
         by_key[key][:, column[run_id]] = array
+        widths.setdefault(key, set()).add(width)
     # In the board's column order, so statistics and their pages list measures the same way each time.
     complete = {key: by_key[key] for key in keys if key in by_key and not np.isnan(by_key[key]).any()}
-    return Matrices(run_ids, complete)
+    statistics: dict[str, np.ndarray] = {}
+    wanted = [key for key in complete if key in corpus_keys]
+    if wanted:
+        rows = ScoreVector.objects.filter(
+            score__run_id__in=run_ids, score__gold_version__number=board.gold_version,
+            score__gold_version__task_id=board.task_id, score__scope=board.scope, key__in=wanted,
+            n_statistics__gt=0).values_list("score__run_id", "key", "statistics", "n_statistics")
+        for run_id, key, blob, width in rows:
+            if widths[key] != {width}:
+                continue  # some runs lack them (stored before issue 26): scored again below
+            array = ScoreVector.statistics_array(blob, width)
+            if key not in statistics:
+                statistics[key] = np.full((array.shape[0], len(run_ids), width), np.nan)
+            statistics[key][:, column[run_id], :] = array
+        statistics = {key: value for key, value in statistics.items() if not np.isnan(value).any()}
+    return Matrices(run_ids, complete, statistics)
+
+
+def rescored_statistics(task: Task, board: Board, matrices: Matrices, keys: list[str]) -> dict[str, np.ndarray]:
+    """The sufficient statistics of corpus measures ``keys`` for every run of ``matrices``, by
+    scoring the runs' files again: for scores stored before statistics were kept beside them
+    (their tests must still be about the corpus figure). Items as the board's scope."""
+    kind, config = task.kind_impl, task.kind_config
+    gold = GoldVersion.objects.get(pk=board.gold_version_id).load()
+    items = None
+    if board.scope == "live":
+        phase = Phase.objects.filter(pk=board.phase_id).select_related("gold_version").first()
+        items = phase.live_subset() if phase is not None else None
+    runs = Run.objects.in_bulk(matrices.run_ids)
+    columns: dict[str, list[np.ndarray]] = {key: [] for key in keys}
+    for run_id in matrices.run_ids:
+        parsed = kind.parse_run(parse_json(read_run_file(runs[run_id]), "file"), gold, config, allow_missing=True)
+        scored = kind.score(parsed, gold, config, items=items)
+        for key in keys:
+            columns[key].append(np.asarray(scored.statistics[key], dtype=np.float64))
+    return {key: np.stack(values, axis=1) for key, values in columns.items()}
 
 
 BOOTSTRAP_LEVEL = 0.95
@@ -87,20 +127,28 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
     # "Best" (and so the top group) depends on the measure's direction, which its kind declares.
     lower_is_better = {column.key: not column.higher_is_better for column in board.columns}
     resamples = min(permutations, 10_000)
+    # The kind's own measures: a board's columns may come from a cache, without corpus functions.
+    specs = {spec.key: spec for spec in task.measure_specs()}
+    corpus_keys = frozenset(key for key, spec in specs.items() if significance.is_corpus(spec))
     gathered: dict[str, Matrices] = {}
     for measure_group in board.groups():
-        matrices = gather_matrices(board, measure_group.name)
+        matrices = gather_matrices(board, measure_group.name, corpus_keys)
         # Each group on its own: one with a single item is skipped, not the whole board.
         if matrices.by_key and next(iter(matrices.by_key.values())).shape[0] >= 2:
+            lacking = [key for key in matrices.by_key if key in corpus_keys and key not in matrices.statistics]
+            if lacking:
+                matrices.statistics.update(rescored_statistics(task, board, matrices, lacking))
             gathered[measure_group.name] = matrices
     together_groups: dict[tuple[tuple[int, ...], int], list[str]] = {}
     for group, matrices in gathered.items():
         shape_key = (tuple(matrices.run_ids), next(iter(matrices.by_key.values())).shape[0])
         together_groups.setdefault(shape_key, []).append(group)
-    tukey: dict[str, stats.TukeyHSDResult] = {}
+    tested: dict[str, significance.MeasureTests] = {}
     for names in together_groups.values():
         together = {key: matrix for group in names for key, matrix in gathered[group].by_key.items()}
-        tukey.update(stats.randomised_tukey_hsd(together, n_permutations=permutations, seed=seed))
+        statistics = {key: value for group in names for key, value in gathered[group].statistics.items()}
+        tested.update(significance.measure_tests(specs, together, statistics, permutations=permutations, seed=seed,
+                                                 resamples=resamples, level=BOOTSTRAP_LEVEL))
 
     summaries: dict[str, dict[str, Any]] = {}
     pairwise: dict[str, bytes] = {}
@@ -108,25 +156,26 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
     n_items = 0
     for group, matrices in gathered.items():
         n_items = max(n_items, next(iter(matrices.by_key.values())).shape[0])
-        for key, matrix in matrices.by_key.items():
-            result = tukey[key]
-            intervals = stats.bootstrap_confidence_intervals(matrix, n_resamples=resamples, seed=seed,
-                                                             level=BOOTSTRAP_LEVEL)
+        for key in matrices.by_key:
+            result, intervals = tested[key].tukey, tested[key].intervals
             summaries[key] = {
                 "run_ids": matrices.run_ids,
                 "means": result.means.tolist(),
+                "headline": tested[key].headline,
                 "ci_low": intervals.lower.tolist(),
                 "ci_high": intervals.upper.tolist(),
                 "bootstrap": {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL},
                 "top_group": [matrices.run_ids[i] for i in
                               result.top_group(alpha=alpha, lower_is_better=lower_is_better[key])],
-                "residual_variance": float(result.residual_variance),
+                # None for corpus measures: no per-item residual, no effect sizes.
+                "residual_variance": _json_ready(float(result.residual_variance)),
                 "effect_sizes_defined": result.effect_sizes_defined,
             }
             pairwise[key] = MeasureStatistics.pack(result)
-        results = {key: tukey[key] for key in matrices.by_key}
+        results = {key: tested[key].tukey for key in matrices.by_key}
+        corpus = significance.corpus_measures(specs, matrices.statistics, list(matrices.by_key))
         meta[group] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
-                                                        seed=seed, lower_is_better=lower_is_better))
+                                                        seed=seed, lower_is_better=lower_is_better, corpus=corpus))
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}

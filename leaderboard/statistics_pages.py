@@ -274,7 +274,7 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     column = board.column(key)
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
-        "shade_bounds": SHADE_BOUNDS,
+        "shade_bounds": SHADE_BOUNDS, "board": board, "headline": entry.get("headline", "mean"),
         "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
 
 
@@ -303,6 +303,11 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         column = board.column(key)
         if column is None:
             raise Http404("no per-item scores for this measure")
+        if column.headline == "corpus" and kind != "matrix.csv":
+            # Discpower tests the means of these columns; a corpus figure is not a mean of per-item scores.
+            return HttpResponse(f"{key} is a corpus-level figure, not the mean of per-item scores, so Discpower (which "
+                                "tests means) cannot reproduce its tests; use pairs.csv, or `manage.py compare` on "
+                                "the run files\n", status=404, content_type="text/plain; charset=utf-8")
         matrices = gather_matrices(board, column.group)
         if key not in matrices.by_key:
             raise Http404("no per-item scores for this measure")

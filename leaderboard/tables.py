@@ -111,7 +111,7 @@ def _shade(p: float) -> tuple[str, str]:
 
 
 def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: bool = False) -> SafeString:
-    """Runs x runs, best mean first (in the measure's direction): p in each cell (never 0: below
+    """Runs x runs, best figure first (in the measure's direction): p in each cell (never 0: below
     0.001 it says so), coloured by p, with the difference, the effect size ES_E and the Monte Carlo
     standard error of p in the cell's tooltip."""
     means = entry["means"]
@@ -119,7 +119,9 @@ def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: boo
     order = sorted(range(len(labels)), key=lambda i: sign * means[i])
     pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
     effects, errors = entry["effect_sizes"].tolist(), entry["mc_se"].tolist()
-    parts = ['<table class="board pvalues"><thead><tr><th>run</th><th class="num">mean</th>']
+    # The figure the board shows: a corpus figure for corpus measures, a mean otherwise.
+    figure = "corpus" if entry.get("headline") == "corpus" else "mean"
+    parts = [f'<table class="board pvalues"><thead><tr><th>run</th><th class="num">{figure}</th>']
     parts += [f'<th title="{escape(labels[i])}">{number}</th>' for number, i in enumerate(order, start=1)]
     parts.append("</tr></thead><tbody>")
     for number, i in enumerate(order, start=1):
@@ -130,7 +132,8 @@ def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: boo
                 continue
             p = pvalues[i][j]
             background, colour = _shade(p)
-            effect = "undefined" if effects[i][j] != effects[i][j] else f"{effects[i][j]:.3f}"  # NaN
+            # NaN: undefined (always for a corpus measure, which has no per-item residual).
+            effect = "undefined" if effects[i][j] != effects[i][j] else f"{effects[i][j]:.3f}"
             title = (f"{labels[i]} minus {labels[j]}: difference {differences[i][j]:.4f}, effect size {effect}, "
                      f"p = {p:.5f} (Monte Carlo SE {errors[i][j]:.5f})")
             shown = "&lt; 0.001" if p < 0.001 else f"{p:.3f}"

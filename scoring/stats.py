@@ -58,7 +58,7 @@ import itertools
 import math
 import numbers
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,13 +68,18 @@ __all__ = [
     "REPORTED_LEVELS",
     "SIGNIFICANCE_LEVEL",
     "BootstrapResult",
+    "CorpusMeasure",
     "KendallTauResult",
     "TukeyHSDResult",
     "alpha_suffix",
     "asl_curve",
     "bootstrap_confidence_intervals",
+    "corpus_bootstrap_intervals",
+    "corpus_bootstrap_replicates",
+    "corpus_tukey_hsd",
     "delta_required",
     "discriminative_power",
+    "holm",
     "kendall_tau_with_ci",
     "meta_evaluate",
     "numba_available",
@@ -174,7 +179,8 @@ class TukeyHSDResult:
             pvalues=pvalues,
             differences=differences,
             effect_sizes=effect_sizes,
-            residual_variance=float(entry.get("residual_variance", np.nan)),
+            # None (stored JSON): a corpus-level measure, which has no per-item residual.
+            residual_variance=float(np.nan if entry.get("residual_variance") is None else entry["residual_variance"]),
             mc_standard_errors=mc_se,
             n_permutations=int(permutations),
             seed=int(seed),
@@ -816,6 +822,12 @@ def _pool_numpy(x: np.ndarray, seed: int, lo: int, hi: int, n_dialogues: int, po
 
 def _recombined_numpy(centred: list[np.ndarray], seed: int, n_permutations: int) -> np.ndarray:
     x = np.ascontiguousarray(np.stack(centred, axis=-1))
+    sums = _recombined_sums_numpy(x, seed, n_permutations)
+    return ((sums.max(axis=1) - sums.min(axis=1)) / x.shape[0]).T.copy()
+
+
+def _recombined_sums_numpy(x: np.ndarray, seed: int, n_permutations: int) -> np.ndarray:
+    """The permuted column sums of the recombined steps, (B, k, m), with NumPy."""
     n, k, m = x.shape
     groups, pool = _recombine_plan(n, n_permutations)
     sigma_seed, pick_seed = _derived_seeds(seed)
@@ -832,7 +844,7 @@ def _recombined_numpy(centred: list[np.ndarray], seed: int, n_permutations: int)
             # Column c of the pool entry moves to column sigma[c]; a permutation has no repeated
             # column, so the fancy-indexed += adds each value once.
             sums[np.arange(first, stop)[:, None], sigma] += table[picks[first:stop]]
-    return ((sums.max(axis=1) - sums.min(axis=1)) / n).T.copy()
+    return sums
 
 
 def _pool_kernel(x, seed, lo, hi, n, pool, tile, firsts, stops, products, thresholds, out):
@@ -958,16 +970,25 @@ def _recombine_kernels():
 
 
 def _recombined_numba(centred: list[np.ndarray], seed: int, n_permutations: int) -> np.ndarray:
-    pool_kernel, recombine_kernel = _recombine_kernels()
     x = np.ascontiguousarray(np.stack(centred, axis=-1))
+    sums = _recombined_sums_numba(x, seed, n_permutations)
+    return ((sums.max(axis=1) - sums.min(axis=1)) / x.shape[0]).T.copy()
+
+
+def _kernel_tables(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The dice batches of k runs as the kernels' arrays (firsts, stops, products, thresholds)."""
+    batches = _dice_batches(k)
+    return (np.array([b[0] for b in batches], dtype=np.int64), np.array([b[1] for b in batches], dtype=np.int64),
+            np.array([b[2] for b in batches], dtype=np.uint64), np.array([b[3] for b in batches], dtype=np.uint64))
+
+
+def _recombined_sums_numba(x: np.ndarray, seed: int, n_permutations: int) -> np.ndarray:
+    """The permuted column sums of the recombined steps, (B, k, m), with Numba."""
+    pool_kernel, recombine_kernel = _recombine_kernels()
     n, k, m = x.shape
     groups, pool = _recombine_plan(n, n_permutations)
     sigma_seed, pick_seed = _derived_seeds(seed)
-    batches = _dice_batches(k)
-    firsts = np.array([b[0] for b in batches], dtype=np.int64)
-    stops = np.array([b[1] for b in batches], dtype=np.int64)
-    products = np.array([b[2] for b in batches], dtype=np.uint64)
-    thresholds = np.array([b[3] for b in batches], dtype=np.uint64)
+    firsts, stops, products, thresholds = _kernel_tables(k)
     sums = np.zeros((n_permutations, k, m))
     table = np.empty((pool, k, m))
     tile = max(1, min(32, pool // (4 * _numba_threads())))
@@ -976,7 +997,7 @@ def _recombined_numba(centred: list[np.ndarray], seed: int, n_permutations: int)
             pool_kernel(x, np.uint64(seed), lo, hi, n, pool, tile, firsts, stops, products, thresholds, table)
             recombine_kernel(table, np.uint64(sigma_seed), np.uint64(pick_seed), g, groups, firsts, stops,
                              products, thresholds, sums)
-    return ((sums.max(axis=1) - sums.min(axis=1)) / n).T.copy()
+    return sums
 
 
 # --------------------------------------------------------------------------- Tukey HSD
@@ -1097,6 +1118,178 @@ def tukey_hsd_loop(
     return _tukey_result(measure, x, pvalues, n_permutations, seed)
 
 
+# --------------------------------------------------------------------------- corpus-level measures
+#
+# A corpus measure's run figure is C(sum over items of the item's sufficient statistics) (BLEU:
+# clipped n-gram counts and lengths). Its tests work on rows of statistics (docs/statistics.md,
+# "Corpus-level measures"): a Tukey HSD step moves each item's whole row of statistics to the
+# run the stream's permutation names, sums each run's rows and applies C; a bootstrap resample
+# sums each run's rows with the resample's counts and applies C (Koehn 2004). The permuted
+# sums come from the same stream and kernels as the mean measures' (the pool kernel with one
+# group and B entries is exactly Algorithm 1's sums), so the corpus figure is the only new work:
+# one C per run per step, vectorised over steps.
+
+# A corpus function vectorised over leading axes: statistics (..., S) summed over items -> figures (...).
+CorpusFunction = Callable[[np.ndarray], np.ndarray]
+# Floating-point ties between a permuted range and an observed difference (the spec's 1e-12).
+CORPUS_TIE_TOLERANCE = 1e-12
+
+
+@dataclass(frozen=True)
+class CorpusMeasure:
+    """One corpus measure's input to the tests: ``statistics[d, j, :]`` is run j's row of sufficient
+    statistics on item d (shape ``(n, k, S)``), ``corpus`` the vectorised corpus function."""
+
+    statistics: np.ndarray
+    corpus: CorpusFunction
+
+
+def _check_corpus(name: str, measure: CorpusMeasure) -> tuple[np.ndarray, np.ndarray]:
+    """The checked (n, k, S) statistics and the observed figures (k,), or ValueError naming the problem."""
+    try:
+        x = np.ascontiguousarray(np.asarray(measure.statistics, dtype=np.float64))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"measure {name!r}: statistics cannot be read as numbers ({exc})") from None
+    if x.ndim != 3:
+        raise ValueError(f"measure {name!r}: statistics must be items x runs x statistics; got shape {x.shape}")
+    n, k, width = x.shape
+    if k < 2:
+        raise ValueError(f"measure {name!r}: needs at least 2 runs to compare; got {k}")
+    if n < 2:
+        raise ValueError(f"measure {name!r}: needs at least 2 items; got {n}")
+    if width < 1:
+        raise ValueError(f"measure {name!r}: no sufficient statistics")
+    if not np.isfinite(x).all():
+        d, j, _ = np.argwhere(~np.isfinite(x))[0]
+        raise ValueError(f"measure {name!r}: statistics that are not finite numbers (first at item {d}, run {j})")
+    figures = np.asarray(measure.corpus(x.sum(axis=0)), dtype=np.float64)
+    if figures.shape != (k,):
+        raise ValueError(f"measure {name!r}: the corpus function gave shape {figures.shape} for {k} runs")
+    if not np.isfinite(figures).all():
+        raise ValueError(f"measure {name!r}: the corpus figure of run {int(np.argmin(np.isfinite(figures)))} "
+                         "is not a finite number")
+    return x, figures
+
+
+def _permuted_sums(x: np.ndarray, seed: int, n_permutations: int, use_numba: bool, recombine: bool) -> np.ndarray:
+    """Each run's summed rows under the B steps of the stream, (B, k, m) (raw sums, not centred:
+    integer statistics then sum exactly)."""
+    n, k, m = x.shape
+    if recombine:
+        return (_recombined_sums_numba if use_numba else _recombined_sums_numpy)(x, seed, n_permutations)
+    if not use_numba:
+        return _pool_numpy(x, seed, 0, n, n, n_permutations)
+    pool_kernel, _ = _recombine_kernels()
+    firsts, stops, products, thresholds = _kernel_tables(k)
+    out = np.empty((n_permutations, k, m))
+    tile = max(1, min(32, n_permutations // (4 * _numba_threads())))
+    with _NUMBA_LOCK:
+        pool_kernel(x, np.uint64(seed), 0, n, n, n_permutations, tile, firsts, stops, products, thresholds, out)
+    return out
+
+
+def corpus_tukey_hsd(
+    measures: Mapping[str, CorpusMeasure],
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    *,
+    backend: Backend = "auto",
+    method: Method = "auto",
+) -> dict[str, TukeyHSDResult]:
+    """Randomised Tukey HSD on corpus measures (SIGNIFICANCE-SPEC, "Randomised Tukey HSD on corpus measures").
+
+    Observed ``D(r, r') = |C(sum_d s[d, r]) - C(sum_d s[d, r'])|``. Each of B steps permutes,
+    independently per item, which run each row of statistics belongs to (the permutation
+    stream of the module docstring, step b and item d), recomputes C for every run and records
+    the range; ``p = (#{b : range_b >= D - 1e-12} + 1) / (B + 1)``. ``means`` of the results are
+    the corpus figures; effect sizes are undefined (NaN: there is no per-item residual) and
+    ``residual_variance`` is NaN. Measures over the same items and runs share the steps.
+    ``method``: as :func:`randomised_tukey_hsd` ("auto" recombines at ``B n k S >=
+    RECOMBINE_MIN_CELLS`` with S the statistics per row, summed over the measures).
+    """
+    if not isinstance(measures, Mapping) or not measures:
+        raise ValueError("measures must be a non-empty mapping from measure name to CorpusMeasure")
+    checked = {str(name): _check_corpus(str(name), measure) for name, measure in measures.items()}
+    shapes = {name: x.shape[:2] for name, (x, _) in checked.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError("all measures must have the same items and runs; got " +
+                         ", ".join(f"{name!r}: {shape}" for name, shape in shapes.items()))
+    n_permutations = _check_count(n_permutations, "n_permutations")
+    seed = _check_seed(seed)
+    if backend not in ("auto", "numba", "numpy"):
+        raise ValueError(f"backend must be 'auto', 'numba' or 'numpy'; got {backend!r}")
+    if method not in ("auto", "exact", "recombined"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'recombined'; got {method!r}")
+    use_numba = backend == "numba" or (backend == "auto" and numba_available())
+    if use_numba and not numba_available():
+        raise ValueError("backend='numba' requested but numba cannot be imported")
+    n, k = next(iter(shapes.values()))
+    if n_permutations * n >= 1 << 63:
+        raise ValueError("n_permutations * n_items must be below 2**63")
+    stacked = np.ascontiguousarray(np.concatenate([x for x, _ in checked.values()], axis=2))
+    if method == "auto":
+        cells = n_permutations * n * k * stacked.shape[2]
+        method = "recombined" if cells >= RECOMBINE_MIN_CELLS and n >= RECOMBINE_MIN_DIALOGUES else "exact"
+    sums = _permuted_sums(stacked, seed, n_permutations, use_numba, method == "recombined")
+    results = {}
+    first = 0
+    for name, (x, figures) in checked.items():
+        width = x.shape[2]
+        permuted = np.asarray(measures[name].corpus(sums[:, :, first : first + width]), dtype=np.float64)
+        first += width
+        ranges = permuted.max(axis=1) - permuted.min(axis=1)
+        # A step whose figure is undefined (NaN: a corpus function with nothing to divide by)
+        # cannot reach any difference: it counts as a range of 0.
+        ranges = np.where(np.isfinite(ranges), ranges, 0.0)
+        differences = figures[:, None] - figures[None, :]
+        pvalues = _pvalues_from_ranges(ranges, differences, CORPUS_TIE_TOLERANCE)
+        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+        undefined = np.full_like(differences, np.nan)
+        _freeze(figures, pvalues, differences, undefined, mc_se)
+        results[name] = TukeyHSDResult(measure=name, n_runs=k, n_dialogues=n, means=figures, pvalues=pvalues,
+                                       differences=differences, effect_sizes=undefined, residual_variance=math.nan,
+                                       mc_standard_errors=mc_se, n_permutations=n_permutations, seed=seed)
+    return results
+
+
+def corpus_bootstrap_replicates(measure: CorpusMeasure, n_resamples: int, seed: int) -> np.ndarray:
+    """Each run's corpus figure on each bootstrap resample of the items, (R, k): every run's rows
+    resampled together (Koehn 2004), the resamples of :func:`resample_counts` (the same items as
+    the mean measures' bootstrap with the same seed). NaN where a resample leaves C undefined."""
+    x = np.asarray(measure.statistics, dtype=np.float64)
+    n, k, width = x.shape
+    flat = x.reshape(n, k * width)
+    out = np.empty((n_resamples, k))
+    for first, counts in resample_counts(n, n_resamples, seed):
+        totals = (counts.astype(np.float64) @ flat).reshape(-1, k, width)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[first : first + counts.shape[0]] = measure.corpus(totals)
+    return out
+
+
+def corpus_bootstrap_intervals(
+    measure: CorpusMeasure, n_resamples: int = 1_000, seed: int = 0, level: float = 0.95
+) -> BootstrapResult:
+    """Percentile bootstrap interval of each run's corpus figure, resampling items (Koehn 2004):
+    ``[q_{(1-level)/2}, q_{(1+level)/2}]`` of the R replicates; ``means`` are the corpus figures.
+    Replicates where C is undefined are left out of the quantiles (none, unless a resample can
+    hold nothing to divide by)."""
+    x, figures = _check_corpus("measure", measure)
+    n_resamples = _check_count(n_resamples, "n_resamples")
+    seed = _check_seed(seed)
+    _check_level(level)
+    boot = corpus_bootstrap_replicates(CorpusMeasure(x, measure.corpus), n_resamples, seed)
+    defined = np.isfinite(boot).all(axis=1)
+    if not defined.any():
+        raise ValueError("no bootstrap resample has a defined corpus figure for every run")
+    boot = boot[defined]
+    lower, upper = np.quantile(boot, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=0)
+    standard_errors = boot.std(axis=0, ddof=1) if boot.shape[0] > 1 else np.zeros_like(figures)
+    _freeze(figures, lower, upper, standard_errors)
+    return BootstrapResult(means=figures, lower=lower, upper=upper, standard_errors=standard_errors, level=level,
+                           n_resamples=n_resamples, seed=seed, n_dialogues=x.shape[0], n_runs=x.shape[1])
+
+
 # --------------------------------------------------------------------------- bootstrap
 
 
@@ -1187,6 +1380,23 @@ def _upper_triangle(pvalues: np.ndarray, name: str = "pvalues") -> np.ndarray:
     return upper
 
 
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (Holm, "A simple sequentially rejective
+    multiple test procedure", Scand. J. Statist. 6(2), 1979), in the input order: with the m
+    p-values sorted ascending, ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``. Controls the
+    family-wise error rate like Bonferroni and rejects at least as much."""
+    values = [float(p) for p in pvalues]
+    if any(not 0.0 <= p <= 1.0 for p in values):
+        raise ValueError("p-values must lie in [0, 1] (NaN is not allowed)")
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: values[i])):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
 def discriminative_power(pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float:
     """Share of run pairs (i < j) with ``p_ij < alpha`` (Sakai, SIGIR 2006; seed 003 section 4.1).
 
@@ -1240,11 +1450,12 @@ def _tau_b_rows(means_a: np.ndarray, means_b: np.ndarray) -> np.ndarray:
 
 
 def _kendall_from_means(
-    x_a: np.ndarray, x_b: np.ndarray, boot_a: np.ndarray, boot_b: np.ndarray, n_resamples: int, seed: int, level: float
+    means_a: np.ndarray, means_b: np.ndarray, boot_a: np.ndarray, boot_b: np.ndarray, n_resamples: int, seed: int,
+    level: float
 ) -> KendallTauResult:
     from scipy.stats import kendalltau  # imported here: scipy.stats takes seconds to import
 
-    tau = float(kendalltau(x_a.mean(axis=0), x_b.mean(axis=0)).statistic)
+    tau = float(kendalltau(means_a, means_b).statistic)
     replicates = _tau_b_rows(boot_a, boot_b)
     defined = replicates[~np.isnan(replicates)]
     if defined.size:
@@ -1287,7 +1498,7 @@ def kendall_tau_with_ci(
     seed = _check_seed(seed)
     _check_level(level)
     boot_a, boot_b = _bootstrap_means([x_a, x_b], n_resamples, seed)
-    return _kendall_from_means(x_a, x_b, boot_a, boot_b, n_resamples, seed, level)
+    return _kendall_from_means(x_a.mean(axis=0), x_b.mean(axis=0), boot_a, boot_b, n_resamples, seed, level)
 
 
 def alpha_suffix(alpha: float) -> str:
@@ -1303,6 +1514,7 @@ def meta_evaluate(
     seed: int = 0,
     level: float = 0.95,
     lower_is_better: bool | Mapping[str, bool] = True,
+    corpus: Mapping[str, CorpusMeasure] | None = None,
 ) -> dict[str, Any]:
     """Discriminative power and delta required per measure, and Kendall's tau for every measure pair.
 
@@ -1323,6 +1535,10 @@ def meta_evaluate(
     ``kendall_tau`` lists every pair (a before b in input order). All pairs use the same
     dialogue resamples, so each entry equals :func:`kendall_tau_with_ci` on that pair with the
     same ``n_resamples``, ``seed`` and ``level``.
+
+    ``corpus`` names the measures whose figure is a corpus figure (their results come from
+    :func:`corpus_tukey_hsd`): their rankings are those of the corpus figures, on the original
+    items and on each resample (the same resamples), recomputed from their statistics.
     """
     checked = _check_matrices(matrices)
     if set(results) != set(checked):
@@ -1358,10 +1574,18 @@ def meta_evaluate(
     oriented = {name: checked[name] if (lower_is_better if isinstance(lower_is_better, bool)
                                         else lower_is_better[name]) else -checked[name] for name in names}
     kendall = []
+    corpus = corpus or {}
     if len(names) > 1:
         boots = dict(zip(names, _bootstrap_means([oriented[n] for n in names], n_resamples, seed)))
+        points = {name: oriented[name].mean(axis=0) for name in names}
+        for name, measure in corpus.items():
+            if name not in boots:
+                continue
+            sign = 1.0 if (lower_is_better if isinstance(lower_is_better, bool) else lower_is_better[name]) else -1.0
+            boots[name] = sign * corpus_bootstrap_replicates(measure, n_resamples, seed)
+            points[name] = sign * np.asarray(results[name].means)
         for a, b in itertools.combinations(names, 2):
-            tau = _kendall_from_means(oriented[a], oriented[b], boots[a], boots[b], n_resamples, seed, level)
+            tau = _kendall_from_means(points[a], points[b], boots[a], boots[b], n_resamples, seed, level)
             kendall.append(
                 {
                     "a": a,

@@ -266,6 +266,9 @@ class PhaseAdmin(ProjectAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, **kwargs)
+        if obj is not None and "gold_version" in form.base_fields:
+            # An existing phase picks among its own task's versions only (the model refuses others).
+            form.base_fields["gold_version"].queryset = GoldVersion.objects.filter(task_id=obj.task_id)
         for name, text in self.help_texts.items():
             if name in form.base_fields:
                 form.base_fields[name].help_text = text

@@ -294,8 +294,18 @@ def _store(run: Run, result: Scored, scope: str) -> None:
                                  details=result.details)
     ScoreVector.objects.bulk_create([
         ScoreVector(score=score, key=key, mean=result.headlines[key],
-                    values=np.ascontiguousarray(values, dtype=np.float64).tobytes())
+                    values=np.ascontiguousarray(values, dtype=np.float64).tobytes(),
+                    **_statistics_fields(result.statistics.get(key)))
         for key, values in result.per_item.items()])
+
+
+def _statistics_fields(statistics: np.ndarray | None) -> dict[str, object]:
+    """A corpus measure's per-item sufficient statistics as stored beside its scores (the
+    significance tests of its corpus figure need them); nothing for a mean measure."""
+    if statistics is None:
+        return {}
+    array = np.ascontiguousarray(statistics, dtype=np.float64)
+    return {"statistics": array.tobytes(), "n_statistics": array.shape[1]}
 
 
 def _finish_failed(run: Run, errors: list[str]) -> None:

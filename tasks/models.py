@@ -291,6 +291,11 @@ class Phase(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        if self.task_id and self.gold_version_id and self.gold_version.task_id != self.task_id:
+            # A phase scores its runs on its task's gold: another task's version would score them on
+            # items they never saw (and show that task's gold to this task's organisers).
+            raise ValidationError({"gold_version": f"{self.gold_version} is a gold version of another task; "
+                                                   f"choose one of {self.task.slug}'s versions"})
         if self.publish_at is not None and self.ends_at and self.publish_at < self.ends_at:
             raise ValidationError({"publish_at": f"the results can be published at {self.ends_at:%Y-%m-%d %H:%M} "
                                                  "UTC (the phase's end) at the earliest"})
@@ -445,6 +450,11 @@ class ScoreVector(models.Model):
     key = models.CharField(max_length=64, help_text="a measure key of the task's kind (scoring.kinds.measure_key)")
     mean = models.FloatField()
     values = models.BinaryField()
+    # A corpus-level measure's per-item sufficient statistics (items x ``n_statistics`` float64,
+    # row-major): its significance tests and intervals recompute the corpus figure from them
+    # (docs/statistics.md, "Corpus-level measures"). Empty for mean measures.
+    statistics = models.BinaryField(default=b"", blank=True)
+    n_statistics = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["score", "key"], name="unique_score_vector")]
@@ -455,6 +465,13 @@ class ScoreVector(models.Model):
 
     def array(self) -> np.ndarray:
         return np.frombuffer(bytes(self.values), dtype=np.float64)
+
+    @staticmethod
+    def statistics_array(blob: bytes | memoryview, width: int) -> np.ndarray | None:
+        """Stored sufficient statistics as (items x width), or None when none were stored."""
+        if not width:
+            return None
+        return np.frombuffer(bytes(blob), dtype=np.float64).reshape(-1, width)
 
 
 DATA_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

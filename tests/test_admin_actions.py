@@ -134,3 +134,35 @@ def test_a_nul_character_in_an_admin_list_filter_is_a_400_naming_the_parameter(w
         assert answer.content.decode() == f"the parameter {name!r} of the address contains a NUL character"
     assert staff.get("/admin/tasks/run/?status__exact=done").status_code == 200
     assert staff.get("/admin/tasks/team/?q=Aurora").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_phase_cannot_score_on_another_tasks_gold_and_the_admin_offers_only_its_own(
+        two_tasks: dict[str, Any]) -> None:
+    from django.core.exceptions import ValidationError
+
+    from tasks.models import Phase
+
+    world, other = two_tasks["world"], two_tasks["other"]
+    foreign = other.gold_versions.get()
+    phase = Phase(task=world.task, name="dev", kind=Phase.DEVELOPMENT, gold_version=foreign,
+                  starts_at=timezone.now(), ends_at=timezone.now() + timezone.timedelta(days=1))
+    with pytest.raises(ValidationError) as raised:
+        phase.full_clean()
+    assert raised.value.message_dict["gold_version"] == [
+        "other-task gold v1 is a gold version of another task; choose one of demo-task's versions"]
+    phase.gold_version = world.gold_version
+    phase.save()
+    staff = signed_in(world.staff)
+    page = staff.get(f"/admin/tasks/phase/{phase.pk}/change/")
+    assert page.status_code == 200
+    options = page.context["adminform"].form.fields["gold_version"].queryset
+    assert list(options) == [world.gold_version]
+    data = {"task": world.task.pk, "name": "dev", "kind": Phase.DEVELOPMENT, "gold_version": foreign.pk,
+            "starts_at_0": "2026-01-01", "starts_at_1": "00:00:00", "ends_at_0": "2027-01-01",
+            "ends_at_1": "00:00:00", "daily_quota": 5, "total_quota": 50, "live_subset_size": 0,
+            "live_subset_seed": 0}
+    added = staff.post("/admin/tasks/phase/add/", data)
+    assert added.status_code == 200  # the form again, with the error, and no phase stored
+    assert "is a gold version of another task" in added.content.decode()
+    assert Phase.objects.filter(task=world.task).count() == 1

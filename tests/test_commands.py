@@ -97,7 +97,7 @@ def test_create_participant_prints_a_working_token_last() -> None:
 @pytest.mark.django_db
 def test_demo_builds_a_scored_task_of_every_kind_once(settings, tmp_path: Path) -> None:
     from scoring.kinds import KINDS
-    from tasks.models import Phase
+    from tasks.models import Phase, Score
 
     settings.VAR_DIR = tmp_path
     out, _ = run_command("demo", "--dialogues", "40", "--password", "demo-pass-123")
@@ -107,6 +107,11 @@ def test_demo_builds_a_scored_task_of_every_kind_once(settings, tmp_path: Path) 
     # A Japanese response task too (issue 27): ja-mecab tokens, GiNZA's tags and vectors.
     japanese = Task.objects.get(slug="response-ja-demo")
     assert japanese.kind_config.language == "ja" and japanese.kind_config.pipeline == "ja_ginza"
+    # ... with BERTScore (issue 29): its runs' scores name the encoder and the baseline.
+    assert "bertscore" in japanese.kind_config.measures
+    scored = Score.objects.filter(run__task=japanese, run__is_baseline=False).first()
+    assert scored.summary["settings"]["bertscore"]["encoder"] == "multilingual-e5-small"
+    assert "bertscore" in scored.summary["measures"]
     for task in every:
         # A development phase that is over and a test phase open now, each on its own gold version.
         development, test = task.phases.order_by("starts_at")

@@ -16,7 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from rest_framework.test import APIClient
 
-from scoring import stats
+from scoring import compare, stats
 from scoring.kinds import KINDS, register
 from tests.conftest import committing
 from tests.toy_kind import ToyKind
@@ -27,7 +27,7 @@ GUESSES = {"near": [2.5, 4.0, 1.5, 7.0, 5.0, 3.5], "far": [4.0, 1.0, 3.0, 2.0, 9
 
 
 @pytest.fixture
-def toy(db: Any, settings: Any) -> dict[str, Any]:
+def toy(db: Any, settings: Any, tmp_path: Any) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
     from tasks.models import Team
@@ -49,7 +49,7 @@ def toy(db: Any, settings: Any) -> dict[str, Any]:
         user = users.objects.create_user(name, password=f"{name}-pass-1")
         Team.objects.create(name=name.title(), slug=name).members.add(user)
         tokens[name] = issue_token(user)
-    yield {"task": task, "organiser": organiser, "tokens": tokens}
+    yield {"task": task, "organiser": organiser, "tokens": tokens, "folder": tmp_path}
     KINDS.pop("toy", None)
 
 
@@ -124,6 +124,51 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     ratio = record.measure("ratio").summary
     best_ratio = max(ratio["run_ids"], key=lambda run_id: ratio["means"][ratio["run_ids"].index(run_id)])
     assert best_ratio in ratio["top_group"]
+    # The ratio is a corpus figure (issue 26): its statistics are about sum(guesses) / sum(values),
+    # not the mean of per-item ratios; p-values as the spec's loop over rows of statistics gives them.
+    order = [next(name for name in runs if runs[name]["id"] == run_id) for run_id in ratio["run_ids"]]
+    guessed = np.column_stack([np.array(GUESSES.get(name, [1.0] * 6)) for name in order])
+    assert ratio["headline"] == "corpus"
+    assert ratio["means"] == pytest.approx([expected(list(guessed[:, j]))["ratio"] for j in range(len(order))],
+                                           abs=1e-15)
+    k = len(order)
+    observed = guessed.sum(axis=0) / sum(VALUES)
+    counts = np.zeros((k, k), dtype=np.int64)
+    for b in range(500):
+        totals = np.zeros((k, 2))
+        for d in range(6):
+            perm = stats._row_permutation(toy["task"].statistics_seed, b, d, 6, k)
+            for c in range(k):
+                totals[perm[c]] += (guessed[d, c], VALUES[d])
+        figures = totals[:, 0] / totals[:, 1]
+        counts += (figures.max() - figures.min()) >= np.abs(observed[:, None] - observed[None, :]) - 1e-12
+    ratio_pvalues = record.measure("ratio", pairwise=True).entry()["pvalues"]
+    assert np.array_equal(ratio_pvalues, (counts + 1) / 501)
+    assert all(low <= mean <= high for low, mean, high in zip(ratio["ci_low"], ratio["means"], ratio["ci_high"],
+                                                             strict=True))
+    # The offline compare command on the same runs (in the board's order), gold, seed and B gives the
+    # numbers the server stored (R: the server draws min(B, 10,000) resamples).
+    folder = toy["folder"]
+    (folder / "gold.json").write_bytes(orjson.dumps([{"id": f"n{i}", "value": v} for i, v in enumerate(VALUES)]))
+    for name in order:
+        (folder / f"{name}.json").write_bytes(orjson.dumps(guesses(GUESSES.get(name, [1.0] * 6))))
+    out, err = io.StringIO(), io.StringIO()
+    status = compare.main([*(str(folder / f"{name}.json") for name in order), "--gold", str(folder / "gold.json"),
+                           "--kind", "toy", "--permutations", "500", "--bootstrap", "500",
+                           "--seed", str(toy["task"].statistics_seed)], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    offline = orjson.loads(out.getvalue())["measures"]
+    for key in ("error", "ratio"):
+        stored = record.measure(key, pairwise=True).entry()
+        measure = offline[key]
+        assert measure["headline"] == ("corpus" if key == "ratio" else "mean")
+        assert [measure["runs"][name]["score"] for name in order] == pytest.approx(stored["means"], abs=1e-12)
+        assert [measure["runs"][name]["ci"] for name in order] == [
+            [low, high] for low, high in zip(stored["ci_low"], stored["ci_high"], strict=True)]
+        k = len(order)
+        assert [pair["p"] for pair in measure["pairs"]] == [stored["pvalues"][i][j] for i in range(k)
+                                                            for j in range(i + 1, k)]
+        assert measure["top_group"] == [order[stored["run_ids"].index(run_id)] for run_id in stored["top_group"]]
     stats_page = Client().get("/tasks/toy-task/statistics/").content.decode()
     assert "RATIO" in stats_page and "6 items" in stats_page
 
@@ -131,6 +176,12 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     matrix_csv = Client().get("/tasks/toy-task/statistics/error/matrix.csv").content.decode().splitlines()
     assert matrix_csv[1].split(",")[0] == "n0" and len(matrix_csv) == 7
     assert Client().get("/tasks/toy-task/statistics/ratio/pvalues.csv").status_code == 200
+    # A corpus figure is not the mean of its per-item scores: its matrix is offered under its own name,
+    # but no Discpower files (Discpower tests means).
+    assert Client().get("/tasks/toy-task/statistics/ratio/matrix.csv").status_code == 200
+    refused = Client().get("/tasks/toy-task/statistics/ratio/matrix.txt")
+    assert refused.status_code == 404 and b"corpus-level figure" in refused.content
+    assert "no Discpower files" in Client().get("/tasks/toy-task/statistics/").content.decode()
     latex = Client().get("/tasks/toy-task/statistics/all/means.tex").content.decode()
     assert "6 items" in latex and "near" in latex
 

@@ -185,7 +185,8 @@ def vbleu_page(request: HttpRequest, slug: str) -> HttpResponse:
             status = 400
     return render(request, "response_kind/vbleu.html", {
         "task": task, "form": form, "jobs": PoolJob.objects.filter(task=task).select_related("version")[:20],
-        "has_versions": bool(form.fields["from_version"].choices)}, status=status)
+        "has_versions": bool(form.fields["from_version"].choices),
+        "bertscore": "bertscore" in task.kind_config.measures}, status=status)
 
 
 def _job_for(request: HttpRequest, job_id: int) -> PoolJob:

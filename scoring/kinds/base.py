@@ -85,6 +85,10 @@ class MeasureSpec:
     subgroup_title: str = ""
     headline: Headline = "mean"
     corpus: Callable[[np.ndarray], float] | None = field(default=None, compare=False, repr=False)
+    # The same corpus function vectorised over leading axes (summed statistics (..., S) ->
+    # figures (...)): the significance tests apply it to k runs x B steps at once. Optional: without
+    # it ``corpus_figures`` calls ``corpus`` once per vector.
+    corpus_many: Callable[[np.ndarray], np.ndarray] | None = field(default=None, compare=False, repr=False)
     # Whether the kind's own headline is exactly ``corpus`` of the summed statistics, to the last
     # bit (then a subset's figure can be taken from stored statistics instead of scoring again);
     # False where the kind sums in another order (DQ/ND's micro averaging pools turns).
@@ -101,7 +105,7 @@ class MeasureSpec:
         # Boards are cached (pickled) with their measures; a corpus function is often a closure,
         # which pickle refuses. A spec read back from a cache describes the measure but cannot
         # aggregate: pages never aggregate, the kind's own spec does.
-        return {**self.__dict__, "corpus": None}
+        return {**self.__dict__, "corpus": None, "corpus_many": None}
 
     @property
     def direction(self) -> str:
@@ -121,6 +125,18 @@ class MeasureSpec:
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b`` on this measure."""
         return a > b if self.higher_is_better else a < b
+
+    def corpus_figures(self, totals: np.ndarray) -> np.ndarray:
+        """The corpus function on summed statistics of shape (..., S): figures of shape (...).
+        What the corpus-level tests and intervals apply to every run of every step or resample."""
+        if self.corpus is None:
+            raise ValueError(f"{self.key}: not a corpus-level measure")
+        totals = np.asarray(totals, dtype=np.float64)
+        if self.corpus_many is not None:
+            return np.asarray(self.corpus_many(totals), dtype=np.float64)
+        flat = totals.reshape(-1, totals.shape[-1])
+        figures = np.fromiter((self.corpus(row) for row in flat), dtype=np.float64, count=flat.shape[0])
+        return figures.reshape(totals.shape[:-1])
 
     def aggregate(self, per_item: np.ndarray, statistics: np.ndarray | None = None) -> float:
         """The run's headline figure over the given items."""

@@ -112,8 +112,9 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
 
     return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
                 f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
-                f"deltaBLEU on sacrebleu's ja-mecab tokens and POSSCORE with GiNZA's tags and vectors (higher is "
-                f"better). {contexts} contexts per gold.", "response-ja",
+                f"deltaBLEU on sacrebleu's ja-mecab tokens, POSSCORE with GiNZA's tags and vectors, and BERTScore "
+                f"with multilingual-e5-small's token vectors (higher is better). {contexts} contexts per gold.",
+                "response-ja-bertscore",
                 response_demo_ja.generate_gold(contexts, seed=seed, prefix="dev-"),
                 response_demo_ja.generate_gold(contexts, seed=seed + 1, prefix="test-"),
                 runs, lambda gold: response_demo_ja.generate_runs(gold, seed=999)["medium"])
@@ -247,8 +248,9 @@ class Command(BaseCommand):
 
     def _write_files(self, task: Task, demo: Demo) -> None:
         """Files to try the server with, in var/demo/<task>/ (never served): the test data as
-        participants get it, a run for the open test phase, and the test gold for the offline
-        ``score`` command. The DQ/ND demo's are also in var/demo/ itself (the README's examples)."""
+        participants get it, a run for the open test phase, the kind's baselines as run files, and the
+        test gold for the offline ``score`` and ``compare`` commands. The DQ/ND demo's are also in
+        var/demo/ itself (the README's examples)."""
         folders = [Path(settings.VAR_DIR) / "demo" / demo.slug]
         if demo.slug == DEMO_SLUG:
             folders.append(Path(settings.VAR_DIR) / "demo")
@@ -258,6 +260,9 @@ class Command(BaseCommand):
             (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
             (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
             (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
+            # The baselines as run files too: with sample-run.json, runs to try `manage.py compare` with.
+            for baseline in kind.baselines(kind.compile_gold(demo.test, config), config):
+                (folder / f"baseline-{baseline.name}.json").write_bytes(orjson.dumps(baseline.content))
         pool = demo.slug == "response-demo"  # the demo pool is English
         if pool:
             # A dialogue pool to try vBLEU with (the organiser's vBLEU page, or manage.py build_vbleu).

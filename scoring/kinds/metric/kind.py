@@ -185,6 +185,18 @@ def _defined_mean(totals: np.ndarray) -> float:
     return total / defined if defined else math.nan
 
 
+def _ratio_many(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator elementwise, NaN where the denominator is 0 (as the scalar forms)."""
+    return np.divide(numerator, denominator, out=np.full(np.shape(numerator), math.nan), where=denominator != 0)
+
+
+# The corpus functions vectorised over leading axes ((..., S) -> (...)), for the significance tests.
+_CORPUS_MANY = {
+    "predictive_power": lambda t: _ratio_many(t[..., 0], t[..., 2]),
+    "predictive_power_ties_half": lambda t: _ratio_many(t[..., 0] + 0.5 * t[..., 1], t[..., 2]),
+    **dict.fromkeys(_WITHIN, lambda t: _ratio_many(t[..., 0], t[..., 1])),
+}
+
 _CORPUS = {"predictive_power": _predictive_power, "predictive_power_ties_half": _predictive_power_ties_half,
            **dict.fromkeys(_WITHIN, _defined_mean)}
 
@@ -263,6 +275,7 @@ class MetricKind(Kind):
                 key=key, name=key, title=title, short_title=short_title, higher_is_better=measure.higher_is_better,
                 value_range=(measure.low, measure.high), citation=measure.citation, official=measure.official,
                 group=group, group_title=group_title, headline=headline, corpus=_CORPUS.get(key),
+                corpus_many=_CORPUS_MANY.get(key),
                 description=_DESCRIPTIONS[key]))
         return specs
 
@@ -332,7 +345,8 @@ class MetricKind(Kind):
             n_missing=n_missing,
             details={"n_responses": scored_gold.n_responses, "n_systems": figures["n_systems"],
                      "n_contexts_defined": entry["n_contexts_defined"], "n_undefined": entry["n_undefined"]},
-            extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals},
+            extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals,
+                   **({"interval_notes": entry["interval_notes"]} if entry["interval_notes"] else {})},
         )
 
     # Between runs ----------------------------------------------------------------------------
@@ -356,17 +370,30 @@ class MetricKind(Kind):
                 "title": "Paired bootstrap test of predictive power", "shade": False,
                 "note": f"{bootstrap['test']}; B = {bootstrap['n_resamples']:,}, seed {bootstrap['seed']}, "
                         f"{bootstrap['level']:.0%} interval of the difference.",
-                "headers": ["metric A", "metric B", "A - B", "p", "interval low", "interval high"],
-                "rows": [[pair["a"], pair["b"], pair["difference"], pair["p"], pair["low"], pair["high"]]
-                         for pair in bootstrap["pairs"]]})
+                "headers": ["metric A", "metric B", "A - B", "p (unadjusted)", "p (Holm)", "interval low",
+                            "interval high"],
+                "rows": [[pair["a"], pair["b"], pair["difference"], pair["p"], pair.get("p_holm"), pair["low"],
+                          pair["high"]] for pair in bootstrap["pairs"]]})
+            tables[-1]["note"] += _adjustment_note(len(bootstrap["pairs"]), "pairs")
         tests = data.get("t_tests")
         if tests:
+            tables.append(_t_test_table("Paired t-tests, all pairs", tests, "pairs"))
+        against = data.get("against_random")
+        if against:
+            paired = against["paired_bootstrap"]
             tables.append({
-                "title": "Paired t-tests with Bonferroni correction", "shade": False,
-                "note": f"{tests['test']} (factor {tests['bonferroni_factor']}, {tests['n_contexts']} contexts).",
-                "headers": ["metric A", "metric B", "A - B", "t", "df", "p", "p (Bonferroni)"],
-                "rows": [[t["a"], t["b"], t["difference"], t["t"], t["df"], t["p"], t["p_bonferroni"]]
-                         for t in tests["tests"]]})
+                "title": f"Each metric against the random baseline ({against['baseline']})", "shade": False,
+                "note": "The family of Liu, Zhou and Wilson (ACM TOIS 2021): each metric compared with random "
+                        f"scores only ({len(paired['pairs'])} comparisons, so a smaller correction than over all "
+                        f"pairs). Paired bootstrap as above." + _adjustment_note(len(paired["pairs"]),
+                                                                                   "comparisons"),
+                "headers": ["metric", "baseline", "metric - baseline", "p (unadjusted)", "p (Holm)",
+                            "interval low", "interval high"],
+                "rows": [[pair["a"], pair["b"], pair["difference"], pair["p"], pair["p_holm"], pair["low"],
+                          pair["high"]] for pair in paired["pairs"]]})
+            if against.get("t_tests"):
+                tables.append(_t_test_table(f"Paired t-tests against the random baseline ({against['baseline']})",
+                                            against["t_tests"], "comparisons"))
         concordance = data.get("concordance")
         if concordance:
             tables.append({
@@ -420,12 +447,17 @@ class MetricKind(Kind):
                  "test": "paired bootstrap over contexts (shift method)", "n_resamples": B,
                  "n_undefined": 0, "seed": s, "level": 0.95, "ties_half": false,
                  "pairs": [{"a": name, "b": name, "difference": pp_a - pp_b, "p": two-sided p,
-                            "low": x, "high": x}, ...]},        # every a before b in input order
+                            "p_holm": Holm over the pairs, "low": x, "high": x}, ...],  # a before b
+                 "adjustment": "p unadjusted; p_holm adjusted ..."},
              "t_tests": None | {                        # seed 003's two-tailed paired t-test
                  "test": "two-tailed paired t-test over contexts, Bonferroni", "baseline": None,
                  "ties_half": false, "n_contexts": n, "bonferroni_factor": M(M-1)/2,
                  "tests": [{"a", "b", "difference", "t": x | None (infinite), "df": n - 1, "p": x,
-                            "p_bonferroni": min(1, factor * p)}, ...]},
+                            "p_bonferroni": min(1, factor * p), "p_holm": x}, ...], "adjustment": "..."},
+             "against_random": None | {                 # Liu, Zhou and Wilson's family: M - 1 tests
+                                                        # (None: no run is the task's random baseline)
+                 "baseline": name, "paired_bootstrap": {... as above, pairs (metric, baseline)},
+                 "t_tests": {... as above with "baseline": name} | None},
              "concordance": None | {                    # seed 003 Algorithm 4, against the gold's M*
                  "names": [name, ...], "disagreements": [[int]], "concordant": [[int]],
                  "concordance": [[x | None]]},          # [a][b] = Conc(a | b, M*); None: no disagreement
@@ -459,17 +491,29 @@ class MetricKind(Kind):
                          "tie_tolerance": config.tie_tolerance},
             "predictive_power": meta.predictive_power(counts),
             "predictive_power_ties_half": meta.predictive_power(counts, ties_half=True),
-            "paired_bootstrap": None, "t_tests": None, "concordance": None, "discriminative_power": None,
+            "paired_bootstrap": None, "t_tests": None, "against_random": None, "concordance": None,
+            "discriminative_power": None,
         }
         if len(names) < 2:
             for part in ("paired_bootstrap", "t_tests", "concordance"):
                 unavailable[part] = "needs at least two metrics"
         else:
-            out["paired_bootstrap"] = meta.paired_bootstrap(counts, resamples, seed, level=config.level).to_dict()
-            if int((counts.pairs > 0).sum()) >= 2:
+            bootstrap = meta.paired_bootstrap(counts, resamples, seed, level=config.level)
+            out["paired_bootstrap"] = bootstrap.to_dict()
+            enough = int((counts.pairs > 0).sum()) >= 2
+            if enough:
                 out["t_tests"] = meta.paired_t_tests(counts)
             else:
                 unavailable["t_tests"] = "needs at least two contexts with a pair of different human judgements"
+            # Liu, Zhou and Wilson's family: each metric against the random baseline (M - 1 tests),
+            # found by its scores (the task's random baseline is the same seeded draw).
+            expected = session.random_scores(gold.n_responses, config.seed)
+            random_name = next((name for name, run in zip(names, runs.values(), strict=True)
+                                if np.array_equal(run.scores, expected)), None)
+            if random_name is not None:
+                out["against_random"] = {
+                    "baseline": random_name, "paired_bootstrap": bootstrap.against(random_name),
+                    "t_tests": meta.paired_t_tests(counts, baseline=random_name) if enough else None}
             if gold.property_metric is not None:
                 out["concordance"] = meta.concordance_matrix(gold, vectors).to_dict()
             else:
@@ -639,3 +683,18 @@ def _reference_scores(gold: MetricGold, names: list[str]) -> dict[str, tuple[str
         statistics = bleu.sufficient_statistics(tokens[config.lowercase], references, items=gold.context)
         built[name] = (description, bleu.item_scores(statistics, config.max_order, config.brevity))
     return built
+
+
+def _adjustment_note(size: int, what: str) -> str:
+    return (f" p (unadjusted) is each test on its own; p (Holm) is adjusted for the {size} {what} of this table "
+            "(Holm 1979): compare that one with the significance level.")
+
+
+def _t_test_table(title: str, tests: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """A table of :func:`meta.paired_t_tests`: unadjusted, Bonferroni- and Holm-adjusted p-values."""
+    return {"title": title, "shade": False,
+            "note": f"{tests['test']} ({tests['n_contexts']} contexts); p (Bonferroni) is p times "
+                    f"{tests['bonferroni_factor']}, capped at 1." + _adjustment_note(len(tests["tests"]), what),
+            "headers": ["metric A", "metric B", "A - B", "t", "df", "p (unadjusted)", "p (Bonferroni)", "p (Holm)"],
+            "rows": [[t["a"], t["b"], t["difference"], t["t"], t["df"], t["p"], t["p_bonferroni"], t.get("p_holm")]
+                     for t in tests["tests"]]}

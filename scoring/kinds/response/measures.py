@@ -1,6 +1,6 @@
 """The response kind's measures: one registry, and the two calls a task-kind adapter makes.
 
-``RESPONSE_MEASURES`` maps each key (``bleu``, ``delta_bleu``, ``posscore``) to its direction,
+``RESPONSE_MEASURES`` maps each key (``bleu``, ``delta_bleu``, ``posscore``, ``bertscore``) to its direction,
 range, citation, official flag and headline aggregation: ``corpus`` (the formula over summed
 per-item sufficient statistics, so any subset is exact) or ``mean`` (of the per-item scores).
 Error messages about unknown keys are built from it.
@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from scoring.kinds.response import bleu
+from scoring.kinds.response import bertscore, bleu
 from scoring.kinds.response.formats import ResponseGold, ResponseRun
 from scoring.kinds.response.posscore import PosEncoder, PreparedReferences, score_rows
 from scoring.kinds.response.posscore import prepare_references as prepare_pos_references
@@ -49,6 +49,13 @@ RESPONSE_MEASURES: dict[str, ResponseMeasure] = {
         "posscore", "POSSCORE", "Liu et al. 2021 (POSSCORE, CIKM), section 3.4, eq. 1-3 (maximum over references)",
         (-(float(np.e) + 1.0), float(np.e) + 1.0), official=True, headline="mean",
     ),
+    # Rescaled F: 1 for identical texts, about 0 for texts as unrelated as random ones, below 0 only
+    # for texts less alike than those (the range covers F >= 2b - 1, far below any baseline measured).
+    "bertscore": ResponseMeasure(
+        "bertscore", "BERTScore F (rescaled)",
+        "Zhang et al. 2020; Tsuta et al. 2023, eq. 5-7 (maximum over references, baseline rescaling)",
+        (-1.0, 1.0), official=False, headline="mean",
+    ),
 }
 
 
@@ -67,6 +74,8 @@ class PreparedGold:
     posscore_references: PreparedReferences | None
     encoder: PosEncoder | None
     settings: dict[str, object] = field(default_factory=dict)
+    bert_references: bertscore.PreparedBertReferences | None = None
+    bert_baseline: float = 0.0
 
 
 def prepare_gold(
@@ -88,7 +97,19 @@ def prepare_gold(
         encoder = encoder or PosEncoder()
         posscore_references = prepare_pos_references(gold.references, encoder)
         settings["posscore"] = posscore_references.settings
-    return PreparedGold(bleu_references, posscore_references, encoder, settings)
+    prepared = PreparedGold(bleu_references, posscore_references, encoder, settings)
+    if "bertscore" in keys:
+        from scoring.kinds.response.encoder import E5Encoder
+
+        model = E5Encoder.default()
+        prepared.bert_references = bertscore.references_from_texts(model, gold.references, None, weighted=False)
+        first = [prepared.bert_references.vectors[prepared.bert_references.token_offsets[start]:
+                                                  prepared.bert_references.token_offsets[start + 1]]
+                 for start in prepared.bert_references.item_offsets[:-1]]
+        prepared.bert_baseline, pairs = bertscore.baseline(first)
+        settings["bertscore"] = {**model.info().settings(), "baseline": prepared.bert_baseline,
+                                 "baseline_pairs": pairs, "references_used": "weight > 0, each with weight 1"}
+    return prepared
 
 
 @dataclass
@@ -125,6 +146,12 @@ def score_run(run: ResponseRun, prepared: PreparedGold) -> RunScores:
         per_item[key] = bleu.item_scores(stats, config.max_order, config.brevity)
     if prepared.posscore_references is not None:
         per_item["posscore"] = score_rows(prepared.encoder.encode(run.responses), prepared.posscore_references)
+    if prepared.bert_references is not None:
+        from scoring.kinds.response.encoder import E5Encoder
+
+        candidates = E5Encoder.default().encode(run.responses)
+        _, _, f = bertscore.score_items(candidates, prepared.bert_references, run.items)
+        per_item["bertscore"] = bertscore.rescale(f, prepared.bert_baseline)
     configs = {key: references.config for key, references in prepared.bleu_references.items()}
     scores = RunScores(per_item, statistics, {}, dict(prepared.settings), configs)
     scores.headlines = {key: headline(key, scores) for key in per_item}

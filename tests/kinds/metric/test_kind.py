@@ -136,7 +136,7 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
     gold_data, runs = demo()
     result, _, _ = scored(gold_data, runs["noisy"])
     summary = json.loads(json.dumps(result.summary(), allow_nan=False))
-    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals"}
+    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals", "interval_notes"}
     assert list(summary["measures"]) == MEASURE_KEYS
     assert list(summary["measures"])[:5] == ["predictive_power", "predictive_power_ties_half", "kendall_tau_b",
                                              "spearman", "pearson"]
@@ -146,6 +146,9 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
                                    "resampling": "contexts", "tie_tolerance": 0.0}
     assert set(summary["intervals"]) == set(MEASURE_KEYS)
     for key, interval in summary["intervals"].items():
+        if key.startswith("system_"):  # no interval, and the summary says why (SIGNIFICANCE-SPEC, "Intervals")
+            assert interval is None and "no interval" in summary["interval_notes"][key], key
+            continue
         low, high = interval
         assert low <= summary["measures"][key] <= high, key
     # The board's headline figures are the summary's, finite only.
@@ -641,3 +644,55 @@ def test_gold_subset_is_the_gold_of_the_restricted_file() -> None:
         assert getattr(subset, name).tolist() == getattr(alone, name).tolist(), name
     with pytest.raises(ValueError, match="ascending distinct indices"):
         gold.subset(np.array([4, 1]))
+
+
+def loop_holm(pvalues):
+    """Holm (1979) step by step: reject in ascending order while p_(i) <= alpha / (m - i + 1); the adjusted
+    p-value is the smallest alpha at which a hypothesis is rejected."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted, best = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        best = max(best, min(1.0, pvalues[i] * (m - rank)))
+        adjusted[i] = best
+    return adjusted
+
+
+def test_compare_labels_adjustments_and_offers_each_metric_against_random() -> None:
+    gold_data, run_data = demo(n_contexts=40, n_systems=4, seed=3)
+    gold = KIND.compile_gold(gold_data, CONFIG)
+    ids = [response["id"] for context in gold_data for response in context["responses"]]
+    run_data = {**run_data, "random": run_file(ids, session_random(gold.n_responses))}
+    runs = {name: KIND.parse_run(data, gold, CONFIG) for name, data in run_data.items()}
+    result = KIND.compare(runs, gold, CONFIG, seed=5, resamples=500)
+    json.dumps(result, allow_nan=False)
+    names = list(runs)
+    boot, tests = result["paired_bootstrap"], result["t_tests"]
+    assert "unadjusted" in boot["adjustment"] and "Holm" in boot["adjustment"]
+    assert [pair["p_holm"] for pair in boot["pairs"]] == pytest.approx(loop_holm([p["p"] for p in boot["pairs"]]))
+    assert [t["p_holm"] for t in tests["tests"]] == pytest.approx(loop_holm([t["p"] for t in tests["tests"]]))
+    against = result["against_random"]
+    assert against["baseline"] == "random"
+    family = against["paired_bootstrap"]["pairs"]
+    assert [(pair["a"], pair["b"]) for pair in family] == [(name, "random") for name in names[:-1]]
+    all_pairs = {(pair["a"], pair["b"]): pair for pair in boot["pairs"]}
+    assert [pair["p"] for pair in family] == [all_pairs[(pair["a"], "random")]["p"] for pair in family]
+    assert [pair["p_holm"] for pair in family] == pytest.approx(loop_holm([pair["p"] for pair in family]))
+    t_family = against["t_tests"]
+    assert t_family["bonferroni_factor"] == len(names) - 1 and t_family["baseline"] == "random"
+    counts = meta.context_counts(gold, {name: run.scores for name, run in runs.items()})
+    for test in t_family["tests"]:
+        a = names.index(test["a"])
+        reference = sps.ttest_rel(counts.correct[:, a], counts.correct[:, names.index("random")])
+        assert test["p"] == pytest.approx(reference.pvalue, rel=1e-8, abs=1e-300)
+    titles = [table["title"] for table in KIND.compare_tables(result)]
+    assert "Each metric against the random baseline (random)" in titles
+    headers = next(table["headers"] for table in KIND.compare_tables(result)
+                   if table["title"].startswith("Paired boot"))
+    assert "p (unadjusted)" in headers and "p (Holm)" in headers
+
+
+def session_random(n_responses):
+    from scoring.kinds.metric import session
+
+    return session.random_scores(n_responses, CONFIG.seed)

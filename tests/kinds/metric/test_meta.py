@@ -289,6 +289,9 @@ def test_every_figure_is_registered_and_in_range():
         for key, value in entry["measures"].items():
             spec = meta.MEASURES[key]
             assert spec.low <= value <= spec.high, key
+            if key.startswith("system_"):  # no interval (SIGNIFICANCE-SPEC, "Intervals")
+                assert entry["intervals"][key] is None and key in entry["interval_notes"], key
+                continue
             low, high = entry["intervals"][key]
             assert spec.low <= low <= high <= spec.high, key
     assert [key for key, m in meta.MEASURES.items() if m.official] == ["predictive_power"]
@@ -356,6 +359,9 @@ def test_bootstrap_intervals_are_those_of_rebuilt_resamples():
         defined = values[~np.isnan(values)]
         expected = np.quantile(defined, [0.025, 0.975])
         got = figures["metrics"][name]["intervals"][key]
+        if key.startswith("system_"):  # no interval (SIGNIFICANCE-SPEC, "Intervals")
+            assert got is None, (name, key)
+            continue
         assert got == pytest.approx(expected.tolist(), abs=1e-9), (name, key)
         assert figures["metrics"][name]["n_undefined"][key] == values.size - defined.size
 

@@ -172,9 +172,9 @@ def test_configuration_problems_are_all_listed_with_their_paths():
         KIND.config(bad)
     problems = caught.value.problems
     assert problems == [
-        "unknown key(s) colour (known: language, measures, official, bleu, delta_bleu, posscore, pipeline, vectors, "
-        "nuggets)",
-        "measures: unknown or invalid \"rouge\" (allowed: bleu, delta_bleu, posscore)",
+        "unknown key(s) colour (known: language, measures, official, bleu, delta_bleu, posscore, bertscore, pipeline, "
+        "vectors, nuggets)",
+        "measures: unknown or invalid \"rouge\" (allowed: bleu, delta_bleu, posscore, bertscore)",
         "bleu: unknown key(s) smooth (known: max_order, brevity, lowercase, brevity_references)",
         "bleu.max_order: must be an integer from 1 to 9, not 0",
         "bleu.brevity: must be one of average, closest, not \"longest\"",

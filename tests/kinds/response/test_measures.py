@@ -11,7 +11,7 @@ from scoring.kinds.response.measures import RESPONSE_MEASURES, headline, measure
 
 # What every registered measure gives a response identical to an item's only reference (weight 1).
 # A measure added to the registry without a row here fails test_every_measure_is_classified.
-IDENTITY = {"bleu": 1.0, "delta_bleu": 1.0, "posscore": 2.0}
+IDENTITY = {"bleu": 1.0, "delta_bleu": 1.0, "posscore": 2.0, "bertscore": 1.0}
 
 GOLD = [
     {"id": "a", "references": [{"text": "i love chess", "weight": 1}, {"text": "chess tournaments are fun",
@@ -34,7 +34,8 @@ def test_every_measure_is_classified():
 
 
 def test_unknown_measure_named_from_the_registry():
-    with pytest.raises(ValueError, match="unknown response measure 'rouge'; known: bleu, delta_bleu, posscore"):
+    with pytest.raises(ValueError,
+                       match="unknown response measure 'rouge'; known: bleu, delta_bleu, posscore, bertscore"):
         measure("rouge")
 
 

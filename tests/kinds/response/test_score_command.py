@@ -148,7 +148,8 @@ def test_invalid_input_exits_2_with_every_problem_on_stderr(files):
     (["--alpha", "0.3", "--per-dialogue"], ["usage: --alpha applies to --kind stc3 only (see --help)",
                                             "usage: --per-dialogue applies to --kind stc3 only (see --help)"]),
     (["--preset", "nope"], ["configuration: unknown preset 'nope' for kind 'response'; known presets: bleu-only, "
-                            "response, response-ja, response-zh"]),
+                            "response, response-bertscore, response-ja, response-ja-bertscore, response-zh, "
+                            "response-zh-bertscore"]),
     (["--vectors", "v.txt", "--kind", "stc3"], ["usage: --vectors applies to --kind response only (see --help)"]),
 ])
 def test_bad_options_exit_2(files, options, messages):
