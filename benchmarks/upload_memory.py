@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/upload_memory.py             # both parts, about 3 minutes
     .venv/bin/python benchmarks/upload_memory.py --no-server # memory table only
     .venv/bin/python benchmarks/upload_memory.py --no-before # skip the old path (it takes ~1 GB)
+    .venv/bin/python benchmarks/upload_memory.py --kinds     # part 3 alone: every kind, web and worker
 
 1. **Memory per upload.** Each case is validated in a child process of its own, as an upload is
    (``check_run_shape``, then ``parse_json`` and ``load_run`` against a 4,000-dialogue STC-3
@@ -16,6 +17,23 @@
    scratch PostgreSQL database with a filled board; the leaderboard JSON's p95 latency with
    nobody uploading, then while 4 clients send 31 MB hostile files one after another; also the
    peak memory of the gunicorn processes. Target: p95 at most 2x idle.
+3. **Every kind, web and worker** (issue 28, item 4). A large valid run of each kind, in a child
+   process of its own with the kind's gold loaded and warmed by a small run (validated, and for
+   the worker scored, so the gold's lookups, prepared references and the pipeline are there
+   before, as in a process that has served an upload of the task): the web process's
+   part of an upload (``check_run_file``, ``parse_json``, ``parse_run``: the upload is answered
+   202 and scored later) and the worker's (``parse_json``, ``parse_run``, ``score``), peak extra
+   memory as in part 1 and its ratio to the file. The response runs have long responses (3,000
+   characters); POSSCORE's case is smaller because spaCy tags about 20,000 tokens a second.
+   Target: at most 10x the file for every kind and both processes.
+
+   Measured (``--kinds``, 2026-11-26, load average 9-11 on 2 shared cores; peak extra MB, x file):
+   DQ/ND 4.8 MB: web 33 (6.9x), worker 33 (6.9x). Response, BLEU and deltaBLEU, 30.3 MB: web 71
+   (2.3x), worker 117 (3.9x; 1,466 MB, 48.8x, before scoring in blocks). Response with POSSCORE,
+   3.0 MB: web 6 (2.0x), worker 139 (45.9x; 2,194 MB before spaCy's batches were bounded by
+   characters): a fixed ~120 MB for one spaCy batch of TAG_BATCH_CHARS, not growing with the run.
+   Metric, 200,000 responses, 7.1 MB: web 80 (11.3x), worker 81 (11.4x): the parsed JSON itself,
+   a dict per entry (about 270 bytes for 35 bytes of file).
 
 Exit status 1 when a target is missed.
 """
@@ -244,9 +262,146 @@ def reader_table(postgres: str) -> tuple[list[str], bool]:
         drop_database(postgres, name)
 
 
+# Part 3: every kind, the web process's part of an upload and the worker's -----------------------
+
+def _kind_case_files(folder: Path) -> list[tuple[str, str, dict, Path, Path, Path]]:
+    """(label, kind, task configuration, gold bytes, a small warm-up run, the measured run)."""
+    import random
+
+    import orjson
+
+    from fixtures import metric_demo
+    from scoring.kinds import get_kind
+    from tests.workers import big_gold, big_run
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from response_speed import _sentence, _vocabulary, make_files
+
+    def write(name: str, content: bytes) -> Path:
+        path = Path(folder, name)
+        path.write_bytes(content)
+        return path
+
+    cases = []
+    stc3_gold = big_gold(4000)
+    stc3 = get_kind("stc3")
+    stc3_config = dict(stc3.presets[stc3.default_preset])
+    legit = big_run(stc3_gold)
+    with_turns = orjson.dumps([{**dialogue, "annotations": None, **estimate}
+                               for dialogue, estimate in zip(stc3_gold, orjson.loads(legit), strict=True)])
+    stc3_bytes = write("stc3-gold.bin", stc3.compile_gold(stc3_gold, stc3.config(stc3_config)).to_bytes())
+    small = write("stc3-small.json", big_run(stc3_gold, seed=2))
+    cases.append(("DQ/ND, 4,000 dialogues with the test data's turns", "stc3", stc3_config, stc3_bytes, small,
+                  write("stc3-run.json", with_turns)))
+
+    words = _vocabulary()
+
+    def long_response(rng: random.Random) -> str:
+        parts: list[str] = []
+        while sum(len(part) + 1 for part in parts) < 3000:
+            parts.append(_sentence(rng, words))
+        return " ".join(parts)[:3000]
+
+    response = get_kind("response")
+    for label, n_items, config in (("response, BLEU and deltaBLEU, 10,000 responses of 3,000 characters", 10_000,
+                                    response.presets["bleu-only"]),
+                                   ("response, BLEU, deltaBLEU and POSSCORE, 1,000 responses of 3,000 characters",
+                                    1_000, response.presets["response"])):
+        gold, short = make_files(n_items, 7)
+        rng = random.Random(3)
+        run = [{"id": entry["id"], "response": long_response(rng)} for entry in gold]
+        compiled = response.compile_gold(gold, response.config(config))
+        tag = "posscore" if "posscore" in config["measures"] else "bleu"
+        cases.append((label, "response", dict(config), write(f"response-{tag}-gold.bin", compiled.to_bytes()),
+                      write(f"response-{tag}-small.json", orjson.dumps(short[:50])),
+                      write(f"response-{tag}-run.json", orjson.dumps(run))))
+
+    metric = get_kind("metric")
+    metric_config = dict(metric.presets[metric.default_preset])
+    metric_gold = metric_demo.generate_gold(20_000, 10, seed=3, texts=False)
+    runs = metric_demo.generate_runs(metric_gold, seed=3)
+    compiled = metric.compile_gold(metric_gold, metric.config(metric_config))
+    cases.append(("metric, 200,000 responses (20,000 contexts x 10 systems)", "metric", metric_config,
+                  write("metric-gold.bin", compiled.to_bytes()),
+                  write("metric-small.json", orjson.dumps(runs["coarse"])),
+                  write("metric-run.json", orjson.dumps(runs["close"]))))
+    return cases
+
+
+def kind_child(stage: str, kind_name: str, config_json: str, gold_path: str, small_path: str, run_path: str) -> None:
+    """One kind's upload in this process: ``web`` validates it as the web process does, ``worker``
+    scores it as the worker does; prints the peak extra bytes and the seconds."""
+    import gc
+
+    from scoring.kinds import get_kind
+    from scoring.validation import parse_json
+
+    kind = get_kind(kind_name)
+    config = kind.config(json.loads(config_json))
+    gold = kind.gold_from_bytes(Path(gold_path).read_bytes())
+    # A process serves many uploads against its cached gold: what the gold builds at the first
+    # (lookups by id, BLEU tables, the pipeline) is the gold's, not the upload's.
+    warm = Path(small_path).read_bytes()
+    kind.check_run_file(warm, gold)
+    parsed = kind.parse_run(parse_json(warm, "file"), gold, config, allow_missing=True)
+    if stage == "worker":
+        kind.score(parsed, gold, config)
+    del parsed
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    baseline = _status("VmRSS")
+    started = time.perf_counter()
+    content = Path(run_path).read_bytes()
+    if stage == "web":
+        kind.check_run_file(content, gold)
+        kind.parse_run(parse_json(content, "file"), gold, config)
+    else:
+        result = kind.score(kind.parse_run(parse_json(content, "file"), gold, config), gold, config)
+        assert result.n_items > 0
+    seconds = time.perf_counter() - started
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps({"peak": _status("VmHWM") - baseline, "seconds": seconds, "children": children}))
+
+
+def kinds_table() -> tuple[list[str], bool]:
+    ok = True
+    lines = ["| kind and run | file MB | process | peak extra MB | x file | s |", "|---|---:|---|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory(prefix="upload-memory-kinds-") as folder:
+        for label, kind_name, config, gold_path, small_path, run_path in _kind_case_files(Path(folder)):
+            size = run_path.stat().st_size
+            for stage in ("web", "worker"):
+                completed = subprocess.run(
+                    [sys.executable, __file__, "--kind-child", stage, kind_name, json.dumps(config), str(gold_path),
+                     str(small_path), str(run_path)],
+                    capture_output=True, text=True, cwd=ROOT, timeout=3600)
+                if completed.returncode:
+                    ok = False
+                    lines.append(f"| {label} | {size / 1e6:.1f} | {stage} | crashed: "
+                                 f"{completed.stderr.strip().splitlines()[-1][:80]} | | |")
+                else:
+                    figures = json.loads(completed.stdout.strip().splitlines()[-1])
+                    ratio = figures["peak"] / size
+                    ok &= ratio <= MEMORY_TARGET
+                    lines.append(f"| {label} | {size / 1e6:.1f} | {stage} | {figures['peak'] / 1e6:,.0f} | "
+                                 f"{ratio:.1f}x{'' if ratio <= MEMORY_TARGET else ' MISSED'} | "
+                                 f"{figures['seconds']:.1f} |")
+                print(lines[-1], flush=True)
+    load = os.getloadavg()
+    lines.append("")
+    lines.append(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; POSSCORE "
+                 "tagged in the worker's own process (the scoring core's default of one tagging process), so all its "
+                 "memory is counted")
+    return lines, ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=3, metavar=("MODE", "GOLD", "RUN"), help=argparse.SUPPRESS)
+    parser.add_argument("--kind-child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--kinds", action="store_true", help="part 3 alone: every kind, web and worker")
+    parser.add_argument("--no-kinds", action="store_true", help="skip part 3")
     parser.add_argument("--no-before", action="store_true", help="skip the old path (parser without the check)")
     parser.add_argument("--no-server", action="store_true", help="skip the readers part (needs PostgreSQL)")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
@@ -254,12 +409,23 @@ def main(argv: list[str] | None = None) -> int:
     if options.child:
         child(*options.child)
         return 0
+    if options.kind_child:
+        kind_child(*options.kind_child)
+        return 0
+    if options.kinds:
+        lines, ok = kinds_table()
+        print("\n".join(["", *lines]))
+        return 0 if ok else 1
     lines, ok = memory_table(options.no_before)
     print("\n".join(["", *lines]))
     if not options.no_server:
         reader_lines, reader_ok = reader_table(options.postgres)
         print("\n".join(["", *reader_lines]))
         ok &= reader_ok
+    if not options.no_kinds:
+        kind_lines, kinds_ok = kinds_table()
+        print("\n".join(["", *kind_lines]))
+        ok &= kinds_ok
     return 0 if ok else 1
 
 

@@ -13,6 +13,7 @@ import re
 import secrets
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -87,6 +88,36 @@ def env_rate(name: str, default: str) -> str:
         raise ImproperlyConfigured(f"{name}={value!r} is not a rate; use N/s, N/m, N/h or N/d "
                                    "(also N/min, N/hour, N/day), N at least 1")
     return value
+
+
+def env_storage(name: str) -> dict:
+    """The blob store's backend (``tasks.blobs``) from ``s3://BUCKET?endpoint_url=...&region_name=...``
+    (``addressing_style=path|virtual`` too); unset or empty: the local filesystem under ``MEDIA_ROOT``."""
+    raw = env.str(name, default="").strip()
+    if not raw:
+        return {"BACKEND": "evalserver.storage.BlobFileSystemStorage"}
+    parts = urlsplit(raw)
+    if parts.scheme != "s3" or not parts.netloc or parts.path not in ("", "/"):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not s3://BUCKET?endpoint_url=http://HOST:PORT "
+                                   "(leave it unset for files on the local disk)")
+    options: dict = {"bucket_name": parts.netloc}
+    for key, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if key not in STORAGE_URL_OPTIONS:
+            raise ImproperlyConfigured(f"{name}: unknown option {key!r} (known: {', '.join(STORAGE_URL_OPTIONS)})")
+        if len(values) != 1 or not values[0]:
+            raise ImproperlyConfigured(f"{name}: option {key!r} needs exactly one value")
+        options[key] = values[0]
+    if "endpoint_url" in options and urlsplit(options["endpoint_url"]).scheme not in ("http", "https"):
+        raise ImproperlyConfigured(f"{name}: endpoint_url {options['endpoint_url']!r} is not an http(s) URL")
+    if options.get("addressing_style", "path") not in ("path", "virtual"):
+        raise ImproperlyConfigured(f"{name}: addressing_style is path or virtual, not {options['addressing_style']!r}")
+    if "endpoint_url" in options:
+        # MinIO and most self-hosted services answer path-style requests (http://host/bucket/key).
+        options.setdefault("addressing_style", "path")
+    return {"BACKEND": "evalserver.objectstorage.PrivateS3Storage", "OPTIONS": options}
+
+
+STORAGE_URL_OPTIONS = ("endpoint_url", "region_name", "addressing_style")
 
 
 def env_networks(name: str) -> tuple[IPv4Network | IPv6Network, ...]:
@@ -245,6 +276,14 @@ STORAGES = {
 }
 # Uploaded runs live here, outside the static root, under names made from their hashes.
 MEDIA_ROOT = Path(env.str("EVALSERVER_UPLOAD_DIR", default=str(VAR_DIR / "uploads")))
+# Every stored file (runs, gold, data files, pools, vector tables) goes through one blob store
+# (tasks.blobs): MEDIA_ROOT on the local disk, or a private S3-compatible bucket shared by hosts
+# that share no disk: EVALSERVER_STORAGE_URL=s3://BUCKET?endpoint_url=http://HOST:PORT, with
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in the environment.
+STORAGES["blobs"] = env_storage("EVALSERVER_STORAGE_URL")
+# With object storage, large files a process reads from disk (pools, vector tables) are copied
+# here once, by checksum, and checked against it; the folder may be emptied at any time.
+EVALSERVER_BLOB_CACHE_DIR = Path(env.str("EVALSERVER_BLOB_CACHE_DIR", default=str(VAR_DIR / "blob-cache")))
 
 RUN_UPLOAD_MAX_BYTES = env_int("EVALSERVER_RUN_MAX_BYTES", default=32 * 1024 * 1024, minimum=1024)
 # Run uploads validated at once per web process (each takes a core and up to several times its size
@@ -267,6 +306,12 @@ CELERY_TASK_ALWAYS_EAGER = not env.str("CELERY_BROKER_URL", default="")
 IN_PROCESS_BROKER_URL = "memory://localhost/"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or IN_PROCESS_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = False
+# Two queues: scoring and light jobs on EVALSERVER_QUEUE, and heavy jobs (statistics, vBLEU pool
+# jobs: tasks marked heavy=True) on the same name with "-heavy" (evalserver.celery.route), so a
+# long pool job never waits in front of an upload's scoring. A worker started without -Q takes
+# both; `-Q celery` or `-Q celery-heavy` gives each its own workers.
+CELERY_TASK_DEFAULT_QUEUE = env.str("EVALSERVER_QUEUE", default="celery")
+CELERY_TASK_ROUTES = ("evalserver.celery.route",)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -134,7 +134,7 @@ def _look_in_thread(task_id: int) -> None:
         _wake_in_thread(task_id, again)
 
 
-@shared_task(acks_late=True, soft_time_limit=600, time_limit=720)
+@shared_task(acks_late=True, soft_time_limit=600, time_limit=720, heavy=True)  # its own queue (evalserver.celery)
 def compute_statistics_task(task_id: int) -> str:
     """Compute the task's boards that are due; plan the next look if one is needed."""
     cache.delete(cachekeys.statistics_pending(task_id))

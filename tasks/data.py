@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import mimetypes
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -101,8 +100,8 @@ def _download(request: HttpRequest, view: access.DataAccess, item: datafiles.Dat
     filename = "-".join(download_name(part, 40) for part in parts) + "-" + item.name
     content_type = "application/json" if item.name.endswith(".json") else (
         mimetypes.guess_type(item.name)[0] or "application/octet-stream")
-    if isinstance(content, Path):
-        response: HttpResponse = FileResponse(content.open("rb"), content_type=content_type)
+    if not isinstance(content, bytes):
+        response: HttpResponse = FileResponse(content, content_type=content_type)
     else:
         response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -25,7 +25,6 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 import orjson
@@ -85,7 +84,7 @@ def section_gold(task: Task, phase: Phase | None) -> GoldVersion | None:
 def _participant_data(source_sha256: str, kind: str, config: bytes) -> bytes:
     # Cached per process: deriving a large gold takes a moment and some memory; the key is the
     # stored file itself (versions never change) and the task's configuration.
-    content = blobs.path("gold", source_sha256).read_bytes()
+    content = blobs.read("gold", source_sha256)
     implementation = get_kind(kind)
     parsed = parse_json(content, "gold file")
     return orjson.dumps(implementation.participant_data(parsed, implementation.config(orjson.loads(config))))
@@ -94,7 +93,7 @@ def _participant_data(source_sha256: str, kind: str, config: bytes) -> bytes:
 def participant_data(task: Task, version: GoldVersion) -> bytes | None:
     """The participants' data of a gold version (the kind strips every annotation), or None for
     a version loaded before gold files were kept."""
-    if not version.source_sha256 or not blobs.path("gold", version.source_sha256).exists():
+    if not version.source_sha256 or not blobs.exists("gold", version.source_sha256):
         return None
     return _participant_data(version.source_sha256, task.kind, orjson.dumps(task.config, option=orjson.OPT_SORT_KEYS))
 
@@ -172,10 +171,11 @@ def section_items(task: Task, phase: Phase | None) -> tuple[list[DataItem], list
     return items, notes
 
 
-def item_content(task: Task, phase: Phase | None, item: DataItem) -> bytes | Path:
-    """The bytes of a generated file, or the stored path of an organiser's file."""
+def item_content(task: Task, phase: Phase | None, item: DataItem) -> bytes | IO[bytes]:
+    """The bytes of a generated file, or an organiser's stored file open for reading (from the
+    blob store, wherever it is: the response streams it)."""
     if item.data_file is not None:
-        return blobs.path("data", item.data_file.sha256)
+        return blobs.open_stream("data", item.data_file.sha256)
     if item.kind == "format":
         return format_document(task)
     version = section_gold(task, phase)

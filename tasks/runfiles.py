@@ -15,7 +15,12 @@ from tasks.names import character_problems
 
 
 def run_file_path(sha256: str) -> Path:
+    """A local file with the run's bytes (``tasks.blobs.path``: with object storage, this host's copy)."""
     return blobs.path("runs", sha256)
+
+
+def forget_run_file(sha256: str) -> None:
+    blobs.forget("runs", sha256)
 
 
 def store_run_file(content: bytes) -> str:

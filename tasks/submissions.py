@@ -24,7 +24,7 @@ from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring
 from tasks.models import GoldVersion, Phase, Run, Task, Team
 from tasks.names import character_problems, confusable_with
-from tasks.runfiles import run_file_path, safe_filename, store_new_run_file
+from tasks.runfiles import forget_run_file, safe_filename, store_new_run_file
 
 MAX_NAME_LENGTH = 100
 MAX_DESCRIPTION_LENGTH = 5000
@@ -330,7 +330,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     except BaseException:
         # Nothing half-written: a file this request added goes if its run was not committed.
         if created_file and not Run.objects.filter(file_sha256=sha).exists():
-            run_file_path(sha).unlink(missing_ok=True)
+            forget_run_file(sha)
         raise
     return run
 

@@ -64,3 +64,13 @@ def test_a_failed_write_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(OSError, match="disk full"):
         blobs.store("runs", broken())
     assert not [path for path in (Path(settings.MEDIA_ROOT) / "runs").rglob("*") if path.is_file()]
+
+
+def test_the_local_store_follows_media_root_and_makes_no_urls() -> None:
+    # The embedded default: Django's storage API over MEDIA_ROOT as it is now (tests change it).
+    assert blobs.is_local()
+    digest = blobs.store("data", b"notes").sha256
+    assert blobs.storage().path(blobs.key("data", digest)) == str(
+        Path(settings.MEDIA_ROOT).resolve() / "data" / digest[:2] / digest)
+    with pytest.raises(NotImplementedError, match="only through the server's views"):
+        blobs.storage().url(blobs.key("data", digest))

@@ -138,6 +138,13 @@ def test_trusted_proxies_must_be_addresses(tmp_path: Path) -> None:
     assert "ImproperlyConfigured: EVALSERVER_TRUSTED_PROXIES: 'proxy.local' is not an IP address" in result.stderr
 
 
+def test_a_storage_url_it_cannot_read_stops_the_start(tmp_path: Path) -> None:
+    result = _import_settings(tmp_path, EVALSERVER_STORAGE_URL="s3://bucket?acl=public-read")
+    assert result.returncode != 0
+    assert ("ImproperlyConfigured: EVALSERVER_STORAGE_URL: unknown option 'acl' (known: endpoint_url, region_name, "
+            "addressing_style)") in result.stderr
+
+
 def test_values_it_can_read(tmp_path: Path) -> None:
     result = _import_settings(tmp_path, DJANGO_SECURE="Off", DJANGO_DEBUG="yes", EVALSERVER_RUN_MAX_BYTES="2048",
                               EVALSERVER_TRUSTED_PROXIES="10.0.0.1, 172.16.0.0/12")

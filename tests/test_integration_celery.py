@@ -113,12 +113,19 @@ class Broker:
 
     def remove_queue(self) -> None:
         from kombu import Connection
+        from kombu.exceptions import ChannelError
 
         with Connection(self.url, connect_timeout=5) as connection:
-            channel = connection.default_channel
-            channel.queue_purge(self.queue)
-            channel.queue_delete(self.queue)
-            channel.exchange_delete(self.queue)  # Celery names the queue's exchange after it
+            for name in (self.queue, f"{self.queue}-heavy"):  # and the heavy jobs' queue (evalserver.celery)
+                channel = connection.channel()
+                try:
+                    channel.queue_purge(name)
+                    channel.queue_delete(name)
+                    channel.exchange_delete(name)  # Celery names the queue's exchange after it
+                except ChannelError:  # never declared (RabbitMQ closes the channel for that)
+                    pass
+                finally:
+                    channel.close()
         if self.url.startswith("redis://"):
             import redis
 
@@ -190,7 +197,7 @@ class Worker:
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "evalserver.celery", "worker", "--pool=solo", "--concurrency=1",
-             "-l", "info", "-Q", self.broker.queue, "-n", f"{self.broker.queue}@%h",
+             "-l", "info", "-Q", f"{self.broker.queue},{self.broker.queue}-heavy", "-n", f"{self.broker.queue}@%h",
              # Nothing to learn from other workers; these only slow the start down. (Not
              # --without-heartbeat: over RabbitMQ it makes the warm shutdown take 5-10 s.)
              "--without-gossip", "--without-mingle"],

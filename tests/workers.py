@@ -127,11 +127,15 @@ class Process:
         self._log.close()
 
 
-def start_worker(env: dict[str, str], queue: str, node: str, log_path: Path, pool: str = "solo") -> Process:
-    """A Celery worker on one queue. With ``--pool=solo`` it is one process: SIGKILL kills the job too."""
+def start_worker(env: dict[str, str], queue: str, node: str, log_path: Path, pool: str = "solo",
+                 heavy: bool = True) -> Process:
+    """A Celery worker on one queue and, unless ``heavy`` is false, its heavy jobs' queue
+    (``<queue>-heavy``: statistics, pool jobs). With ``--pool=solo`` it is one process: SIGKILL
+    kills the job too."""
+    queues = f"{queue},{queue}-heavy" if heavy else queue
     return Process(f"worker {node}", [
         PYTHON, "-m", "celery", "-A", "evalserver.celery", "worker", f"--pool={pool}", "--concurrency=1",
-        "-l", "info", "-Q", queue, "-n", f"{node}-{queue}@%h",
+        "-l", "info", "-Q", queues, "-n", f"{node}-{queue}@%h",
         # Nothing to learn from other workers; these only slow the start down.
         "--without-gossip", "--without-mingle"], env, log_path)
 
@@ -146,6 +150,61 @@ def start_gunicorn(env: dict[str, str], port: int, log_path: Path, workers: int 
     options += ["--threads", str(threads)] if threads else []
     return Process("gunicorn", [*command, "-c", str(ROOT / "gunicorn.conf.py"), "evalserver.wsgi",
                                 "-b", f"127.0.0.1:{port}", *options, "--graceful-timeout", "5"], env, log_path)
+
+
+# An S3-compatible object store ----------------------------------------------------------------------
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "evalserver-test", "AWS_SECRET_ACCESS_KEY": "evalserver-test-secret",
+                  "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+class ObjectStore:
+    """moto's S3 server (the ``moto[server]`` package: an independent implementation of the S3 API)
+    on a free loopback port, in a process of its own, with one private bucket."""
+
+    def __init__(self, log_path: Path, bucket: str = "evalserver-blobs") -> None:
+        self.port, self.bucket = free_port(), bucket
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, **S3_CREDENTIALS}
+        self.process = Process("object store", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                               env, log_path)
+        wait_until("the object store to listen", lambda: _listening(self.port), START_TIMEOUT, self.process)
+        self.client().create_bucket(Bucket=bucket)
+
+    @property
+    def url(self) -> str:
+        """The server's ``EVALSERVER_STORAGE_URL``."""
+        return f"s3://{self.bucket}?endpoint_url={self.endpoint}&region_name=us-east-1"
+
+    def env(self) -> dict[str, str]:
+        return {"EVALSERVER_STORAGE_URL": self.url, **S3_CREDENTIALS}
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+
+    def keys(self) -> list[str]:
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def local_files(directory: Path) -> list[str]:
+    """Every file under ``directory``, relative to it."""
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*") if path.is_file())
 
 
 def queue_settings_module(directory: Path) -> dict[str, str]:
@@ -203,12 +262,19 @@ def remove_queue(broker_url: str, queue: str) -> None:
     """Delete the queue, its exchange and, on Redis, the unacknowledged copies a killed worker left
     in kombu's ``unacked`` hash (they would come back an hour later)."""
     from kombu import Connection
+    from kombu.exceptions import ChannelError
 
     with Connection(broker_url, connect_timeout=5) as connection:
-        channel = connection.default_channel
-        channel.queue_purge(queue)
-        channel.queue_delete(queue)
-        channel.exchange_delete(queue)
+        for name in (queue, f"{queue}-heavy"):  # the heavy jobs' queue too (evalserver.celery)
+            channel = connection.channel()
+            try:
+                channel.queue_purge(name)
+                channel.queue_delete(name)
+                channel.exchange_delete(name)
+            except ChannelError:  # never declared (RabbitMQ closes the channel for that)
+                pass
+            finally:
+                channel.close()
     if broker_url.startswith("redis://"):
         import redis
 
@@ -219,7 +285,7 @@ def remove_queue(broker_url: str, queue: str) -> None:
                     _message, exchange, routing_key = json.loads(payload)
                 except ValueError:
                     continue
-                if queue in (exchange, routing_key):
+                if exchange in (queue, f"{queue}-heavy") or routing_key in (queue, f"{queue}-heavy"):
                     client.hdel("unacked", tag)
                     client.zrem("unacked_index", tag)
             leftovers = list(client.scan_iter(match=f"*{queue}*"))

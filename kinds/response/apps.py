@@ -11,15 +11,15 @@ class ResponseKindConfig(AppConfig):
 
     def ready(self) -> None:
         # Here, not at the top: models can be imported only once the apps are loaded.
-        from scoring.kinds.response.kind import set_vector_directory
+        from scoring.kinds.response.kind import set_vector_locator
         from tasks import blobs
         from tasks.changes import scoring_worker_starting
         from tasks.hooks import add_organiser_link
 
         # Vector tables organisers upload (load_vectors) live in the blob store's "vectors" folder,
-        # named by checksum, in every process that scores (web, worker, commands); asked each
-        # time, so the folder follows MEDIA_ROOT.
-        set_vector_directory(lambda: blobs.path("vectors", "0" * 64).parent)
+        # named by checksum, for every process that scores (web, worker, commands) on any host:
+        # asked per table, so a worker without the shared disk fetches it (checked) into its cache.
+        set_vector_locator(lambda sha256: blobs.path("vectors", sha256))
         add_organiser_link("response", "Extend the references from a dialogue pool (vBLEU)", "organiser-vbleu")
         scoring_worker_starting.connect(_use_tagging_processes, dispatch_uid="response-tagging-processes")
 

@@ -52,6 +52,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def pool_file_path(sha256: str) -> Path:
+    """A local file with the stored pool (with object storage, this host's checked copy)."""
     return blobs.path("pools", sha256)
 
 
@@ -91,7 +92,7 @@ def read_stored_pool(record: ReferencePool, progress: vbleu.Progress | None = No
     """A stored pool read back (and checked against its checksum)."""
     path = pool_file_path(record.sha256)
     if not path.exists():
-        raise Rejected([f"the file of {record} is missing from {path.parent}; upload the pool again"])
+        raise Rejected([f"the file of {record} is missing from the server's storage; upload the pool again"])
     pool = validate_pool(path, progress, label=str(record))
     if pool.sha256 != record.sha256:
         raise Rejected([f"the file of {record} does not have the checksum its name says; upload the pool again"])
@@ -136,11 +137,11 @@ def source_gold(version: GoldVersion, content: bytes | None = None) -> tuple[lis
             return parse_json(content, "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
         except ValidationFailed as error:
             raise Rejected(error.errors) from None
-    kept = blobs.path("gold", version.source_sha256) if version.source_sha256 else None
-    if kept is not None and kept.exists():
+    if version.source_sha256 and blobs.exists("gold", version.source_sha256):
         # The file as it was loaded (tasks.datafiles keeps it): nugget alternatives and all.
         try:
-            return parse_json(kept.read_bytes(), "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
+            kept = blobs.read("gold", version.source_sha256)
+            return parse_json(kept, "gold file"), f"gold file {version.source_name or version.sha256[:12]}"
         except ValidationFailed as error:
             raise Rejected(error.errors) from None
     compiled = version.load()
@@ -214,7 +215,7 @@ def build_vbleu_version(
         if created:
             # Nothing half-stored: a pool this call added goes with the version it was for.
             ReferencePool.objects.filter(pk=record.pk).delete()
-            pool_file_path(record.sha256).unlink(missing_ok=True)
+            blobs.forget("pools", record.sha256)
         raise
     return Built(version, extension, record, created)
 
@@ -388,11 +389,10 @@ def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
         raise Rejected(["a phase chosen for the new version no longer exists; start again"])
     ratings = None
     if job.ratings_sha256:
-        path = blobs.path(UPLOADS, job.ratings_sha256)
-        if not path.exists():
+        if not blobs.exists(UPLOADS, job.ratings_sha256):
             raise Rejected(["the uploaded ratings are no longer on the server; upload them again"])
         try:
-            ratings = parse_json(path.read_bytes(), "ratings file")
+            ratings = parse_json(blobs.read(UPLOADS, job.ratings_sha256), "ratings file")
         except ValidationFailed as error:
             raise Rejected(error.errors) from None
     try:
@@ -509,7 +509,7 @@ def sweep_pool_jobs(job_ids: list[int] | None = None) -> list[int]:
 
 
 @shared_task(acks_late=True, soft_time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT,
-          time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT + 60)
+          time_limit=settings.EVALSERVER_POOL_JOB_TIME_LIMIT + 60, heavy=True)  # its own queue (evalserver.celery)
 def run_pool_job_task(job_id: int) -> str:
     return run_pool_job(job_id)
 

@@ -29,11 +29,12 @@ Tokenisation: sacrebleu's tokeniser of the task's language (``13a``, mteval-v13a
 
 from __future__ import annotations
 
+import copy
 from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -133,12 +134,34 @@ def _tokenizer(name: str = "13a") -> Callable[[str], str]:
     raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {name!r}")
 
 
-def tokenize(text: str, lowercase: bool = True, tokenizer: str = "13a") -> list[str]:
+def _unmemoised(tokenizer: object) -> Callable[[str], str]:
+    call = getattr(type(tokenizer).__call__, "__wrapped__", None)
+    return partial(call, tokenizer) if call is not None else tokenizer  # type: ignore[return-value]
+
+
+@cache
+def _unmemoised_function(name: str) -> Callable[[str], str]:
+    """The tokeniser's own function without sacrebleu's memos: the same tokens for the same text."""
+    tokenizer = copy.copy(_tokenizer(name))
+    post = getattr(tokenizer, "_post_tokenizer", None)
+    if post is not None:
+        tokenizer._post_tokenizer = _unmemoised(post)  # type: ignore[attr-defined]
+    return _unmemoised(tokenizer)
+
+
+def tokenize(text: str, lowercase: bool = True, tokenizer: str = "13a", *, memo: bool = True) -> list[str]:
     """sacrebleu's tokenisation (``13a``, ``zh`` or ``ja-mecab``), lower-casing first as sacrebleu's
-    ``lowercase=True`` does."""
+    ``lowercase=True`` does.
+
+    ``memo=False`` for texts seen once, a run's responses: every sacrebleu tokeniser (and the
+    regular-expression step of 13a and zh) keeps its last 65,536 inputs and outputs, shared by
+    the process, which in a long-lived worker held past runs' responses (up to 10,000 characters
+    each: gigabytes) and made scoring a 30 MB run grow by 150 MB that stayed. References and pool
+    texts, tokenised again and again (three BLEU-family tables, vBLEU's retrieval and rater), keep
+    the memo."""
     if lowercase:
         text = text.lower()
-    return _tokenizer(tokenizer)(text).split()
+    return (_tokenizer(tokenizer) if memo else _unmemoised_function(tokenizer))(text).split()
 
 
 def statistic_names(max_order: int) -> list[str]:
@@ -255,6 +278,12 @@ def prepare_references(
     return PreparedReferences(config, key_array, weight_array, count_array, lengths, max_weights)
 
 
+# Hypothesis n-grams looked up at a time: the lookup holds about 60 bytes per n-gram (keys, counts,
+# cells, the sort order, positions), so a block is about 30 MB however long the run's texts; one
+# pass over a 30 MB run (24 million n-grams) held 1.4 GB (issue 28).
+BLOCK_NGRAMS = 1 << 19
+
+
 def sufficient_statistics(
     hypotheses: Sequence[str] | Sequence[Sequence[str]],
     prepared: PreparedReferences,
@@ -264,6 +293,8 @@ def sufficient_statistics(
 
     ``hypotheses`` are texts, or already tokenised (lists of tokens, e.g. nuggets put together);
     ``items[k]`` is the item whose references hypothesis k is compared with (default: k).
+    Hypotheses are looked up in blocks of whole hypotheses (``BLOCK_NGRAMS``): each row's
+    numerators are summed over the same n-grams in the same order whatever the blocks.
     """
     config = prepared.config
     max_order = config.max_order
@@ -271,7 +302,8 @@ def sufficient_statistics(
     stats = np.zeros((n_rows, 2 * max_order + 3), dtype=np.float64)
     keys = array("q")
     counts = array("i")
-    cells = array("q")  # row * max_order + order of each hypothesis n-gram
+    cells = array("q")  # (row - first row of the block) * max_order + order of each hypothesis n-gram
+    block_start = 0
     for row, hypothesis in enumerate(hypotheses):
         item = row if items is None else int(items[row])
         tokens = (tokenize(hypothesis, config.lowercase, config.tokenizer) if isinstance(hypothesis, str)
@@ -279,7 +311,7 @@ def sufficient_statistics(
         for order, grams in enumerate(_ngrams(tokens, max_order)):
             keys.extend(_gram_keys(item, grams))
             counts.extend(grams.values())
-            cells.extend([row * max_order + order] * len(grams))
+            cells.extend([(row - block_start) * max_order + order] * len(grams))
             stats[row, max_order + order] = max(len(tokens) - order, 0) * prepared.max_weight[item]
         hyp_len = len(tokens)
         lengths = prepared.lengths[item]
@@ -287,32 +319,46 @@ def sufficient_statistics(
         # Closest reference length, ties to the shorter one (sacrebleu's rule).
         stats[row, 2 * max_order + 1] = min(lengths, key=lambda length: (abs(length - hyp_len), length))
         stats[row, 2 * max_order + 2] = lengths.mean()
-    if keys and len(prepared.keys):
-        key_array = np.frombuffer(keys, dtype=np.int64)
-        # Sorted queries make NumPy's binary search walk the table once, several times faster.
-        order = np.argsort(key_array)
-        group_keys, group_starts, group_sizes = prepared.groups()
-        position = np.minimum(np.searchsorted(group_keys, key_array[order]), len(group_keys) - 1)
-        hit = group_keys[position] == key_array[order]
-        left = np.empty(len(key_array), dtype=np.int64)
-        held = np.empty(len(key_array), dtype=np.int64)
-        left[order] = group_starts[position]
-        held[order] = np.where(hit, group_sizes[position], 0)
-        found = np.flatnonzero(held)
-        if len(found):
-            # Every (hypothesis n-gram, reference holding it) pair: w * min(#g(h), #g(r)), the best per n-gram.
-            repeats = held[found]
-            first = np.cumsum(repeats) - repeats
-            pair_gram = np.repeat(found, repeats)
-            pair_reference = np.arange(repeats.sum()) - np.repeat(first, repeats) + np.repeat(left[found], repeats)
-            hyp_counts = np.frombuffer(counts, dtype=np.int32)
-            values = prepared.weights[pair_reference] * np.minimum(hyp_counts[pair_gram],
-                                                                   prepared.counts[pair_reference])
-            best = np.maximum.reduceat(values, first)
-            numerators = np.bincount(np.frombuffer(cells, dtype=np.int64)[found], weights=best,
-                                     minlength=n_rows * max_order)
-            stats[:, :max_order] = numerators.reshape(n_rows, max_order)
+        if len(keys) >= BLOCK_NGRAMS:
+            _numerators(stats[block_start : row + 1, :max_order], keys, counts, cells, prepared)
+            keys, counts, cells = array("q"), array("i"), array("q")
+            block_start = row + 1
+    if keys:
+        _numerators(stats[block_start:, :max_order], keys, counts, cells, prepared)
     return stats
+
+
+def _numerators(out: np.ndarray, keys: array, counts: array, cells: array, prepared: PreparedReferences) -> None:
+    """Fill ``out`` (rows x N, a view of the statistics) with the clipped, weighted n-gram matches
+    of one block of hypotheses: their n-grams' ``keys``, ``counts`` and ``cells`` (row in the block
+    times N plus order)."""
+    if not len(prepared.keys):
+        return
+    n_cells = out.shape[0] * out.shape[1]
+    key_array = np.frombuffer(keys, dtype=np.int64)
+    # Sorted queries make NumPy's binary search walk the table once, several times faster.
+    order = np.argsort(key_array)
+    group_keys, group_starts, group_sizes = prepared.groups()
+    position = np.minimum(np.searchsorted(group_keys, key_array[order]), len(group_keys) - 1)
+    hit = group_keys[position] == key_array[order]
+    left = np.empty(len(key_array), dtype=np.int64)
+    held = np.empty(len(key_array), dtype=np.int64)
+    left[order] = group_starts[position]
+    held[order] = np.where(hit, group_sizes[position], 0)
+    del order, position, hit
+    found = np.flatnonzero(held)
+    if len(found):
+        # Every (hypothesis n-gram, reference holding it) pair: w * min(#g(h), #g(r)), the best per n-gram.
+        repeats = held[found]
+        first = np.cumsum(repeats) - repeats
+        pair_gram = np.repeat(found, repeats)
+        pair_reference = np.arange(repeats.sum()) - np.repeat(first, repeats) + np.repeat(left[found], repeats)
+        hyp_counts = np.frombuffer(counts, dtype=np.int32)
+        values = prepared.weights[pair_reference] * np.minimum(hyp_counts[pair_gram],
+                                                               prepared.counts[pair_reference])
+        best = np.maximum.reduceat(values, first)
+        numerators = np.bincount(np.frombuffer(cells, dtype=np.int64)[found], weights=best, minlength=n_cells)
+        out[:] = numerators.reshape(out.shape)
 
 
 def _brevity_penalty(hyp_len: np.ndarray, ref_len: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ import tempfile
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -128,7 +128,7 @@ from scoring.kinds.response.posscore import (
 from scoring.validation import ValidationFailed
 
 __all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
-           "ResponseKind", "set_tagging_processes", "set_vector_directory", "store_vector_table",
+           "ResponseKind", "set_tagging_processes", "set_vector_directory", "set_vector_locator", "store_vector_table",
            "task_vectors", "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
@@ -424,6 +424,7 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
 
 _STATE_LOCK = threading.Lock()
 _VECTOR_DIRECTORY: Path | Callable[[], Path] | None = None
+_VECTOR_LOCATOR: Callable[[str], Path] | None = None
 _TAGGING_PROCESSES = 1
 _ENCODERS: dict[tuple, PosEncoder] = {}
 
@@ -431,9 +432,18 @@ _ENCODERS: dict[tuple, PosEncoder] = {}
 def set_vector_directory(path: str | os.PathLike | Callable[[], Path] | None) -> None:
     """Where uploaded vector tables are kept (``<path>/<sha256>.txt``): a directory, or a function
     that names it when asked (the server: its blob store's folder, which follows its settings);
-    None: ``EVALSERVER_VECTOR_DIR``."""
-    global _VECTOR_DIRECTORY
+    None: ``EVALSERVER_VECTOR_DIR``. Replaces a locator (``set_vector_locator``)."""
+    global _VECTOR_DIRECTORY, _VECTOR_LOCATOR
     _VECTOR_DIRECTORY = path if path is None or callable(path) else Path(path)
+    _VECTOR_LOCATOR = None
+
+
+def set_vector_locator(locate: Callable[[str], Path] | None) -> None:
+    """Where the table with a given sha256 is, asked per table: the server's blob store, which may
+    have to fetch it to this host first (``tasks.blobs.path``). Set, it takes the place of the
+    vector directory; None: back to ``set_vector_directory``'s."""
+    global _VECTOR_LOCATOR
+    _VECTOR_LOCATOR = locate
 
 
 def set_tagging_processes(processes: int) -> None:
@@ -458,6 +468,8 @@ def vector_table_path(sha256: str) -> Path:
     """The file of the uploaded vector table with this sha256."""
     if not _SHA256.match(sha256):
         raise ValueError(f"not a sha256: {sha256!r}")
+    if _VECTOR_LOCATOR is not None:
+        return _VECTOR_LOCATOR(sha256)
     return _vector_directory() / f"{sha256}.txt"
 
 
@@ -536,6 +548,43 @@ def _sacrebleu_version() -> str:
         return "unknown"
 
 
+# What gold versions of one task share, kept by content (issue 28, item 6): a vBLEU version has
+# the original references of the version it extends, so its compile reuses their tags and its
+# first runs reuse the BLEU and deltaBLEU tables of the original references, when this process
+# has them (it loaded the version it extends, or scored runs against it). Keyed by the checksum of
+# the texts and weights they were made from, never by version: the same content gives the same
+# result whichever gold it came from. Bounded: a table of a 10,000-item gold takes about 50 MB.
+_SHARED: OrderedDict[tuple, Any] = OrderedDict()
+_KEPT_SHARED = 6
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_get(key: tuple) -> Any:
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            _SHARED.move_to_end(key)
+            return _SHARED[key]
+    return None
+
+
+def _shared_put(key: tuple, value: Any) -> None:
+    with _SHARED_LOCK:
+        _SHARED[key] = value
+        _SHARED.move_to_end(key)
+        while len(_SHARED) > _KEPT_SHARED:
+            _SHARED.popitem(last=False)
+
+
+def _checksum(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, allow_nan=False).encode()).hexdigest()
+
+
+def _tagging_key(tagging: Mapping[str, Any]) -> str:
+    """What makes tags the same: everything recorded of the tagging (pipeline, package, versions,
+    components)."""
+    return _checksum({name: tagging[name] for name in sorted(tagging)})
+
+
 # Compiled gold ---------------------------------------------------------------------------------------
 
 def _squash(text: str) -> str:
@@ -582,16 +631,34 @@ class CompiledResponseGold:
 
     def tag(self, encoder: PosEncoder, pipeline: str) -> None:
         texts, offsets = self.posscore_texts()
-        self.tagged = encoder.tag(texts)
+        tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
+        key = ("tags", _tagging_key(tagging), _checksum([texts, offsets.tolist()]))
+        # The same texts tagged by the same pipeline before in this process (the version a vBLEU
+        # version extends): the same tags, without spaCy.
+        tagged = _shared_get(key)
+        self.tagged = tagged if tagged is not None else encoder.tag(texts)
         self.tagged_items = offsets
-        self.tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
+        self.tagging = tagging
+        _shared_put(key, self.tagged)
+
+    def share_tags(self) -> None:
+        """Offer this gold's stored tags to the next gold compiled with the same reference texts."""
+        if self.tagged is not None and self.tagging is not None:
+            texts, offsets = self.posscore_texts()
+            if np.array_equal(offsets, self.tagged_items):
+                _shared_put(("tags", _tagging_key(self.tagging), _checksum([texts, offsets.tolist()])), self.tagged)
 
     def bleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
         """The original references, prepared for a BLEU-family measure."""
         key = ("bleu", options)
         with self._lock:
             if key not in self._cache:
-                self._cache[key] = bleu_module.prepare_references(self.gold.references, options)
+                shared = ("bleu", options, _checksum(self.gold.references))
+                prepared = _shared_get(shared)
+                if prepared is None:
+                    prepared = bleu_module.prepare_references(self.gold.references, options)
+                _shared_put(shared, prepared)
+                self._cache[key] = prepared
             return self._cache[key]
 
     @property
@@ -763,6 +830,25 @@ class ParsedResponseRun:
         return np.asarray(self.run.items, dtype=np.int64)
 
 
+# Characters of responses scored at a time: their tokens and n-gram lookups stay near 60 MB
+# however large the run.
+TEXT_BLOCK_CHARS = 2_000_000
+
+
+def text_blocks(texts: Sequence[str], chars: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of consecutive runs of ``texts`` of about ``chars`` characters each
+    (default ``TEXT_BLOCK_CHARS``; at least one text each), covering every text in order."""
+    chars = TEXT_BLOCK_CHARS if chars is None else chars
+    start, size = 0, 0
+    for index, text in enumerate(texts):
+        size += len(text)
+        if size >= chars:
+            yield start, index + 1
+            start, size = index + 1, 0
+    if start < len(texts):
+        yield start, len(texts)
+
+
 _GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
 _KEPT_GOLDS = 2
 
@@ -887,6 +973,7 @@ class ResponseKind(Kind):
                 _GOLDS.move_to_end(digest)
                 return _GOLDS[digest]
         compiled = CompiledResponseGold.from_bytes(blob)
+        compiled.share_tags()
         with _STATE_LOCK:
             _GOLDS[digest] = compiled
             while len(_GOLDS) > _KEPT_GOLDS:
@@ -1011,32 +1098,40 @@ class ResponseKind(Kind):
         statistics: dict[str, np.ndarray] = {}
         settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
         warnings = list(run.warnings)
-        tokens: dict[tuple[bool, str], list[list[str]]] = {}
-
-        def bleu_family(key: str, options: Any, references: Any, extra: dict[str, Any]) -> None:
-            how = (options.lowercase, options.tokenizer)
-            if how not in tokens:
-                # One tokenisation per case and tokeniser serves every BLEU-family measure.
-                tokens[how] = [bleu_module.tokenize(text, options.lowercase, options.tokenizer) for text in responses]
-            stats = bleu_module.sufficient_statistics(tokens[how], references, gold_items)
+        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
+                    for key in config.measures if key in BLEU_KEYS]
+        if gold.has_extended:
+            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
+                                                                      "parrot)"}))
+        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
+                      for key, options, _ in families}
+        blocks: dict[str, list[np.ndarray]] = {key: [] for key, _, _ in families}
+        for start, stop in text_blocks(responses) if families else ():
+            # A block of responses at a time, tokenised once per case and tokeniser for every
+            # BLEU-family measure: the tokens of a whole 30 MB run held 350 MB (issue 28).
+            tokens: dict[tuple[bool, str], list[list[str]]] = {}
+            for key, options, _ in families:
+                how = (options.lowercase, options.tokenizer)
+                if how not in tokens:
+                    tokens[how] = [bleu_module.tokenize(text, options.lowercase, options.tokenizer, memo=False)
+                                   for text in responses[start:stop]]
+                blocks[key].append(bleu_module.sufficient_statistics(tokens[how], references[key],
+                                                                     gold_items[start:stop]))
+        for key, options, extra in families:
+            stats = np.concatenate(blocks.pop(key))
             statistics[key] = stats
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
             settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(), **extra}
-
-        for key in config.measures:
-            if key in BLEU_KEYS:
-                options = config.bleu_options(key)
-                bleu_family(key, options, gold.bleu_references(options),
-                            {"references": "original only"} if gold.has_extended else {})
-        if gold.has_extended:
-            bleu_family(VBLEU, config.delta_bleu, gold.vbleu_references(config.delta_bleu),
-                        {"references": "original and added by vBLEU (origin pool or parrot)"})
         if config.needs_posscore:
             encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
             warnings += tagging_warnings
             if "posscore" in config.measures:
-                per_item["posscore"] = score_rows(encoder.encode(responses), prepared, gold_items)
+                # Tagged and scored a block of responses at a time, like BLEU: a response's row
+                # (2 d + 4 numbers, 4.8 KB at 300 dimensions) is needed only until it is scored.
+                per_item["posscore"] = np.concatenate([
+                    score_rows(encoder.encode(responses[start:stop]), prepared, gold_items[start:stop])
+                    for start, stop in text_blocks(responses)])
                 headlines["posscore"] = float(per_item["posscore"].mean())
                 settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
                                         "references_tagged_by": {name: tagging.get(name) for name in

@@ -61,6 +61,12 @@ def _check_tags(tags: Sequence[str]) -> tuple[str, ...]:
     return tags
 
 
+# Characters of texts tagged and reduced to rows at a time (``PosEncoder.encode``).
+ENCODE_BLOCK_CHARS = 1_000_000
+# Characters of texts in one batch of spaCy's pipe (``PosEncoder._token_arrays``).
+TAG_BATCH_CHARS = 40_000
+
+
 @dataclass
 class PosEncoder:
     """Tags texts with the pipeline and reduces each to its additive POSSCORE row.
@@ -144,13 +150,30 @@ class PosEncoder:
         state = self._ready()
         nlp = state["nlp"]
         attributes = [IDS[first]] + state["attributes"][1:]
+        # spaCy's batch is a number of texts, and its memory follows their length: 256 responses
+        # of 3,000 characters took 2.2 GB, 4 took 80 MB (about 3 KB a character while tagging).
+        # A batch of at most TAG_BATCH_CHARS characters (texts of average length) keeps 256
+        # texts of 30 tokens together and tags long ones a few at a time.
+        mean_length = max(1, sum(len(text) for text in texts) // max(1, len(texts)))
+        batch_size = max(1, min(self.batch_size, TAG_BATCH_CHARS // mean_length))
         with nlp.select_pipes(disable=state["disabled"]):
-            return [doc.to_array(attributes) for doc in nlp.pipe(texts, batch_size=self.batch_size)]
+            return [doc.to_array(attributes) for doc in nlp.pipe(texts, batch_size=batch_size)]
 
     def _encode_local(self, texts: list[str]) -> np.ndarray:
         state = self._ready()
-        arrays = self._token_arrays(texts, state["table"].attribute)
-        return _rows_from_token_arrays(arrays, state["table"], state["pos_ids"], state["dropped_ids"], state["mapper"])
+        parts = []
+        # A block of texts at a time: the token columns take about 150 bytes a token while rows
+        # are made, 1.2 GB for a 30 MB run at once (issue 28); a text's row depends on its own
+        # tokens only, so the blocks give the same rows.
+        start, size = 0, 0
+        for index, text in enumerate(texts):
+            size += len(text)
+            if size >= ENCODE_BLOCK_CHARS or index == len(texts) - 1:
+                arrays = self._token_arrays(texts[start : index + 1], state["table"].attribute)
+                parts.append(_rows_from_token_arrays(arrays, state["table"], state["pos_ids"], state["dropped_ids"],
+                                                     state["mapper"]))
+                start, size = index + 1, 0
+        return np.concatenate(parts) if parts else np.zeros((0, 2 * self.dimensions + 4))
 
     def _encode_parallel(self, texts: list[str]) -> np.ndarray:
         parts = self._in_workers("_encode_local", texts)

@@ -224,3 +224,65 @@ def test_realistic_dialogues_against_plain_loop_and_perfect_replies_score_one():
     assert (dragged < 1.0).sum() > len(items) // 4
     expected = plain_delta_bleu(true, only_positive, 2, "average", "all", per_item=True)
     assert dragged == pytest.approx(expected, abs=1e-12)
+
+
+def _long_replies(conversations: list, items: list, per_reply: int) -> list[str]:
+    """Long responses made of other dialogues' replies (issue 28's 30 MB runs had 3,000-character ones)."""
+    texts = [item["references"][0]["text"] for item in items]
+    return [" ".join(texts[(index + k) % len(texts)] for k in range(per_reply)) for index in range(len(items))]
+
+
+@pytest.mark.parametrize("config", [BLEU, DELTA_BLEU, replace(DELTA_BLEU, brevity="closest", max_order=4)])
+def test_statistics_in_blocks_are_the_statistics_of_one_pass(monkeypatch, config):
+    """Hypotheses are looked up a block at a time (``BLOCK_NGRAMS``): with blocks of a few hypotheses
+    the statistics are bit for bit those of one block, and equal the plain loop's scores."""
+    import scoring.kinds.response.bleu as bleu
+
+    conversations = dialogues(60, seed=11)
+    items = response_items(conversations, seed=11)
+    references = [[(ref["text"], ref["weight"]) for ref in item["references"]] for item in items]
+    hypotheses = _long_replies(conversations, items, 12)
+    prepared = prepare_references(references, config)
+    monkeypatch.setattr(bleu, "BLOCK_NGRAMS", 10**12)
+    whole = sufficient_statistics(hypotheses, prepared)
+    for block in (1, 300, 2_000):  # every hypothesis alone, a few together, many together
+        monkeypatch.setattr(bleu, "BLOCK_NGRAMS", block)
+        blocked = sufficient_statistics(hypotheses, prepared)
+        assert blocked.tobytes() == whole.tobytes()
+    if config.weighted:
+        assert corpus_score(whole, config.max_order, config.brevity) == pytest.approx(
+            plain_delta_bleu(hypotheses, references, config.max_order, config.brevity), abs=1e-12)
+
+
+def test_long_responses_in_many_blocks_equal_sacrebleu():
+    """A run of long responses spread over many blocks: corpus BLEU equals sacrebleu's."""
+    conversations = dialogues(400, seed=5)
+    items = response_items(conversations, seed=5)
+    hypotheses = _long_replies(conversations, items, 40)
+    references = [[(ref["text"], 1.0) for ref in item["references"][:2]] for item in items]
+    config = BleuConfig(max_order=4, brevity="closest", weighted=True, min_weight=None)
+    prepared = prepare_references(references, config)
+    n_grams = sum(4 * len(tokenize(text)) for text in hypotheses)
+    from scoring.kinds.response.bleu import BLOCK_NGRAMS
+
+    assert n_grams > 2 * BLOCK_NGRAMS  # several blocks
+    stats = sufficient_statistics(hypotheses, prepared)
+    streams = [[refs[j][0] for refs in references] for j in range(2)]
+    expected = sacrebleu.corpus_bleu(hypotheses, streams, smooth_method="none", tokenize="13a", lowercase=True)
+    assert corpus_score(stats, 4, "closest") == pytest.approx(expected.score / 100, abs=1e-12)
+
+
+def test_responses_are_tokenised_without_keeping_a_memo_of_them():
+    """sacrebleu memoises its last 65,536 texts per tokeniser; with ``memo=False`` (a run's
+    responses) nothing is kept (a worker scoring many long runs held them all), and the tokens
+    are sacrebleu's."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+    from sacrebleu.tokenizers.tokenizer_re import TokenizerRegexp
+
+    Tokenizer13a.__call__.cache_clear()
+    TokenizerRegexp.__call__.cache_clear()
+    texts = [f"Reply number {k}: the printer (model X-{k}) &amp; its driver didn't restart." for k in range(50)]
+    ours = [tokenize(text, memo=False) for text in texts]
+    assert Tokenizer13a.__call__.cache_info().currsize == 0
+    assert TokenizerRegexp.__call__.cache_info().currsize == 0
+    assert ours == [Tokenizer13a()(text.lower()).split() for text in texts] == [tokenize(text) for text in texts]

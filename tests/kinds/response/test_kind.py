@@ -327,7 +327,10 @@ def test_stored_tags_give_the_rows_of_tagging_the_text(demo):
 
 
 def test_uploaded_vector_table_by_sha256(tmp_path, monkeypatch):
+    # The scoring library on its own: no directory, and not the blob store's locator that the
+    # response app installs when Django starts (both restored afterwards for the other tests).
     monkeypatch.setattr(response_kind, "_VECTOR_DIRECTORY", None)
+    monkeypatch.setattr(response_kind, "_VECTOR_LOCATOR", None)
     monkeypatch.delenv("EVALSERVER_VECTOR_DIR", raising=False)
     data = b"4 2\nchess 1 0\nplayer 0 1\ni 1 1\nam 0 1\n"
     with pytest.raises(NlpUnavailable, match="no vector directory is set"):
@@ -602,6 +605,99 @@ def test_large_batches_are_scored_in_chunks_with_the_same_scores(demo, monkeypat
     chunked = KIND.score(run, gold, config)
     assert chunked.per_item["posscore"].tolist() == whole.per_item["posscore"].tolist()
     assert chunked.details == whole.details
+
+
+def test_responses_scored_a_block_at_a_time_give_the_scores_of_one_pass(demo, monkeypatch):
+    """BLEU's tokens and lookups, and POSSCORE's tags, a few responses at a time (issue 28: a 30 MB
+    run took 49x its size in one pass): every per-item score, statistic and headline bit for bit."""
+    from scoring.kinds.response import posscore as posscore_module
+
+    gold_data, runs, config, gold = demo
+    run = KIND.parse_run(runs["strong"], gold, config)
+    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 10**12)
+    monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 10**12)
+    whole = KIND.score(run, gold, config)
+    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 150)
+    monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 150)
+    assert len(list(response_kind.text_blocks(run.run.responses))) > 5
+    blocked = KIND.score(run, gold, config)
+    assert list(blocked.per_item) == list(whole.per_item) == ["bleu", "delta_bleu", "posscore"]
+    for key in whole.per_item:
+        assert blocked.per_item[key].tobytes() == whole.per_item[key].tobytes(), key
+        assert blocked.headlines[key] == whole.headlines[key], key
+    for key in whole.statistics:
+        assert blocked.statistics[key].tobytes() == whole.statistics[key].tobytes(), key
+    assert blocked.settings == whole.settings
+
+
+def test_text_blocks_cover_every_text_in_order():
+    texts = ["a" * 5, "b" * 7, "c", "d" * 20, "e" * 2]
+    assert list(response_kind.text_blocks(texts, 8)) == [(0, 2), (2, 4), (4, 5)]
+    assert list(response_kind.text_blocks(texts, 1)) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert list(response_kind.text_blocks(texts, 10**6)) == [(0, 5)]
+    assert list(response_kind.text_blocks([], 8)) == []
+
+
+def _extended(gold_data: list[dict]) -> list[dict]:
+    """The gold with two references per item added as vBLEU adds them (``origin``)."""
+    return [{**entry, "references": [*entry["references"],
+                                     {"text": f"pool reply {k} about {entry['id']}", "weight": 0.4, "origin": "pool"},
+                                     {"text": "okay", "weight": -0.2, "origin": "pool"}]}
+            for k, entry in enumerate(gold_data)]
+
+
+def test_a_vbleu_version_reuses_the_tags_and_tables_of_the_version_it_extends(demo, monkeypatch):
+    """Issue 28, item 6: the version a vBLEU version extends, loaded in the process, gives the new
+    version's compile its references' tags (spaCy does not run) and its first runs the BLEU and
+    deltaBLEU tables of the original references; the bytes and every score are those of a process
+    that had nothing to reuse."""
+    from scoring.kinds.response import bleu as bleu_module
+    from scoring.kinds.response import posscore as posscore_module
+
+    gold_data, runs, config, _ = demo
+    extended = _extended(gold_data)
+    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    fresh = KIND.compile_gold(extended, config)  # nothing to reuse
+    fresh_scores = KIND.score(KIND.parse_run(runs["strong"], fresh, config), fresh, config)
+    base_bytes = KIND.compile_gold(gold_data, config).to_bytes()
+
+    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    monkeypatch.setattr(response_kind, "_GOLDS", response_kind.OrderedDict())
+    base = KIND.gold_from_bytes(base_bytes)  # what build_vbleu does first: it loads the version to extend
+    KIND.score(KIND.parse_run(runs["weak"], base, config), base, config)
+    calls = []
+    real_tag, real_prepare = posscore_module.PosEncoder.tag, bleu_module.prepare_references
+    monkeypatch.setattr(posscore_module.PosEncoder, "tag", lambda self, texts: calls.append("tag") or
+                        real_tag(self, texts))
+    monkeypatch.setattr(bleu_module, "prepare_references", lambda references, options, added=None: calls.append(
+        ("prepare", options.max_order, added is not None)) or real_prepare(references, options, added))
+    reused = KIND.compile_gold(extended, config)
+    assert reused.to_bytes() == fresh.to_bytes()
+    scores = KIND.score(KIND.parse_run(runs["strong"], reused, config), reused, config)
+    assert calls == [("prepare", 2, True)]  # only vBLEU's table, of the added references, is new
+    assert list(scores.per_item) == list(fresh_scores.per_item) == ["bleu", "delta_bleu", "posscore", "vbleu"]
+    for key in fresh_scores.per_item:
+        assert scores.per_item[key].tobytes() == fresh_scores.per_item[key].tobytes(), key
+        assert scores.headlines[key] == fresh_scores.headlines[key], key
+    for key in fresh_scores.statistics:
+        assert scores.statistics[key].tobytes() == fresh_scores.statistics[key].tobytes(), key
+
+
+def test_shared_tables_are_kept_by_content_not_by_gold(demo, monkeypatch):
+    """Golds with other references never share a table; the cache is bounded."""
+    gold_data, runs, config, gold = demo
+    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    changed = copy.deepcopy(gold_data)
+    changed[0]["references"][0]["text"] += " and a changed word"
+    other = KIND.compile_gold(changed, config)
+    first = response_kind.CompiledResponseGold.from_bytes(gold.to_bytes())
+    options = config.bleu_options("bleu")
+    assert first.bleu_references(options) is not other.bleu_references(options)
+    again = response_kind.CompiledResponseGold.from_bytes(gold.to_bytes())
+    assert again.bleu_references(options) is first.bleu_references(options)
+    for number in range(response_kind._KEPT_SHARED + 3):
+        response_kind._shared_put(("filler", number), number)
+    assert len(response_kind._SHARED) == response_kind._KEPT_SHARED
 
 
 def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():
