@@ -430,6 +430,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+if CELERY_TASK_ALWAYS_EAGER:
+    # Without a broker, jobs run in the process that sends them (``serve``, the organisers'
+    # commands), and Celery logged every one at INFO on their console ("Task ... succeeded in
+    # 0.4s: 'skipped: not queued ...'", 11 lines for one load_gold), which read like errors.
+    # A job's failure is still logged (ERROR); a Celery worker with a broker keeps its own logging.
+    LOGGING["loggers"]["celery.app.trace"] = {"level": "WARNING"}
 
 # Email (password resets): printed on the console unless an SMTP server is named.
 EMAIL_HOST = env.str("EVALSERVER_EMAIL_HOST", default="").strip()

@@ -21,9 +21,11 @@ handler500 = "evalserver.errors.server_error"
 
 urlpatterns = [
     path("", board_views.home, name="home"),
+    path("measures/", board_views.measures_page, name="measures-page"),
     path("tasks/<slug:slug>/", board_views.task_page, name="task-page"),
     path("tasks/<slug:slug>/leaderboard.csv", board_views.leaderboard_csv, name="leaderboard-csv"),
     path("tasks/<slug:slug>/statistics/", statistics_pages.statistics_page, name="statistics-page"),
+    path("tasks/<slug:slug>/statistics/status.json", statistics_pages.statistics_status, name="statistics-status"),
     path("tasks/<slug:slug>/statistics/<str:key>/pvalues/", statistics_pages.pvalues_page, name="pvalues-page"),
     path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", statistics_pages.statistics_export,
          name="statistics-export"),
@@ -33,6 +35,7 @@ urlpatterns = [
     path("tasks/<slug:slug>/data/", task_data.data_page, name="task-data"),
     path("tasks/<slug:slug>/data/<str:name>", task_data.data_file, name="task-data-file"),
     path("organiser/<slug:slug>/", organiser.dashboard, name="organiser-dashboard"),
+    path("organiser/<slug:slug>/status.json", organiser.dashboard_status, name="organiser-status"),
     path("organiser/<slug:slug>/preview/", board_views.preview_page, name="organiser-preview"),
     path("organiser/<slug:slug>/rescore/", organiser.rescore, name="organiser-rescore"),
     path("organiser/<slug:slug>/runs.zip", organiser.runs_zip, name="organiser-runs-zip"),

@@ -173,6 +173,51 @@ def standing(board: Board, run_id: int, values: dict[str, float | None] | None =
     return measures
 
 
+def run_counts(board: Board, run_ids: list[int] | None = None, baselines: int | None = None,
+               per_group: dict[str, int] | None = None) -> dict[str, Any]:
+    """Which runs a count covers, so that every count on a page says so (a board said "over 8
+    runs" beside a table of 7, a run page "among the 9 runs" and then "rank 3 of 8"): the runs
+    (the board's rows, or ``run_ids`` of a stored computation), how many of them are baselines and
+    participants' runs, and per measure group how many have its scores (a DQ-only run has no ND
+    rank). ``baselines`` and ``per_group`` give what the board's rows cannot know (runs that left
+    the board since a computation)."""
+    rows = board.rows if run_ids is None else [row for row in board.rows if row["id"] in set(run_ids)]
+    total = len(rows) if run_ids is None else len(run_ids)
+    if baselines is None:
+        baselines = sum(1 for row in rows if row["is_baseline"])
+    if per_group is None:
+        per_group = {group.name: sum(1 for row in rows if group.name in row["groups"]) for group in board.groups()}
+    groups = [(group.title, per_group[group.name]) for group in board.groups() if group.name in per_group]
+    return {"total": total, "baselines": baselines, "participants": total - baselines,
+            # Named only when some group leaves runs out: "every group ranks all of them" needs no words.
+            "groups": groups if any(count != total for _, count in groups) else []}
+
+
+def boards_showing(task_id: int, run_ids: list[int]) -> list[int | None]:
+    """The boards that may show any of the runs, by ``build_board``'s rules (phase ids; None: the
+    phase-less board of a task without phases): a baseline is on every board of its gold version,
+    a phase's run on its phase's board, and a test or final phase's run also on the final boards
+    of that gold. Which runs a reader may see does not matter here: statistics are computed over
+    what the public board shows, and a hidden run leaving it changes it."""
+    phases = {phase.pk: phase for phase in Phase.objects.filter(task_id=task_id)}
+    runs = list(Run.objects.filter(task_id=task_id, pk__in=run_ids).values_list("phase_id", "gold_version_id",
+                                                                                "is_baseline"))
+    if not phases:
+        return [None] if runs else []
+    shown: set[int] = set()
+    for phase_id, version_id, is_baseline in runs:
+        own = phases.get(phase_id) if phase_id is not None else None
+        for phase in phases.values():
+            if phase.gold_version_id != version_id:
+                continue
+            if is_baseline or phase.pk == phase_id:
+                shown.add(phase.pk)
+            elif (phase.kind == Phase.FINAL and own is not None and own.gold_version_id == version_id
+                  and own.kind in (Phase.TEST, Phase.FINAL)):
+                shown.add(phase.pk)
+    return sorted(shown)
+
+
 def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | None:
     """Where a run stands on the board of its phase, as this user may see that board (the public
     one for its team, the organisers' for organisers): None for a run that is on no board (not
@@ -200,7 +245,7 @@ def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | N
             return None
         values = score.summary.get("measures", {})
     return {"board": board, "phase": phase, "on_board": on_board, "scope": board.scope,
-            "measures": standing(board, run.pk, values)}
+            "measures": standing(board, run.pk, values), "counts": run_counts(board)}
 
 
 def sort_rows(rows: list[dict[str, Any]], column: MeasureSpec | None) -> list[dict[str, Any]]:

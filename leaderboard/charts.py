@@ -315,6 +315,28 @@ def scatter(x: Sequence[float], y: Sequence[float], *, labels: Sequence[str], ca
                 for c, name in enumerate(category_names)]}
 
 
+# A phone's column is about 360 px: the wide chart (labels left of a 530 px plot) shrank there to
+# 7 px labels or scrolled its baselines out of sight. The narrow one puts each label above its
+# interval and spans the whole width, drawn at 1:1 on a phone (CSS shows one of the two).
+NARROW_WIDTH, NARROW_STEP = 360, 34
+
+
+def _narrow_intervals(bars: list[dict[str, Any]], low: float, high: float) -> dict[str, Any]:
+    left, right = 10, NARROW_WIDTH - 14
+
+    def x(value: float) -> int:
+        return round(left + (value - low) / (high - low) * (right - left))
+
+    rows = [{**bar, "label_y": 14 + n * NARROW_STEP, "y": 26 + n * NARROW_STEP, "low": x(bar["value_low"]),
+             "high": x(bar["value_high"]), "mean": x(bar["value"])} for n, bar in enumerate(bars)]
+    axis_y = 14 + len(bars) * NARROW_STEP
+    # Three ticks: six labels of 5 characters do not fit 336 px at a readable size.
+    ticks = [{"x": x(value), "label": f"{value:.3f}", "anchor": anchor}
+             for value, anchor in ((low, "start"), ((low + high) / 2, "middle"), (high, "end"))]
+    return {"bars": rows, "ticks": ticks, "left": left, "right": right, "axis_y": axis_y, "width": NARROW_WIDTH,
+            "height": axis_y + 22}
+
+
 # Intervals on the task page -------------------------------------------------------------------------
 def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]],
                    column: MeasureSpec) -> dict[str, Any] | None:
@@ -351,6 +373,7 @@ def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]],
     ticks = [{"x": x(value), "label": f"{value:.3f}"} for value in np.linspace(low, high, 6)]
     return {"key": column.key, "title": column.title, "bars": bars, "ticks": ticks, "left": left, "right": right,
             "axis_y": axis_y, "width": right + 30, "min_width": round((right + 30) * MIN_SCALE), "height": axis_y + 24,
+            "narrow": _narrow_intervals(bars, low, high),
             # When and over which runs the statistics were computed, and how the intervals were drawn.
             "computed_at": entry.get("computed_at"), "n_runs": len(entry["run_ids"]),
             # How many of the runs the table shows now the statistics cover.

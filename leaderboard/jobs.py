@@ -20,6 +20,7 @@ from django.db import connections
 from django.dispatch import receiver
 
 from leaderboard import scheduling, statistics
+from leaderboard.board import boards_showing
 from tasks import cachekeys
 from tasks.changes import boards_changed, periodic_sweep, publication_changed
 from tasks.models import Phase
@@ -28,8 +29,12 @@ log = logging.getLogger(__name__)
 
 
 @receiver(boards_changed)
-def _boards_changed(sender: type, task_id: int, **kwargs: Any) -> None:
-    schedule_statistics(task_id)
+def _boards_changed(sender: type, task_id: int, run_ids: list[int] | None = None, **kwargs: Any) -> None:
+    # A change to some runs asks only the boards that show them (a test-phase upload used to start
+    # a 16.6 s computation of the development board, which nothing had changed).
+    boards = None if run_ids is None else boards_showing(task_id, run_ids)
+    if boards != []:
+        schedule_statistics(task_id, boards)
 
 
 @receiver(periodic_sweep)
@@ -45,9 +50,10 @@ def _publication_changed(sender: type, phase: Phase, **kwargs: Any) -> None:
     scheduling.forget(phase.task_id, phase.pk)  # also refuses the results of computations already under way
 
 
-def schedule_statistics(task_id: int) -> None:
+def schedule_statistics(task_id: int, phase_ids: list[int | None] | None = None) -> None:
     """Scores changed: ask for the task's statistics, computed once the board has been quiet for
-    the debounce (``EVALSERVER_STATISTICS_DEBOUNCE_SECONDS``, in every mode).
+    the debounce (``EVALSERVER_STATISTICS_DEBOUNCE_SECONDS``, in every mode), for the boards
+    ``phase_ids`` (None: every board of the task).
 
     The request is recorded in the database (``leaderboard.scheduling``), which is what makes a
     burst of triggers share one computation and keeps every process (web threads, workers,
@@ -57,7 +63,8 @@ def schedule_statistics(task_id: int) -> None:
     mode = settings.EVALSERVER_STATISTICS_MODE
     if mode == "off":
         return
-    scheduling.request(task_id)
+    if not scheduling.request(task_id, phase_ids):
+        return
     if mode == "sync":
         statistics.run_due(task_id, force=True)
         return

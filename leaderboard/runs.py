@@ -8,15 +8,19 @@ Here and not in ``tasks``: a run's standing is read from its board, and boards l
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import numpy as np
 import orjson
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AnonymousUser
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
 from leaderboard.board import run_standing
@@ -55,18 +59,50 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
         "public_view": not own, "member": member,
         "breakdown": breakdown(run, access.visible_score(run, reader, phases)),
-        "segments": item_segments(run, score, request.GET) if score is not None else None,
+        # References are the gold's text: shown to the run's own team (under the phase rule of
+        # may_see_references) and organisers, never on the public page of a published run.
+        "segments": item_segments(run, score, request.GET, own and access.may_see_references(run, reader, phases))
+        if score is not None else None,
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
         "standing": _standing_rows(standing),
         "comparable": comparable_runs(run, request.user) if per_item and own else [],
         "finished": run.status not in Run.UNFINISHED,
+        "queue_ahead": _queue_ahead(run),
+        "statistics_wait": _statistics_wait(run, standing),
         "undo_until": withdrawal_undo_until(run) if run.is_withdrawn else None,
         "identical": identical_runs(run) if own else [],
         "links_form": RunLinksForm(instance=run) if member else None,
         "public_page": own and access.run_is_public(run, phases),
         # The gold moved under the run after it was submitted: its scores are on the new version.
         "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
+
+
+def _queue_ahead(run: Run) -> int | None:
+    """How many runs wait for scoring before this queued one (oldest first, as the workers take
+    them); None unless it is queued."""
+    if run.status != Run.QUEUED:
+        return None
+    # In the order the background worker takes them (tasks.worker.next_run): oldest first, then by id.
+    return Run.objects.filter(Q(queued_at__lt=run.queued_at) | Q(queued_at=run.queued_at, pk__lt=run.pk),
+                              status=Run.QUEUED).count()
+
+
+def _statistics_wait(run: Run, standing: dict[str, Any] | None) -> dict[str, str] | None:
+    """A scored run's board whose statistics are being computed again (with it): the sentence and
+    the status URL the page's script polls; None when nothing is under way."""
+    from leaderboard.scheduling import board_status
+    from leaderboard.statistics_pages import statistics_wait
+
+    if run.status != Run.DONE or not standing or standing.get("hidden") or "board" not in standing:
+        return None
+    phase = standing["phase"]
+    message = statistics_wait(board_status(run.task_id, phase.pk if phase else None))
+    if not message:
+        return None
+    query = f"?phase={quote(phase.name)}" if phase else ""
+    return {"message": message, "url": reverse("statistics-status", args=[run.task.slug]) + query,
+            "page": reverse("statistics-page", args=[run.task.slug]) + query}
 
 
 # Shades of a value in [0, 1] (nugget scores): five steps of a diverging orange-to-purple scale that
@@ -87,33 +123,53 @@ def breakdown(run: Run, score: Score | None) -> dict[str, Any] | None:
     return {"title": spec[1], "note": spec[2], "rows": sorted(values.items(), key=lambda item: (item[1], item[0]))}
 
 
-def item_segments(run: Run, score: Score, query: Any) -> dict[str, Any] | None:
+def item_segments(run: Run, score: Score, query: Any, references: bool = False) -> dict[str, Any] | None:
     """Each item's details as shaded segments (nuggets by NS), 20 items a page, in the data's
-    order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none."""
+    order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none. Each
+    item of the page also carries what it answers and, with ``references`` (the reader may see
+    the gold), what it was scored against (``Kind.item_context``)."""
     kind, details = run.task.kind_impl, score.details or {}
-    ids = [item for item in item_ids(score)[2]]
-    items = [(item, kind.item_segments(details, item)) for item in ids]
-    items = [(item, segments) for item, segments in items if segments]
+    gold, indices, ids = item_ids(score)
+    items = [(item, kind.item_segments(details, item), index) for item, index in zip(ids, indices, strict=True)]
+    items = [entry for entry in items if entry[1]]
     if not items:
         return None
     lowest = query.get("segments") == "lowest"
     if lowest:
         items.sort(key=lambda entry: min(segment["value"] for segment in entry[1]))
     page = Paginator(items, SEGMENTS_PER_PAGE).get_page(query.get("segments_page"))
-    for _, segments in page:
+    shown = []
+    for item, segments, index in page:
         for segment in segments:
             segment["step"] = min(SEGMENT_STEPS - 1, max(0, int(segment["value"] * SEGMENT_STEPS)))
+        shown.append(_item_html(item, segments, kind.item_context(gold, index, references)))
 
     def link(**changes: Any) -> str:
         params = {"segments": "lowest" if lowest else "", **changes}
         return "?" + urlencode({key: value for key, value in params.items() if value}) + "#segments"
 
-    return {"page": page, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
-            "order_link": link(segments="" if lowest else "lowest"),
+    return {"page": page, "items": shown, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
+            "references": references, "order_link": link(segments="" if lowest else "lowest"),
             "previous": link(segments_page=page.previous_page_number()) if page.has_previous() else "",
             "next": link(segments_page=page.next_page_number()) if page.has_next() else "",
             "steps": [(step, f"{step / SEGMENT_STEPS:.1f}–{(step + 1) / SEGMENT_STEPS:.1f}")
                       for step in range(SEGMENT_STEPS)]}
+
+
+def _item_html(item: str, segments: list[dict[str, Any]], context: list[tuple[str, str]]) -> SafeString:
+    """One item of the nugget list: its shaded segments and a "Why" that opens on a touch screen
+    (each nugget's act, score and the parts of the score in words; the context and references).
+    Built here rather than in the template: rendering the same markup with template tags made
+    the run page half as slow again (20 items with their nuggets, twice)."""
+    shaded = format_html_join(" ", '<span class="seg seg-{}" title="{}">{}</span>',
+                              ((part["step"], part["title"], part["text"]) for part in segments))
+    why = format_html_join("", '<li><span class="seg seg-{}">{}</span> <strong>{}</strong>, NS {}{}.</li>',
+                           ((part["step"], part["text"], part["label"], f"{part['value']:.4f}",
+                             ": " + "; ".join(part["reasons"]) if part.get("reasons") else "") for part in segments))
+    lines = format_html('<dl class="context">{}</dl>', format_html_join("", "<dt>{}</dt><dd>{}</dd>", context)) \
+        if context else ""
+    return format_html('<span class="item-id">{}</span> {} \n<details class="why"><summary>Why</summary>\n'
+                       '<ul class="nuggets">{}</ul>\n{}</details>', item, shaded, why, lines)
 
 
 @require_GET

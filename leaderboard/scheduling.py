@@ -101,14 +101,19 @@ def state_for(task_id: int, phase_id: int | None) -> StatisticsState:
     return StatisticsState.objects.get(task_id=task_id, phase_id=phase_id)
 
 
-def request(task_id: int) -> int:
-    """A trigger: every board of the task asks for a computation newer than any before. Returns
-    the number of boards."""
-    phase_ids = list(Phase.objects.filter(task_id=task_id).values_list("pk", flat=True)) or [None]
-    for phase_id in phase_ids:
+def request(task_id: int, phase_ids: list[int | None] | None = None) -> int:
+    """A trigger: the boards ``phase_ids`` of the task (None: every board it has) ask for a
+    computation newer than any before. A board the task does not show is left alone (a test-phase
+    upload must not start a computation of the development board). Returns the number of boards."""
+    shown = list(Phase.objects.filter(task_id=task_id).values_list("pk", flat=True)) or [None]
+    chosen = shown if phase_ids is None else [phase_id for phase_id in shown if phase_id in set(phase_ids)]
+    if not chosen:
+        return 0
+    for phase_id in chosen:
         state_for(task_id, phase_id)
     now = timezone.now()
-    return StatisticsState.objects.filter(board_filter(task_id)).update(
+    boards = Q(task_id=task_id) & (Q(phase__isnull=True) if chosen == [None] else Q(phase_id__in=chosen))
+    return StatisticsState.objects.filter(boards).update(
         requested=F("requested") + 1, requested_at=now,
         pending_since=Coalesce(F("pending_since"), Value(now, output_field=DateTimeField())))
 

@@ -282,7 +282,7 @@ def compute_claimed(task: Task, claim: Claim) -> bool:
     """Compute, store (if still the newest) and release one claimed board. True if dirty."""
     phase = Phase.objects.filter(pk=claim.phase_id).first() if claim.phase_id else None
     board = f"{task.slug}/{phase.name if phase else '-'}"
-    log.info("statistics of %s: generation %s started", board, claim.generation)
+    log.debug("statistics of %s: generation %s started", board, claim.generation)
     try:
         with scheduling.heartbeat(claim):
             outcome = compute_board_statistics(task, phase, claim)

@@ -8,22 +8,22 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from leaderboard import scheduling
-from leaderboard.board import CACHE_SECONDS, Board, board_cache_key
+from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, run_counts
 from leaderboard.charts import asl_chart, bar_chart, heat_map
 from leaderboard.jobs import wake_statistics
 from leaderboard.tables import SHADE_BOUNDS, pvalue_table
-from leaderboard.views import board_for, settings_lines, shown_statistics
+from leaderboard.views import _find_board, board_for, settings_lines, shown_statistics
 from scoring import exports
 from scoring.kinds import MeasureSpec
 from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
-from tasks.models import Task
+from tasks.models import Run, Task
 from tasks.runfiles import download_name
 
 
@@ -39,6 +39,7 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
     measures = []
     levels: list[float] = []
     charts: dict[str, Any] = {}
+    summaries: dict[str, Any] = {}
     if record is not None:
         summaries = record.summaries()
         # The levels meta-evaluation reported at, as stored with it (``scoring.stats.meta_evaluate``).
@@ -61,8 +62,53 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
         "columns": [measure["spec"] for measure in measures], "kind_tables": _kind_tables(task, board, record),
         "exports_allowed": _matrices_allowed(view, board), "other_scope": _other_scope(view, board, record),
         "run_labels": _run_labels(record, board, record.run_ids) if record else [],
+        "record_counts": _record_counts(board, record, summaries) if record else None,
         **_statistics_status(task, phase, board, record),
     })
+
+
+def _record_counts(board: Board, record: Any, summaries: dict[str, Any]) -> dict[str, Any]:
+    """Which runs a stored computation compared (``run_counts``): baselines among them (asked of
+    the database: a run may have left the board since) and, per measure group, the runs that had
+    its scores (the union over the group's measures of the runs each compared); ``summaries`` is
+    ``record.summaries()``, read once by the page."""
+    per_group: dict[str, set[int]] = {}
+    for column in board.columns:
+        summary = summaries.get(column.key)
+        if summary is not None:
+            per_group.setdefault(column.group, set()).update(summary["run_ids"])
+    baselines = Run.objects.filter(pk__in=record.run_ids, is_baseline=True).count()
+    return run_counts(board, list(record.run_ids), baselines=baselines,
+                      per_group={group: len(ids) for group, ids in per_group.items()})
+
+
+def statistics_wait(status: scheduling.BoardStatus) -> str:
+    """A board's statistics wait in a sentence ("" when nothing is under way), for pages and the
+    status answer their script polls."""
+    if status.running:
+        return (f"The significance statistics of this board are being computed (for {status.running_for or 0:.0f} s"
+                + (f"; the last computation took {status.state.last_seconds:.1f} s" if status.state.last_seconds
+                   else "") + ").")
+    if status.queued:
+        return ("The significance statistics of this board are queued: they are computed once its scores have been "
+                f"unchanged for {scheduling.debounce_seconds():g} s"
+                + (f" (in about {status.starts_in:.0f} s)" if status.starts_in else "") + ".")
+    return ""
+
+
+@require_GET
+def statistics_status(request: HttpRequest, slug: str) -> HttpResponse:
+    """``{"waiting": bool, "message": str}`` for a board's statistics (``?phase=``): what the
+    pages' script (static/js/wait.js) polls while a computation is queued or running, to reload
+    the page once it is stored. One small query; it never says more than the board page does."""
+    view = _find_board(request, slug)
+    status = scheduling.board_status(view.task.pk, view.phase.pk if view.phase else None)
+    message = statistics_wait(status)
+    response = JsonResponse({"waiting": bool(message), "message": message,
+                             "finished_at": status.state.finished_at.isoformat()
+                             if status.state is not None and status.state.finished_at else None})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] | None:
@@ -197,7 +243,7 @@ def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dic
     if status.mode in ("thread", "celery") and not board.hidden_reason:
         if status.state is None and len(on_board) >= 2:
             # Scored before any computation was ever requested (e.g. while statistics were off).
-            scheduling.request(task.pk)
+            scheduling.request(task.pk, [phase.pk if phase else None])  # this board, not its neighbours
             wake_statistics(task.pk, 0.0)
             status = scheduling.board_status(task.pk, phase.pk if phase else None)
         elif status.queued and status.starts_in == 0 and status.state.requested_at is not None and (

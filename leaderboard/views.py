@@ -95,6 +95,25 @@ def public_counts(tasks: list[Task], phases: dict[int, list[Phase]]) -> dict[int
     return found
 
 
+# Built once per process: the measures of a kind's default configuration do not change while it runs.
+_MEASURES_PAGE: list[dict[str, Any]] = []
+
+
+@require_GET
+def measures_page(request: HttpRequest) -> HttpResponse:
+    """Every kind's measures with their direction, range and the paper each comes from (the
+    kind's default configuration; a task's own are under "What the measures mean" beside its
+    tables): where the footer of every page sends a reader for the definitions."""
+    if not _MEASURES_PAGE:
+        from scoring.kinds import KINDS
+
+        for name in KINDS:
+            kind = KINDS[name]
+            specs = kind.measures(kind.preset(kind.default_preset)) if kind.default_preset else []
+            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs})
+    return render(request, "leaderboard/measures.html", {"kinds": _MEASURES_PAGE})
+
+
 def _find_board(request: HttpRequest, slug: str) -> access.BoardAccess:
     """The board the request asks for as this user may see it (``tasks.access.board_access``):
     404 unless the task is public or organised by the user, and for a ``?phase=`` that is not one
@@ -163,6 +182,8 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "leaderboard/task.html", {
         "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
         "submission": submission, "board_state": phase.state() if phase else "",
+        # A computation under way: the page follows it (static/js/wait.js, or a refresh without script).
+        "waiting": status.running or status.queued,
         "quota": quota_status(task, request.user) if submission and submission["open"] else None})
 
 
@@ -404,8 +425,12 @@ def board_breakdown(task: Task, board: Board) -> dict[str, Any] | None:
     labels = sorted({label for _, values in rows for label in values})
     if not labels:
         return None
-    return {"title": spec[1], "note": spec[2], "labels": labels,
-            "rows": [(name, [values.get(label) for label in labels]) for name, values in rows if values]}
+    shown = [(name, values) for name, values in rows if values]
+    # One row per label (act) and a column per run: a dozen acts as columns did not fit a 1366 px
+    # screen, while a board's runs are usually fewer, and the act stays in view as the runs scroll.
+    return {"title": spec[1], "note": spec[2], "labels": labels, "runs": [name for name, _ in shown],
+            "rows": [(name, [values.get(label) for label in labels]) for name, values in shown],
+            "by_label": [(label, [values.get(label) for _, values in shown]) for label in labels]}
 
 
 def settings_lines(task: Task, board: Board) -> dict[str, Any]:

@@ -219,6 +219,18 @@ def may_see_per_item(run: Run, user: Any, phases: list[Phase] | None = None) -> 
     return phase is None or phase.per_item_feedback or phase.results_published
 
 
+def may_see_references(run: Run, user: Any, phases: list[Phase] | None = None) -> bool:
+    """Whether a run page may show, beside the per-item feedback, the gold's references each item
+    was scored against: organisers always; the run's team where it may see per-item scores and
+    the run's phase has ended (while a phase takes runs, its references would let a team fit its
+    runs to the gold). Outside phases the gold stays with the organisers."""
+    if is_organiser(user, run.task):
+        return True
+    if run.phase is None or not may_see_per_item(run, user, phases):
+        return False
+    return run.phase.ends_at <= timezone.now()
+
+
 def per_item_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
     """The score whose per-item values a user may see for a run (its run page's per-item table and
     CSV, a comparison with another run): ``may_see_per_item`` and then ``visible_score``."""

@@ -328,7 +328,7 @@ class RunAdmin(ProjectAdmin):
     def withdraw(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = queryset.filter(withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
         for task in Task.objects.filter(runs__in=queryset).distinct():
-            board_changed(task)
+            board_changed(task, list(queryset.filter(task=task).values_list("pk", flat=True)))
         self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
 
 

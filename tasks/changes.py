@@ -15,7 +15,9 @@ from tasks.lookup import forget_task
 from tasks.models import Phase, Task
 
 # Sent once a change to a task's boards has committed, with ``task_id``: scores, a run's
-# visibility, a team's name, a phase added or removed, a publication.
+# visibility, a team's name, a phase added or removed, a publication; and ``run_ids`` when the
+# change is to those runs only (None: anything on the task's boards may have changed), so that
+# the boards not showing them keep their statistics.
 boards_changed = Signal()
 
 # Sent when a phase's results are published or withdrawn, with ``phase``, inside the saving
@@ -40,13 +42,14 @@ def touch_scores(task: Task) -> None:
     forget_task(task.slug)
 
 
-def board_changed(task: Task) -> None:
+def board_changed(task: Task, run_ids: list[int] | None = None) -> None:
     """Something the task's boards show changed (scores, a run's visibility, a team's name, a
     publication): new board cache keys at once, and ``boards_changed`` once the change commits
-    (the significance statistics, which name the runs they compare, are computed again, debounced)."""
+    (the significance statistics, which name the runs they compare, are computed again, debounced,
+    for the boards that show ``run_ids`` when the change is to those runs only)."""
     touch_scores(task)
-    task_id = task.pk
-    transaction.on_commit(lambda: boards_changed.send(sender=Task, task_id=task_id))
+    task_id, runs = task.pk, (list(run_ids) if run_ids is not None else None)
+    transaction.on_commit(lambda: boards_changed.send(sender=Task, task_id=task_id, run_ids=runs))
 
 
 def phase_published(phase: Phase) -> None:

@@ -200,7 +200,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
             Run.objects.filter(pk=run.pk).update(
                 status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
                 parts=parts)
-            board_changed(run.task)
+            board_changed(run.task, [run.pk])  # only the boards that show this run
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
     except TRANSIENT_DB_ERRORS:

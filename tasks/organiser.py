@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -75,11 +75,11 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("organiser-dashboard", slug=task.slug)
     runs = _filtered_runs(task, request)
     page = Paginator(runs, 100).get_page(request.GET.get("page"))
-    counts = {status: Run.objects.filter(task=task, status=status, is_baseline=False).count()
-              for status, _ in Run.STATUSES}
+    counts = run_status_counts(task)
     kept = urlencode([(name, _param(request.GET, name)) for name in FILTERS if _param(request.GET, name)])
     return render(request, "tasks/dashboard.html", {
-        "task": task, "page": page, "counts": counts, "phases": task.phases.select_related("gold_version"),
+        "task": task, "page": page, "counts": counts, "waiting": _waiting(counts),
+        "phases": task.phases.select_related("gold_version"),
         "phase_rows": (rows := phase_rows(task)), "now": timezone.now(),
         "timeline": sorted(((when, row["phase"].name, what) for row in rows for when, what in row["schedule"]),
                            key=lambda event: event[0]),
@@ -89,6 +89,36 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
         if task.requires_team_approval else [],
     })
+
+
+def run_status_counts(task: Task) -> dict[str, int]:
+    """The participants' runs of the task per status (baselines are not counted: they are the
+    organisers' own), in one grouped query."""
+    found = dict(Run.objects.filter(task=task, is_baseline=False).order_by().values("status")
+                 .annotate(n=Count("pk")).values_list("status", "n"))
+    return {status: found.get(status, 0) for status, _ in Run.STATUSES}
+
+
+def _waiting(counts: dict[str, int]) -> str:
+    """The dashboard's wait in words ("" when no participant's run waits for scoring)."""
+    queued, scoring = counts.get(Run.QUEUED, 0), counts.get(Run.SCORING, 0)
+    if not queued and not scoring:
+        return ""
+    return (f"{queued} participants' run{'s' if queued != 1 else ''} queued and {scoring} being scored; "
+            "this page updates itself as they are stored.")
+
+
+@require_GET
+@login_required
+def dashboard_status(request: HttpRequest, slug: str) -> HttpResponse:
+    """``{"waiting": bool, "message": str, "counts": {status: n}}`` of the task's participants'
+    runs: what the dashboard's script polls while runs wait for scoring (organisers only)."""
+    task = _get_task_for_organiser(request, slug)
+    counts = run_status_counts(task)
+    message = _waiting(counts)
+    response = JsonResponse({"waiting": bool(message), "message": message, "counts": counts})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _schedule(phase: Phase, now: Any) -> list[tuple[Any, str]]:
@@ -224,22 +254,33 @@ def rescore(request: HttpRequest, slug: str) -> HttpResponse:
             else Run.objects.none()
         if not runs.exists():
             raise Http404("no such run in this task")
-        count = rescore_runs(runs)
-        messages.success(request, f"{count} run(s) queued for re-scoring.")
+        baselines = runs.filter(is_baseline=True).count()
+        messages.success(request, _queued_message(rescore_runs(runs), baselines))
         return redirect("organiser-dashboard", slug=task.slug)
     source = request.POST if request.method == "POST" else request.GET
     phase = access.named_phase(access.task_phases(task.pk), source.get("phase"))
     runs = runs_to_rescore(task, phase)
     if request.method == "POST" and source.get("confirm") == "yes":
+        baselines = runs.filter(is_baseline=True).count()
         count = rescore_runs(runs)
         access.log_access(request, task, f"re-scored {count} runs ({phase.name if phase else 'every phase'})")
-        messages.success(request, f"{count} run(s) queued for re-scoring.")
+        messages.success(request, _queued_message(count, baselines))
         return redirect("organiser-dashboard", slug=task.slug)
     counts = {status: runs.filter(status=status).count() for status, _ in Run.STATUSES}
     return render(request, "tasks/rescore_confirm.html", {
         "task": task, "phase": phase, "phases": access.task_phases(task.pk), "counts": counts,
         "total": sum(counts.values()), "baselines": runs.filter(is_baseline=True).count(),
         "unconfirmed": request.method == "POST"}, status=400 if request.method == "POST" else 200)
+
+
+def _queued_message(count: int, baselines: int) -> str:
+    """What "re-score" did, said at once: the runs only wait in the queue (the scoring worker or
+    the Celery workers take them one at a time), counted as the dashboard counts them."""
+    participants = count - baselines
+    which = f"{participants} participants' run{'s' if participants != 1 else ''}" + (
+        f" and {baselines} baseline{'s' if baselines != 1 else ''}" if baselines else "")
+    return (f"Queued for re-scoring: {which}. They are scored one after another in the background; the counts "
+            "below follow them, and the boards and statistics change as each new score is stored.")
 
 
 @require_GET

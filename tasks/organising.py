@@ -18,7 +18,7 @@ from django.utils import timezone
 from scoring.kinds import KINDS
 from scoring.validation import ValidationFailed, parse_json
 from tasks import blobs
-from tasks.changes import touch_scores
+from tasks.changes import board_changed, touch_scores
 from tasks.datafiles import store_gold_source
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
@@ -172,6 +172,10 @@ def _store_gold_version(task: Task, content: bytes, gold: Any, source_sha256: st
         create_baselines(task, version)
         rescore_task_runs(task, version)
         touch_scores(task)
+        if phases:
+            # Runs leave the boards of the version their phases left: every board's statistics are
+            # asked for again (a scored run later asks only for the boards that show it now).
+            board_changed(task)
     return version
 
 

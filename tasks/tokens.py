@@ -60,3 +60,43 @@ def current_token(user: Any) -> AuthToken | None:
 
 def revoke_tokens(user: Any) -> int:
     return AuthToken.objects.filter(user=user).delete()[0]
+
+
+# The demo (``manage.py demo``) writes its logins, alice's token among them, to this file in
+# VAR_DIR for the README's examples (``TOKEN=$(sed -n "s/^alice's API token: //p" ...)``).
+LOGINS_FILE = "demo-logins.txt"
+# What the file says in place of a token that no longer works (a sentence, not a secret).
+NO_TOKEN = "(none: the token this file held was replaced or revoked; sign in as {username} and create one on My team)"  # noqa: S105, E501
+
+
+def token_line(username: str) -> str:
+    """The start of the logins file's line that holds ``username``'s token."""
+    return f"{username}'s API token: "
+
+
+def follow_in_logins_file(user: Any, token: str | None) -> bool:
+    """Keep the demo's logins file true after ``user`` replaced (``token``) or revoked (None) their
+    token on *My team*: the README's first curl reads the token from it, and with the dead token
+    kept there it failed with 401. Only a file that already names the user is rewritten (written
+    whole to a new file, then renamed over the old, owner-only as the demo made it); returns
+    whether it was."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    path = Path(settings.VAR_DIR) / LOGINS_FILE
+    prefix = token_line(user.username)
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except (FileNotFoundError, UnicodeDecodeError):
+        return False
+    found = [index for index, line in enumerate(lines) if line.startswith(prefix)]
+    if not found:
+        return False
+    for index in found:
+        lines[index] = prefix + (token if token else NO_TOKEN.format(username=user.username)) + "\n"
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text("".join(lines))
+    fresh.chmod(0o600)
+    fresh.replace(path)
+    return True

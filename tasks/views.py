@@ -40,7 +40,7 @@ from tasks.submissions import (
     submit_run,
 )
 from tasks.teams import team_context
-from tasks.tokens import current_token, issue_token, revoke_tokens
+from tasks.tokens import current_token, follow_in_logins_file, issue_token, revoke_tokens
 
 # Every password form counts against one limit per address: the admin's sign-in had none (125
 # wrong passwords for a superuser all answered 200), and separate counters would add up.
@@ -200,13 +200,16 @@ def regenerate_token(request: HttpRequest) -> HttpResponse:
             "cancel_url": reverse("team-page"), "cancel": "Keep the current token"})
     token = issue_token(request.user)  # only its hash is stored: this page is the one time it is shown
     messages.success(request, "A new API token was created; the old one no longer works.")
-    return render(request, "tasks/token.html", {"token": token})
+    # The demo's account: var/demo-logins.txt, which the README's examples read, gets the new token.
+    logins = follow_in_logins_file(request.user, token)
+    return render(request, "tasks/token.html", {"token": token, "logins_file": logins})
 
 
 @require_POST
 @login_required
 def revoke_token(request: HttpRequest) -> HttpResponse:
     revoke_tokens(request.user)
+    follow_in_logins_file(request.user, None)
     messages.success(request, "Your API token was revoked.")
     return redirect("team-page")
 
@@ -244,7 +247,7 @@ def run_visibility(request: HttpRequest, run_id: int) -> HttpResponse:
         Run.objects.filter(pk=run.pk, withdrawn_at__isnull=True).update(withdrawn_at=timezone.now())
     else:
         Run.objects.filter(pk=run.pk).update(is_public=action == "show")
-    board_changed(run.task)  # the statistics name the runs they compare: a hidden run leaves them too
+    board_changed(run.task, [run.pk])  # the statistics name the runs they compare: a hidden run leaves them too
     messages.success(request, {"show": "The run is shown on the public leaderboard.",
                                "hide": "The run is hidden from the public leaderboard.",
                                "withdraw": "The run was withdrawn: it is hidden everywhere."}[action])
@@ -295,7 +298,7 @@ def _restore(request: HttpRequest, run: Run) -> HttpResponse:
     except Rejected as rejected:
         messages.error(request, "The withdrawal was not undone: " + " ".join(rejected.errors))
         return redirect("run-page", run_id=run.pk)
-    board_changed(run.task)
+    board_changed(run.task, [run.pk])
     messages.success(request, "The withdrawal is undone: the run is back "
                               + ("on the public leaderboard." if run.is_public else "(hidden from the public board)."))
     return redirect("run-page", run_id=run.pk)

@@ -166,7 +166,8 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.scoring = None
             _release_connections()
-        log.info("run %s: %s", run_id, outcome)
+        # A run another attempt already took is nothing a person watching the console must act on.
+        log.log(logging.DEBUG if outcome.startswith("skipped") else logging.INFO, "run %s: %s", run_id, outcome)
         return outcome
 
     def sweep(self) -> None:

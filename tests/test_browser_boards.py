@@ -196,7 +196,8 @@ def test_an_organiser_previews_and_publishes_the_final_results_and_confirms_a_re
     page.check("#rescore-form input[name=confirm]")
     page.click("#rescore-form button")
     page.wait_for_url(f"{base}/organiser/{SLUG}/")
-    assert "queued for re-scoring" in page.inner_text(".messages")
+    # tests/ux_world.py: 7 development and 5 test runs; the two baselines of each of the two gold versions.
+    assert "Queued for re-scoring: 12 participants' runs and 4 baselines." in page.inner_text(".messages")
     page.context.close()
 
 

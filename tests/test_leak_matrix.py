@@ -80,6 +80,9 @@ URL_KINDS: dict[str, str] = {
     # Issue 30: a run's file (its team and organisers) and links form; team and account management.
     "run-file": RUN, "run-links": POST, "team-join": PAGE, "team-leave": POST, "team-remove-member": POST,
     "team-rename": POST, "team-new-code": POST, "account": PAGE,
+    # Issue 30: the measures page (names, no numbers); a board's statistics wait, as its pages say
+    # it (takes ?phase= like the board); the dashboard's counts of runs waiting (organisers only).
+    "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

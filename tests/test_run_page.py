@@ -107,7 +107,8 @@ def test_a_run_page_gives_rank_and_distances_computed_from_the_public_board(dev:
     own = next(run for run in board["runs"] if run["id"] == good.pk)["scores"]["measures"]
     page = signed_in(world.alice).get(f"/runs/{good.pk}/").content.decode()
     check_standing(page, expected_standing(board["runs"], own, board["measures"], good.pk))
-    assert "among the 4 runs it shows" in page  # good, rival and the two baselines; shy is hidden
+    # Good, rival and the two baselines (shy is hidden), every one with every measure group.
+    assert "board, which shows 4 runs (2 participants' runs and 2 baselines)." in page
     assert page.count("Against baseline-") == 4  # two baselines, in the official and the other measures' tables
 
 
@@ -124,7 +125,8 @@ def test_a_hidden_run_is_placed_among_the_public_runs_for_its_team(dev: dict[str
     assert "this run is hidden from it, so its rank is where it would be if shown" in page
     # Its organisers see it on their board, which lists it.
     organiser = signed_in(world.organiser).get(f"/runs/{shy.pk}/").content.decode()
-    assert "among the 5 runs it shows" in organiser
+    assert "board, which shows 5 runs (3 participants' runs and 2 baselines)." in organiser
+    assert "which shows the public 4 runs (2 participants' runs and 2 baselines); this run is hidden" in page
 
 
 @pytest.mark.django_db

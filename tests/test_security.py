@@ -130,6 +130,10 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                          BARE_STAFF: 404}),
     "pool-job-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
                                 BARE_STAFF: 404}),
+    "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
+    "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                 BARE_STAFF: 404}),
 }
 ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200, BARE_STAFF: 200}
 

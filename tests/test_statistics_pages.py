@@ -69,7 +69,8 @@ def test_statistics_are_stored_after_scoring_and_match_the_core(board: World) ->
 @pytest.mark.django_db
 def test_the_leaderboard_marks_the_top_group_and_draws_intervals(board: World) -> None:
     page = Client().get(f"/tasks/{board.task.slug}/?sort=quality.A.rsnod").content.decode()
-    assert '<svg viewBox="0 0' in page and "95% bootstrap confidence interval" in page
+    assert '<svg class="intervals-wide" viewBox="0 0' in page and "95% bootstrap confidence interval" in page
+    assert '<svg class="intervals-narrow" viewBox="0 0 360 ' in page  # a phone's layout of the same intervals
     assert '<span class="top"' in page
     assert f"/tasks/{board.task.slug}/statistics/quality.A.rsnod/pvalues/" in page
 
@@ -228,10 +229,12 @@ def test_pages_say_when_and_over_which_runs_the_statistics_were_computed(board: 
     record = TaskStatistics.objects.get(task=board.task, phase=None)
     when = record.computed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
     leaderboard = Client().get(f"/tasks/{board.task.slug}/?sort=quality.A.rsnod").content.decode()
-    assert f"computed {when}" in leaderboard and "over 5 runs" in leaderboard
+    assert f"computed {when}" in leaderboard
+    assert "over the 5 runs with scores on this measure, baselines included" in leaderboard
     assert "B = 200 resamples, seed 20190601" in leaderboard
     page = Client().get(f"/tasks/{board.task.slug}/statistics/").content.decode()
-    assert f"Computed {when}" in page and "over 5 runs and 30 dialogues" in page
+    # Three participants' runs with both subtasks and the two baselines.
+    assert f"Computed {when}" in page and "over 5 runs (3 participants' runs and 2 baselines) and 30 dialogues" in page
     assert "bootstrap intervals (B = 200, seed 20190601)" in page
     matrix = Client().get(f"/tasks/{board.task.slug}/statistics/nugget.jsd/pvalues/").content.decode()
     assert f"computed {when}" in matrix

@@ -425,7 +425,8 @@ def test_with_runs_scored_and_no_statistics_yet_the_page_says_a_computation_is_q
     page = statistics_page(world)
     assert "A computation over the 4 runs now on the board is running</strong> (started " in page
     task_page = Client().get(f"/tasks/{world.task.slug}/").content.decode()
-    assert "Significance statistics over the 4 runs now on the board are being computed." in task_page
+    assert ("Significance statistics over the 4 runs now on the board are being computed; this page shows them "
+            "once they are stored.") in task_page
 
 
 @pytest.mark.django_db
@@ -442,18 +443,20 @@ def test_the_page_says_over_how_many_of_the_runs_on_the_board_the_statistics_are
     submit(world, world.alice, 4, "four")
     submit(world, world.alice, 5, "five")
     page = statistics_page(world)
-    assert "over 5 runs and 30 dialogues" in page
+    assert "over 5 runs (3 participants' runs and 2 baselines) and 30 dialogues" in page
     assert "They cover 5 of the 7 runs now on the board." in page
     assert "A computation over the 7 runs now on the board is queued" in page
     assert "on its way" not in page
     board = Client().get(f"/tasks/{world.task.slug}/?sort=quality.A.rsnod").content.decode()
-    assert "over 5 runs (5 of the 7 runs now in this table). A recomputation over the runs now on the board " \
-           "is queued." in board
+    assert ("over the 5 runs with scores on this measure, baselines included (5 of the 7 runs now in this table). "
+            '<span id="statistics-wait">A recomputation over the runs now on the board is queued; this page shows it '
+            "once it is stored.</span>") in board
     compute_task_statistics(world.task.pk)
     page = statistics_page(world)
     assert "They cover all 7 runs now on the board." in page and "is queued" not in page
     board = Client().get(f"/tasks/{world.task.slug}/?sort=quality.A.rsnod").content.decode()
-    assert "over 7 runs." in board and "recomputation" not in board
+    assert "over the 7 runs with scores on this measure, baselines included." in board
+    assert "recomputation" not in board
 
 
 @pytest.mark.django_db

@@ -365,7 +365,14 @@ class Kind(ABC):
 
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
         """One item's details as shaded text segments for its run page: ``[{"text", "value" (in
-        [0, 1]), "label", "title"}]`` (the response kind: each nugget with its NS and act)."""
+        [0, 1]), "label", "title", "reasons"}]`` (the response kind: each nugget with its NS, its act
+        and, in ``reasons``, the parts of its score in words, shown on the page, not only in a tooltip)."""
+        return []
+
+    def item_context(self, gold: Any, index: int, references: bool) -> list[tuple[str, str]]:
+        """(label, text) lines a run page shows beside an item's segments so that a reader sees
+        why they scored as they did: what the item answers and, when ``references`` (the reader
+        may see the gold), what it was scored against. Empty by default."""
         return []
 
     def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:

@@ -19,12 +19,13 @@ from django.utils import timezone
 
 from fixtures import metric_demo, response_demo, response_demo_ja
 from fixtures.synthetic import generate_gold, generate_run
+from leaderboard.board import build_board, run_counts
 from leaderboard.statistics import compute_task_statistics
 from scoring.kinds import KINDS
 from tasks.models import Phase, Task, Team
 from tasks.organising import create_task, load_gold_version
 from tasks.submissions import Submission, submit_run
-from tasks.tokens import issue_token
+from tasks.tokens import LOGINS_FILE, NO_TOKEN, issue_token, token_line
 
 DEMO_SLUG = "stc3-demo"  # the first demo; its files are also written to var/demo/ itself
 DEMO_USERS = ("organiser", "alice", "bob")
@@ -122,9 +123,8 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
 DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, response_ja_demo_task, metric_demo_task]
 
 
-TOKEN_LINE = "alice's API token: "  # noqa: S105 (a label, not a secret)
-# A sentence, not a secret.
-DEAD_TOKEN = "(none: the token this file held was replaced or revoked; sign in as alice and create one on My team)"  # noqa: S105, E501
+TOKEN_LINE = token_line("alice")
+DEAD_TOKEN = NO_TOKEN.format(username="alice")
 
 
 def current_logins(path: Path) -> str:
@@ -152,6 +152,19 @@ def current_logins(path: Path) -> str:
     return text
 
 
+def runs_per_phase(task: Task) -> str:
+    """What the demo made, counted as the pages count it (``leaderboard.board.run_counts`` of each
+    phase's board as its organisers see it): participants' runs, baselines, and the runs with each
+    measure group's scores where some run leaves a group out (the DQ-only and ND-only runs)."""
+    parts = []
+    for phase in task.phases.order_by("starts_at"):
+        counts = run_counts(build_board(task, phase, organiser=True))
+        groups = " and ".join(f"{count} with {title} scores" for title, count in counts["groups"])
+        parts.append(f"{phase.name}: {counts['total']} runs ({counts['participants']} participants' runs and "
+                     f"{counts['baselines']} baselines{f'; {groups}' if groups else ''})")
+    return "; ".join(parts)
+
+
 class Command(BaseCommand):
     help = ("Create (once) a demo task of every kind, each with a development and a test phase, synthetic gold, "
             "baselines, two teams and scored runs.")
@@ -163,7 +176,7 @@ class Command(BaseCommand):
         parser.add_argument("--password", default=None, help="password for the demo accounts (default: random)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        logins = Path(settings.VAR_DIR) / "demo-logins.txt"
+        logins = Path(settings.VAR_DIR) / LOGINS_FILE
         if Task.objects.filter(slug=DEMO_SLUG).exists():
             self.stdout.write(f"demo task {DEMO_SLUG} exists already")
             if logins.exists():
@@ -229,9 +242,8 @@ class Command(BaseCommand):
                 submit_run(task, participants[team], Submission(
                     content=orjson.dumps(content), filename=f"{name}.json", name=name, description=description), phase)
         compute_task_statistics(task.pk)  # at once: a background thread would die with this command
-        runs = task.runs.filter(is_baseline=False).count()
         self.stdout.write(f"demo task {demo.slug} ({demo.kind}): development and test phases, "
-                          f"{task.items(development.n_items)} each, {runs} runs and the baselines")
+                          f"{task.items(development.n_items)} each; {runs_per_phase(task)}")
         self._write_files(task, demo)
 
     def _write_files(self, task: Task, demo: Demo) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from scoring import stats
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, describe_value
 from scoring.kinds.metric import meta, session
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run
 from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
@@ -147,7 +147,7 @@ class MetricRun:
 
 def _titles() -> dict[str, tuple[str, str, str, str]]:
     """key -> (title, short title, group, group title)."""
-    fidelity = ("fidelity", "Fidelity: predictive power (Liu, Zhou and Wilson, ACM TOIS 2021, Algorithm 3)")
+    fidelity = ("fidelity", "Fidelity: predictive power (Liu, Zhou and Wilson, ACM TOIS 2021)")
     pooled = ("responses", "Correlation with people, responses pooled")
     within = ("within", "Correlation with people within contexts (mean over contexts)")
     system = ("systems", "Correlation with people, system means")
@@ -569,6 +569,31 @@ class MetricKind(Kind):
         differing = int((human[:, None] != human[None, :]).sum()) // 2
         return (f"context {gold.context_ids[index]} ({size} responses, {differing} pair"
                 f"{'s' if differing != 1 else ''} with different human judgements)")
+
+    def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The meta-evaluation's settings in a reader's words (the board printed the raw keys,
+        "pooled_rank_resamples: 0 · tie_tolerance: 0"); a key this method does not know is shown
+        as it is, so nothing stored is hidden."""
+        described: list[tuple[str, str]] = []
+        known = {"n_resamples", "seed", "level", "resampling", "pooled_rank_resamples", "tie_tolerance"}
+        if "n_resamples" in settings:
+            level = settings.get("level")
+            level_text = f"{float(level):.0%} " if isinstance(level, numbers.Real) else ""
+            resampled = str(settings.get("resampling") or "contexts")
+            described.append(("intervals", f"{level_text}percentile bootstrap, {resampled} resampled "
+                                           f"{describe_value(settings['n_resamples'])} times (random-number "
+                                           f"seed {describe_value(settings.get('seed'))})"))
+        if "pooled_rank_resamples" in settings:
+            ranked = settings["pooled_rank_resamples"]
+            described.append(("pooled Kendall and Spearman", "no interval (re-ranking every resample was switched "
+                                                             "off for this task)" if not ranked else
+                                                             f"intervals from {describe_value(ranked)} resamples"))
+        if "tie_tolerance" in settings:
+            tolerance = settings["tie_tolerance"]
+            described.append(("metric ties", "only equal scores are a tie" if not tolerance else
+                                             f"scores closer than {describe_value(tolerance)} are a tie"))
+        described += [(str(key), describe_value(settings[key])) for key in sorted(settings) if key not in known]
+        return described
 
     # What participants get -------------------------------------------------------------------
     def participant_data(self, data: object, config: MetricConfig) -> list[dict[str, Any]]:

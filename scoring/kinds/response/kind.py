@@ -308,6 +308,25 @@ class _ConfigReader:
         return float(value)  # type: ignore[arg-type]
 
 
+def nugget_reasons(nugget: Mapping[str, Any]) -> list[str]:
+    """The parts of a nugget's score NS in a reader's words (Takehi, Watanabe and Sakai, SIGIR-AP
+    2023): how the response's score changes without the nugget, and how the response compares
+    with its variants where the nugget is replaced by other nuggets of a different act or of the
+    same act. A positive part raises NS, a negative one lowers it; a part not computed is left out."""
+
+    def change(value: float) -> str:
+        return f"{abs(value):.4f} {'less' if value > 0 else 'more'}" if value else "the same"
+
+    reasons = []
+    if nugget.get("D_phi") is not None:
+        reasons.append(f"without it the response would score {change(nugget['D_phi'])}")
+    if nugget.get("MD_diff") is not None:
+        reasons.append(f"with the best nuggets of another act in its place, {change(nugget['MD_diff'])}")
+    if nugget.get("MD_same") is not None:
+        reasons.append(f"with the best other nuggets of the same act in its place, {change(nugget['MD_same'])}")
+    return reasons
+
+
 def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     """A ``ResponseConfig`` from its JSON form; ``ConfigInvalid`` lists every problem."""
     problems: list[str] = []
@@ -980,7 +999,8 @@ class ResponseKind(Kind):
         with_nuggets = sum(1 for nuggets in run.nuggets if nuggets is not None)
         if config.nugget_mode != "never" and 0 < with_nuggets < len(run.items):
             warnings.append(f"{with_nuggets} of the {len(run.items)} responses are split into nuggets; the others "
-                            "are split into sentences for nugget-level scores (D_phi alone, no act)")
+                            "are split into sentences for nugget-level scores (each scored by how much deleting "
+                            "it changes the response's score; no act)")
         return ParsedResponseRun(run, warnings, n_missing)
 
     def measures(self, config: ResponseConfig, gold: CompiledResponseGold | None = None) -> list[MeasureSpec]:
@@ -1200,15 +1220,20 @@ class ResponseKind(Kind):
                                          f"{bert.get('references_used')}"))
         nuggets = settings.get("nuggets")
         if isinstance(nuggets, Mapping) and nuggets.get("scored"):
-            described.append(("nugget scores", f"on {nuggets.get('measure')}, K = {nuggets.get('K')}, "
-                                               f"L = {nuggets.get('L')}, weights {nuggets.get('w_phi')} / "
-                                               f"{nuggets.get('w_diff')} / {nuggets.get('w_same')}, "
-                                               f"tags {nuggets.get('tags')}"))
+            measure = {"bleu": "BLEU", "delta_bleu": "deltaBLEU", "posscore": "POSSCORE"}.get(
+                str(nuggets.get("measure")), str(nuggets.get("measure")))
+            described.append(("nugget scores", f"from {measure} per response; replacements compared: the best "
+                                               f"{nuggets.get('K')} of another act, the best {nuggets.get('L')} of "
+                                               f"the same act; weights {nuggets.get('w_phi')} (deleting the nugget), "
+                                               f"{nuggets.get('w_diff')} (another act), {nuggets.get('w_same')} "
+                                               f"(the same act); tags {nuggets.get('tags')}"))
         return described
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
-                        "NS(T, n) of Takehi et al. 2023, eq. 4: above 0.5 a nugget helps its response, below 0.5 it "
-                        "hurts; the mean over the run's nuggets of each act")
+                        "The nugget score NS (Takehi, Watanabe and Sakai, SIGIR-AP 2023) says how much a nugget "
+                        "helps its response: it weighs how the response's score changes when the nugget is deleted "
+                        "and when it is replaced by other nuggets of a different or the same act; above 0.5 the "
+                        "nugget helps, below 0.5 it hurts. Here: the mean over the run's nuggets of each act")
 
     def warm_up(self, config: ResponseConfig) -> str:
         warm_up(config)
@@ -1243,12 +1268,24 @@ class ResponseKind(Kind):
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
         segments = []
         for nugget in (details.get("nuggets") or {}).get(item_id, []):
-            parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same")
-                     if nugget.get(name) is not None]
             act = nugget.get("act") or "sentence (no act given)"
-            segments.append({"text": nugget["text"], "value": nugget["NS"], "label": act,
-                             "title": f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")})
+            why = nugget_reasons(nugget)
+            title = f"{act}: nugget score {nugget['NS']:.4f}" + (f"; {'; '.join(why)}" if why else "")
+            segments.append({"text": nugget["text"], "value": nugget["NS"], "label": act, "reasons": why,
+                             "title": title})
         return segments
+
+    def item_context(self, gold: CompiledResponseGold, index: int, references: bool) -> list[tuple[str, str]]:
+        """The dialogue context a response answers, and (when the reader may see the gold) the
+        references it was scored against with their weights, so that a low nugget score can be
+        read against what the references say."""
+        lines = [(str(utterance.get("sender", "")), str(utterance.get("text", "")))
+                 for utterance in gold.gold.contexts[index]]
+        if references:
+            lines += [(f"reference (weight {weight:g})", text) for text, weight in gold.gold.references[index]]
+            if gold.has_extended:
+                lines += [(f"vBLEU reference (weight {entry[1]:g})", entry[0]) for entry in gold.gold.extended[index]]
+        return lines
 
     def subset_details(self, details: Mapping[str, Any], item_ids: list[str]) -> dict[str, Any]:
         """The nugget details of the given items, and their acts' mean NS over those items only,
@@ -1327,9 +1364,10 @@ class ResponseKind(Kind):
                       next((act for act in acts if act != first), first))
         titles = {spec.key: spec.title for spec in self.measures(config)}
         scored_when = {"always": "every response's nuggets are scored (a response without nuggets is split into "
-                                 "sentences, scored by D_phi alone)",
+                                 "sentences, each scored by how much deleting it changes the response's score)",
                        "auto": "nuggets are scored when your run gives them or the organisers wrote alternatives "
-                               "(a response without nuggets is then split into sentences, scored by D_phi alone)",
+                               "(a response without nuggets is then split into sentences, each scored by how much "
+                               "deleting it changes the response's score)",
                        "never": "nuggets are checked but not scored in this task"}[config.nugget_mode]
         return {
             "summary": ("A JSON list with one entry per context of the test data: your system's response to it; "
@@ -1345,10 +1383,10 @@ class ResponseKind(Kind):
                 {"path": "[i].nuggets[k].text", "type": "string", "meaning": "the nugget's span of the response"},
                 {"path": "[i].nuggets[k].act", "type": "string", "meaning": f"its dialogue act: {', '.join(acts)}"},
                 {"path": "[i].nuggets[k].diff", "type": "list of {text, act} (optional)",
-                 "meaning": "alternatives with other acts (one per act), for MD_diff; the organisers' are used "
-                            "when left out"},
+                 "meaning": "alternatives with other acts (one per act): the nugget's score compares the "
+                            "response with these in its place; the organisers' are used when left out"},
                 {"path": "[i].nuggets[k].same", "type": "list of strings (optional)",
-                 "meaning": "rewordings with the same act, for MD_same; the organisers' are used when left out; "
+                 "meaning": "rewordings with the same act, compared likewise; the organisers' are used when left out; "
                             f"at most {MAX_ALTERNATIVES_PER_NUGGET} alternatives per nugget, diff and same together"},
             ],
             "example": {"id": "<context id>", "response": "Sorry to hear that. Have you tried restarting it?",

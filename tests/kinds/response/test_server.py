@@ -156,12 +156,12 @@ def test_nugget_scores_are_shown_served_and_kept_from_whom_per_item_rules_exclud
     assert re.findall(r"<td>([^<]+)</td><td class=\"num\">([0-9.]+)</td>", table) == [
         (act, f"{value:.4f}") for act, value in acts]
     # Every nugget shaded by its NS (five steps of 0.2), its act and NS in its title.
-    shown = re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', page)
+    shown = re.findall(r'<span class="seg seg-(\d)" title="([^"]+)">', page)
     first_item = stored["nuggets"][next(e["id"] for e in response_task["gold"] if e["id"] in stored["nuggets"])]
     assert shown[:len(first_item)] == [(str(min(4, int(n["NS"] * 5))), _title(n)) for n in first_item]
     lowest = owner.get(f"/runs/{run_id}/?segments=lowest").content.decode()
-    values = [float(title.split("NS ")[1].split(" ")[0]) for _, title in
-              re.findall(r'<span class="seg seg-(\d)" tabindex="0" title="([^"]+)">', lowest)]
+    values = [float(title.split("nugget score ")[1].split(";")[0]) for _, title in
+              re.findall(r'<span class="seg seg-(\d)" title="([^"]+)">', lowest)]
     lowest_ns = min(n["NS"] for item in stored["nuggets"].values() for n in item)
     assert values and min(values) == float(f"{lowest_ns:.4f}")
     client = APIClient()
@@ -192,6 +192,15 @@ def test_nugget_scores_are_shown_served_and_kept_from_whom_per_item_rules_exclud
 
 
 def _title(nugget: dict[str, Any]) -> str:
-    parts = [f"{name} {nugget[name]:.4f}" for name in ("D_phi", "MD_diff", "MD_same") if nugget.get(name) is not None]
+    """A nugget's title in the reader's words (issue 30): its act, its score and each part of it as
+    a change of the response's score (D_phi: deleting it; MD_diff, MD_same: its replacements)."""
+
+    def change(value: float) -> str:
+        return f"{abs(value):.4f} {'less' if value > 0 else 'more'}" if value else "the same"
+
+    parts = [f"{words}{change(nugget[name])}" for name, words in (
+        ("D_phi", "without it the response would score "),
+        ("MD_diff", "with the best nuggets of another act in its place, "),
+        ("MD_same", "with the best other nuggets of the same act in its place, ")) if nugget.get(name) is not None]
     act = nugget.get("act") or "sentence (no act given)"
-    return f"{act}: NS {nugget['NS']:.4f}" + (f" ({', '.join(parts)})" if parts else "")
+    return f"{act}: nugget score {nugget['NS']:.4f}" + (f"; {'; '.join(parts)}" if parts else "")

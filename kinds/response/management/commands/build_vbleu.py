@@ -38,26 +38,47 @@ def _parrot_weight(text: str) -> float | str:
 
 
 class ProgressBar:
-    """A one-line bar per stage on a terminal stream (``vbleu.Progress``); a finished stage keeps its line."""
+    """Progress of each stage (``vbleu.Progress``): on a terminal, a one-line bar redrawn in place
+    (a finished stage keeps its line); elsewhere (a log file, a pipe, a service's journal), where a
+    carriage return does not go back and the redraws made one 30 KB line, a plain line when a stage
+    starts, at most every ``every`` seconds while it runs, and when it ends."""
 
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
-        self.stream, self.width = stream, width
+    def __init__(self, stream: TextIO, width: int = 30, every: float = 10.0, terminal: bool | None = None) -> None:
+        self.stream, self.width, self.every = stream, width, every
+        self.terminal = _is_terminal(stream) if terminal is None else terminal
         self.stage = ""
-        self.started = time.monotonic()
+        self.started = self.printed = time.monotonic()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage != self.stage:
+        new_stage = stage != self.stage
+        if new_stage:
             self.stage, self.started = stage, time.monotonic()
         title = STAGES.get(stage, stage)
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        elapsed = now - self.started
+        finished = bool(total) and done >= total
+        if not self.terminal:
+            if new_stage or finished or now - self.printed >= self.every:
+                self.printed = now
+                counted = f"{done:,}/{total:,} ({100 * done // total}%)" if total else f"{done:,} so far"
+                self.stream.write(f"{title}: {counted}, {elapsed:.1f} s\n")  # a whole line on any stream
+                self.stream.flush()
+            return
         if total:
             filled = min(self.width, self.width * done // total)
             line = (f"{title:<22} [{'#' * filled}{'.' * (self.width - filled)}] {100 * done // total:3d}% "
                     f"{done:,}/{total:,} {elapsed:.1f} s")
         else:
             line = f"{title:<22} {done:,} so far {elapsed:.1f} s"
-        self.stream.write("\r" + line, ending="\n" if total and done >= total else "")
+        self.stream.write("\r" + line, ending="\n" if finished else "")
         self.stream.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 class Command(BaseCommand):
