@@ -205,7 +205,7 @@ def test_a_priority_is_held_by_one_run_of_a_team_in_a_phase(world: World) -> Non
     assert web.status_code == 302
     assert Run.objects.get(name="new-primary").priority == 1
     assert "priority 1 (primary)" in alice.get(web["Location"]).content.decode()
-    assert "<td>1</td>" in alice.get("/team/").content.decode()
+    assert '<td data-label="Priority">1</td>' in alice.get("/team/").content.decode()
 
 
 @pytest.mark.django_db
