@@ -25,6 +25,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
+from scoring.validation import quoted
 from tasks.accounts import _form_message, _lock_team_names, add_member, team_name_problems
 from tasks.errors import Rejected
 from tasks.models import Team
@@ -177,9 +178,11 @@ def team_remove_member(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Only the team's owner can remove members.")
         return redirect("team-page")
     username = request.POST.get("username", "")
-    member = team.members.filter(username=username).first()
+    # Matched among the team's few members here, not in SQL: a posted name may hold characters
+    # PostgreSQL's text cannot (NUL), and the message quotes it shortened to one line.
+    member = next((user for user in team.members.all() if user.username == username), None)
     if member is None:
-        messages.error(request, f"{username!r} is not a member of {team.name}.")
+        messages.error(request, f"{quoted(username)} is not a member of {team.name}.")
         return redirect("team-page")
     if member.pk == request.user.pk:
         messages.error(request, "To leave the team yourself, use “Leave the team”.")
