@@ -569,7 +569,8 @@ def test_partially_split_run_is_warned_about():
                                                                                "act": "Apology"}]},
                           {"id": "q", "response": "Bye"}], gold, config)
     assert run.warnings == ["1 of the 2 responses are split into nuggets; the others are split into sentences for "
-                            "nugget-level scores (each scored by how much deleting it changes the response's score; no act)"]
+                            "nugget-level scores (each scored by how much deleting it changes the response's "
+                            "score; no act)"]
 
 
 def test_demo_runs_are_graded(demo):
