@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Django's command-line utility for administrative tasks."""
 
+import importlib
 import os
 import sys
 from pathlib import Path
 
+# Commands whose modules run without Django (tasks.management.offline makes them Django commands too).
+OFFLINE_COMMANDS = {"score": "scoring.cli", "compare": "scoring.compare"}
 VENV_PYTHON = Path(__file__).resolve().parent / ".venv" / "bin" / "python"
 
 
@@ -23,16 +26,10 @@ def use_project_virtualenv() -> None:
 
 def main() -> None:
     use_project_virtualenv()  # importing the django package alone is cheap: no settings, no apps
-    if sys.argv[1:2] == ["score"]:
-        # The offline scorer needs no database, broker or Django start-up: run it directly.
-        from scoring.cli import main as score
-
-        sys.exit(score(sys.argv[2:]))
-    if sys.argv[1:2] == ["compare"]:
-        # The offline comparison, likewise (scoring.compare).
-        from scoring.compare import main as compare
-
-        sys.exit(compare(sys.argv[2:]))
+    if sys.argv[1:2] and sys.argv[1] in OFFLINE_COMMANDS:
+        # The offline scorer and comparison need no database, broker or Django start-up: run them directly.
+        module = importlib.import_module(OFFLINE_COMMANDS[sys.argv[1]])
+        sys.exit(module.main(sys.argv[2:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
     from django.core.management import execute_from_command_line
 

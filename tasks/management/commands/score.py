@@ -1,31 +1,7 @@
-"""``manage.py score``: the offline scorer of ``scoring.cli`` as a Django command.
-
-``manage.py`` runs ``scoring.cli`` directly, without starting Django; this class makes the
-command appear in ``manage.py help`` and work through ``call_command``.
-"""
-
-from __future__ import annotations
-
-import sys
-from typing import Any
-
-from django.core.management.base import BaseCommand
+"""``manage.py score``: the offline scorer of ``scoring.cli`` as a Django command
+(``tasks.management.offline``)."""
 
 from scoring import cli
+from tasks.management.offline import offline_command
 
-
-class Command(BaseCommand):
-    help = cli.build_parser().description
-    requires_system_checks: list[str] = []
-    requires_migrations_checks = False
-
-    def run_from_argv(self, argv: list[str]) -> None:
-        sys.exit(cli.main(argv[2:]))
-
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("args", nargs="*")
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        status = cli.main(list(args), stdout=self.stdout, stderr=self.stderr)
-        if status:
-            sys.exit(status)
+Command = offline_command(cli)
