@@ -114,8 +114,11 @@ def test(args: list[str]) -> None:
     first = ["-m", " and ".join(f"({mark})" for mark in marks), *args] if marks else args
     status = subprocess.run(pytest_command(first), cwd=ROOT, env=env).returncode
     if in_ci and on_postgres:
-        say(f"second pass on SQLite (the embedded default): -m '{SQLITE_MARKS}'")
+        say(f"second pass on SQLite (the embedded default): -m '{SQLITE_MARKS}', the tests that open the database")
         env.pop("DATABASE_URL")
+        # Only the tests that open the test database (tests/conftest.py, DATABASE_TESTS_ONLY): the
+        # others ran in the first pass and cannot tell the databases apart.
+        env["EVALSERVER_DATABASE_TESTS_ONLY"] = "1"
         marks = SQLITE_MARKS
         second = subprocess.run(pytest_command(["-m", marks, *args]), cwd=ROOT, env=env).returncode
         status = status or second

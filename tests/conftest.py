@@ -168,3 +168,31 @@ def one_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
 
     now = real_time.time()
     monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
+
+
+# The CI's second pass runs the fast tests again on SQLite to catch what differs between the two
+# databases. A test that never opens the test database (scoring arithmetic, the statistics
+# kernels, the README's commands, which start their own servers on their own SQLite files)
+# cannot differ between the passes, so dev.py sets this variable there and those tests are left
+# out: the pass re-ran about 500 such tests for nothing and took the CI command past 15 minutes.
+DATABASE_TESTS_ONLY = "EVALSERVER_DATABASE_TESTS_ONLY"
+_DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences",
+                                "django_db_serialized_rollback", "live_server", "admin_user", "admin_client"})
+
+
+def uses_test_database(item: pytest.Item) -> bool:
+    """Whether a test opens the test database: a django_db mark, or a database fixture anywhere in
+    its fixture closure (fixtures such as ``world`` ask for ``db``)."""
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    return bool(_DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(DATABASE_TESTS_ONLY, "") != "1":
+        return
+    kept = [item for item in items if uses_test_database(item)]
+    left = [item for item in items if not uses_test_database(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
