@@ -36,7 +36,10 @@ def _response_task(task: Task, what: str) -> None:
 
 def _configure(task: Task, config: dict[str, Any]) -> None:
     """Point the task at a stored file: the configuration checked, the files it names present,
-    then saved with every run queued for scoring again, in one transaction."""
+    then saved with every run queued for scoring again, in one transaction (nothing to do when the
+    task names that file already)."""
+    if config == task.config:
+        return
     try:
         checked = task.kind_impl.config(config)
     except ValueError as error:

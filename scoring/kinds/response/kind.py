@@ -789,6 +789,8 @@ class CompiledResponseGold:
         gold version (``_bert_vectors``), and the baseline b with the number of shuffled pairs behind it
         (the first positive reference of each item against another item's: texts of the task's language)."""
         key = ("bertscore", encoder.sha256, layer, weighted)
+        if weighted and not self.has_extended:
+            raise ValueError("vBERTScore's references are those of a gold vBLEU extended; this gold has none added")
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
