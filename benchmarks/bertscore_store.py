@@ -36,7 +36,7 @@ from scoring.kinds.response import kind as response_kind  # noqa: E402
 from scoring.kinds.response.encoder import E5Encoder  # noqa: E402
 from scoring.kinds.response.kind import ResponseKind  # noqa: E402
 from tests.dialogues import dialogues, other_wording, response_items  # noqa: E402
-from tests.kinds.response.test_encoder_store import noisy_model  # noqa: E402
+from tests.e5files import noisy_model  # noqa: E402
 
 
 def timed(action):  # noqa: ANN001, ANN201 - a benchmark helper

