@@ -260,14 +260,18 @@ def encoded_texts(texts: Sequence[str], model_sha256: str, layer: int, prefix: s
     _count("encoded", len(texts))
     if store is None or not texts:
         return vectors
-    handle, temporary = tempfile.mkstemp(dir=store.staging(), prefix=".encoding-", suffix=SUFFIX)
+    temporary = None
     try:
+        handle, temporary = tempfile.mkstemp(dir=store.staging(), prefix=".encoding-", suffix=SUFFIX)
         with os.fdopen(handle, "wb") as stream:
             write_encodings(stream, key, vectors, dimension)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    if store.keep(key.name(), Path(temporary), replace=damaged):
+        kept = store.keep(key.name(), Path(temporary), replace=damaged)
+    except Exception:  # a full disk, an unreachable bucket: the scores need only the vectors in hand
+        logger.exception("encoded references %s not kept; the next process encodes them again", key.name()[:12])
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+        return vectors
+    if kept:
         _count("stored")
         return vectors
     # Another worker kept its file first: the same texts through the same model, so the same content

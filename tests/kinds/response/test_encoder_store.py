@@ -350,3 +350,32 @@ def test_a_model_missing_or_damaged_on_this_host_is_refused_by_name(perturbed: b
     with pytest.raises(EncoderUnavailable, match=f"not the expected {digest}"):
         response_kind.task_encoder(config)
     response_kind._MODELS.clear()
+
+
+class RacingStore(DirectoryEncodingStore):
+    """A folder where another worker keeps the same file just before this one does (a lost race)."""
+
+    def keep(self, name: str, written: Path, *, replace: bool) -> bool:
+        self.path(name).write_bytes(written.read_bytes())  # the other worker's file: the same content
+        return super().keep(name, written, replace=replace)
+
+
+def test_a_worker_that_loses_the_race_scores_with_the_file_kept(tmp_path: Path) -> None:
+    model = E5Encoder.default()
+    texts = ["The printer is jammed again.", "Have you tried turning it off and on?"]
+    encodings.set_encoding_store(RacingStore(tmp_path))
+    try:
+        adopted = encodings.events["adopted"]
+        vectors = encodings.encoded_texts(texts, model.sha256, 12, "query: ", 384,
+                                          lambda batch: model.encode(batch, 12))
+        assert encodings.events["adopted"] == adopted + 1
+        assert all(isinstance(rows, np.memmap) for rows in vectors)  # read from the kept file
+        fresh = model.encode(texts, 12)
+        assert all(np.array_equal(rows, new.astype(np.float16)) for rows, new in zip(vectors, fresh))
+        # A store that cannot keep the file (a full disk): the vectors are used all the same.
+        encodings.set_encoding_store(DirectoryEncodingStore(tmp_path / "a-file-not-a-folder"))
+        (tmp_path / "a-file-not-a-folder").write_bytes(b"")
+        again = encodings.encoded_texts(texts, model.sha256, 11, "query: ", 384, lambda batch: model.encode(batch, 11))
+        assert [rows.shape for rows in again] == [rows.shape for rows in vectors]
+    finally:
+        encodings.set_encoding_store(BlobEncodingStore())
