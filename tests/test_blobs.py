@@ -23,7 +23,9 @@ def test_every_kind_of_file_is_stored_once_under_its_sha256_where_its_readers_lo
                 "data": media / "data" / digest[:2] / digest,
                 "pool-uploads": media / "pool-uploads" / digest[:2] / digest,
                 "pools": media / "pools" / digest[:2] / f"{digest}.jsonl",
-                "vectors": media / "vectors" / f"{digest}.txt"}
+                "vectors": media / "vectors" / f"{digest}.txt",
+                "encoders": media / "encoders" / f"{digest}.bin",
+                "encodings": media / "encodings" / digest[:2] / f"{digest}.npys"}
     assert set(expected) == set(blobs.FOLDERS)
     source = tmp_path / "source.json"
     source.write_bytes(content)
@@ -74,3 +76,18 @@ def test_the_local_store_follows_media_root_and_makes_no_urls() -> None:
         Path(settings.MEDIA_ROOT).resolve() / "data" / digest[:2] / digest)
     with pytest.raises(NotImplementedError, match="only through the server's views"):
         blobs.storage().url(blobs.key("data", digest))
+
+
+def test_a_named_file_is_kept_once_by_its_first_writer_and_replaced_only_when_asked() -> None:
+    # The encoded references of a gold version: named by a key, not by their bytes; two workers that
+    # encoded the same gold at once offer the same file and the second one learns that it lost.
+    name = hashlib.sha256(b"a key").hexdigest()
+    place = Path(settings.MEDIA_ROOT) / "encodings" / name[:2] / f"{name}.npys"
+    for content, replace, kept in [(b"first", False, True), (b"second", False, False), (b"third", True, True)]:
+        written = blobs.staging("encodings") / f".written-{content.decode()}"
+        written.write_bytes(content)
+        assert blobs.keep_named("encodings", name, written, replace=replace) is kept
+        assert not written.exists()
+    assert blobs.path("encodings", name) == place and place.read_bytes() == b"third"
+    with pytest.raises(ValueError, match="named by content"):
+        blobs.keep_named("runs", name, place)

@@ -83,6 +83,8 @@ URL_KINDS: dict[str, str] = {
     # Issue 30: the measures page (names, no numbers); a board's statistics wait, as its pages say
     # it (takes ?phase= like the board); the dashboard's counts of runs waiting (organisers only).
     "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
+    # Issue 29: a response task's BERTScore encoder (its organisers upload a model).
+    "organiser-encoder": ORGANISER_API,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

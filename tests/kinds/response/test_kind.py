@@ -330,7 +330,7 @@ def test_uploaded_vector_table_by_sha256(tmp_path, monkeypatch):
     # The scoring library on its own: no directory, and not the blob store's locator that the
     # response app installs when Django starts (both restored afterwards for the other tests).
     monkeypatch.setattr(response_kind, "_VECTOR_DIRECTORY", None)
-    monkeypatch.setattr(response_kind, "_VECTOR_LOCATOR", None)
+    monkeypatch.setattr(response_kind, "_RESOURCE_LOCATOR", None)
     monkeypatch.delenv("EVALSERVER_VECTOR_DIR", raising=False)
     data = b"4 2\nchess 1 0\nplayer 0 1\ni 1 1\nam 0 1\n"
     with pytest.raises(NlpUnavailable, match="no vector directory is set"):
