@@ -1,7 +1,7 @@
 """The blob store: every file the server keeps, stored once under its SHA-256 and never changed.
 
 Run files, gold files as uploaded, organisers' data files, uploaded pools and ratings waiting for
-their job, stored vBLEU pools and word-vector tables all go through ``store``, on Django's storage
+their job, stored vBLEU pools, word-vector tables and encoder models all go through ``store``, on Django's storage
 API (``STORAGES["blobs"]``) with one of two backends (``EVALSERVER_STORAGE_URL``):
 
 - **the local filesystem** (the embedded default, ``MEDIA_ROOT``): the bytes are hashed while they
@@ -23,9 +23,16 @@ backend makes URLs (``evalserver.storage.NoURLs``): files are served only by the
 
 Where each kind of file lives is ``FOLDERS``' business alone (``key``): ``<folder>/``, then the
 first two hex digits of the SHA-256 (a few thousand files per directory at most) except for vector
-tables, which the scoring core finds by name in one directory
-(``scoring.kinds.response.kind.vector_table_path``). The keys are the same on both backends, so
+tables and encoder models, which the scoring core finds by name in one directory
+(``scoring.kinds.response.kind.resource_path``). The keys are the same on both backends, so
 ``MEDIA_ROOT`` copied into a bucket as it is (``aws s3 sync``) is a working store.
+
+One folder, ``encodings`` (the encoded references of a gold version, ``NAMED``), holds files named
+by a key their writer derives (a SHA-256 of what they were made from) rather than by their bytes:
+a worker computes them, so two workers may make the same file; ``keep_named`` keeps the first and
+tells the second (whose file has the same content) that it lost. Their reader checks them (a
+checksum and the key inside each file, ``scoring.kinds.response.encodings``), so the store checks
+only that a copy arrived whole.
 """
 
 from __future__ import annotations
@@ -54,7 +61,11 @@ FOLDERS: dict[str, tuple[str, bool]] = {
     "pool-uploads": ("", True),
     "pools": (".jsonl", True),
     "vectors": (".txt", False),
+    "encoders": (".bin", False),
+    "encodings": (".npys", True),
 }
+# Folders whose files are named by a key, not by their SHA-256 (``keep_named``).
+NAMED: frozenset[str] = frozenset({"encodings"})
 CHUNK = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Cached copies checked in this process: path -> (size, mtime_ns) when checked.
@@ -102,7 +113,7 @@ def path(folder: str, sha256: str) -> Path:
     name = key(folder, sha256)
     if is_local():
         return Path(storage().path(name))
-    return _cached_copy(name, sha256)
+    return _cached_copy(name, sha256, check=folder not in NAMED)
 
 
 def exists(folder: str, sha256: str) -> bool:
@@ -158,6 +169,54 @@ def store(folder: str, source: bytes | Iterable[bytes] | IO[bytes] | os.PathLike
     return Stored(sha, size, created)
 
 
+def staging(folder: str) -> Path:
+    """A folder for a file about to be kept with ``keep_named``: beside its place on the filesystem
+    (so keeping it is a rename), this host's cache otherwise."""
+    place = Path(storage().path(folder)) if is_local() else _cache_root() / folder
+    place.mkdir(parents=True, exist_ok=True)
+    return place
+
+
+def keep_named(folder: str, name: str, written: os.PathLike | str, *, replace: bool = False) -> bool:
+    """Keep the local file ``written`` (made in ``staging(folder)``) under ``name`` in a ``NAMED``
+    folder, durable and readable by every process before this returns. The first file kept under a
+    name stays: a second writer (another worker that made the same file at the same time) gets
+    False and its file is dropped. ``replace=True`` puts this file in place of a damaged one.
+    Returns whether this call's file is the one kept. ``written`` is moved or removed either way."""
+    if folder not in NAMED:
+        raise ValueError(f"{folder!r} is named by content: use store")
+    written = Path(written)
+    target_key = key(folder, name)
+    try:
+        with written.open("rb+") as stream:
+            os.fsync(stream.fileno())
+        if is_local():
+            target = Path(storage().path(target_key))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if replace:
+                os.replace(written, target)
+            else:
+                try:
+                    os.link(written, target)  # fails if a file is there: the first writer's stays
+                except FileExistsError:
+                    return False
+            _fsync_directory(target.parent)
+            return True
+        if not replace and storage().exists(target_key):
+            return False
+        with written.open("rb") as stream:
+            storage().save(target_key, File(stream, name=target_key))  # one PUT, complete on return
+        cached = _cache_root() / target_key
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(written, cached)  # this host's copy is the file it wrote
+        stat = cached.stat()
+        with _CACHE_LOCK:
+            _VERIFIED[str(cached)] = (stat.st_size, stat.st_mtime_ns)
+        return True
+    finally:
+        written.unlink(missing_ok=True)
+
+
 def read(folder: str, sha256: str) -> bytes:
     """The stored bytes (``FileNotFoundError`` when nothing is stored under the SHA-256)."""
     name = key(folder, sha256)
@@ -193,13 +252,14 @@ def _cache_root() -> Path:
     return Path(settings.EVALSERVER_BLOB_CACHE_DIR)
 
 
-def _cached_copy(name: str, sha256: str, must_exist: bool = False) -> Path:
+def _cached_copy(name: str, sha256: str, must_exist: bool = False, check: bool = True) -> Path:
     """This host's copy of an object, fetched if missing and checked against its SHA-256 the first
     time this process uses it (and again whenever its size or time changes): a copy damaged on this
-    disk is fetched again rather than read."""
+    disk is fetched again rather than read. ``check=False`` (a ``NAMED`` folder): only the size of
+    the download is checked; the file's reader checks its content."""
     cached = _cache_root() / name
     with _CACHE_LOCK:
-        if _checked(cached, sha256):
+        if (_checked(cached, sha256) if check else cached.is_file()):
             return cached
         cached.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=cached.parent, prefix=".fetch-")
@@ -214,11 +274,15 @@ def _cached_copy(name: str, sha256: str, must_exist: bool = False) -> Path:
                     Path(temporary).unlink(missing_ok=True)
                     return cached  # not stored: the caller sees a path that does not exist
                 with source:
+                    expected_size, size = source.size, 0
                     for chunk in iter(lambda: source.read(CHUNK), b""):
                         digest.update(chunk)
                         output.write(chunk)
-            if digest.hexdigest() != sha256:
+                        size += len(chunk)
+            if check and digest.hexdigest() != sha256:
                 raise BlobDamaged(f"{name}: the stored bytes do not have their SHA-256")
+            if size != expected_size:
+                raise BlobDamaged(f"{name}: {size:,} bytes arrived of {expected_size:,}")
             os.replace(temporary, cached)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
@@ -273,5 +337,5 @@ def _fsync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-__all__ = ["CHUNK", "FOLDERS", "BlobDamaged", "Stored", "exists", "forget", "is_local", "key", "open_stream", "path",
-           "read", "storage", "store"]
+__all__ = ["CHUNK", "FOLDERS", "NAMED", "BlobDamaged", "Stored", "exists", "forget", "is_local", "keep_named", "key",
+           "open_stream", "path", "read", "staging", "storage", "store"]

