@@ -143,3 +143,32 @@ def test_bad_method_is_refused_and_the_form_offers_vbertscore(bert_task):
     assert 'value="vbertscore"' in page and "vBERTScore: retrieval by sentence embeddings" in page
     answer = client.post("/organiser/vbert-task/vbleu/", {"method": "bert", "pool": "", "from_version": "1"})
     assert answer.status_code == 400 and "Select a valid choice" in answer.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_web_job_builds_the_commands_version_and_shows_the_encoding_stage(bert_task, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from kinds.response.models import PoolJob
+    from tasks.models import GoldVersion
+
+    settings.EVALSERVER_POOL_JOB_MODE = "sync"
+    client = Client()
+    client.force_login(bert_task["organiser"])
+    form = {"method": "vbertscore", "k": "5", "rating": "automatic", "seed": "1", "train_pairs": "300",
+            "held_out_pairs": "60", "parrot_weight": "", "label": "", "name": "", "pool": "", "from_version": "1",
+            "file": SimpleUploadedFile("pool.jsonl", bert_task["pool_path"].read_bytes())}
+    with committing():
+        answer = client.post("/organiser/vbert-task/vbleu/", form)
+    job = PoolJob.objects.get()
+    assert answer.status_code == 302 and job.status == PoolJob.DONE, job.errors
+    assert [stage for stage, _ in job.stages_done] == ["pool", "encode", "index", "retrieve", "rater", "rate", "save"]
+    assert job.result["method"] == "vbertscore" and job.result["encodings"] in ("encoded", "stored")
+    assert job.options["retrieval"]["retriever"] == "embedding" and job.options["rater"]["features"] == "encoder"
+    page = client.get(f"/pool-jobs/{job.pk}/").content.decode()
+    assert "encoding texts (e5)" in page and "vBERTScore's extension: retrieved by sentence embeddings" in page
+    # The command from the same pool and settings: the same gold, byte for byte (the vectors read back).
+    out, err = build(bert_task, "--method", "vbertscore", "--from-version", "1")
+    assert "read from the store" in err
+    web, command = GoldVersion.objects.filter(task=bert_task["task"], number__in=(2, 3)).order_by("number")
+    assert command.sha256 == web.sha256 and command.provenance["vbleu"] == web.provenance["vbleu"]
