@@ -9,6 +9,7 @@ BERTScore only (no spaCy tagging), so the re-scored baselines carry vBERTScore.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import json
@@ -94,6 +95,8 @@ def test_vbertscore_extension_keeps_the_pool_vectors_and_names_itself_in_the_sco
     settings = score.summary["settings"]
     assert settings["vbertscore"]["references_from"].startswith("vBERTScore's extension: pool pairs retrieved by "
                                                                 "the cosine of multilingual-e5-small sentence")
+    assert "; vBERTScore's extension: pool pairs retrieved by" in dict(task.kind_impl.describe_settings(settings))[
+        "vBERTScore"]
 
     # A second build from the same pool reads the vectors: only the items' utterances are encoded.
     before = encoder.calls
@@ -172,3 +175,19 @@ def test_the_web_job_builds_the_commands_version_and_shows_the_encoding_stage(be
     assert "read from the store" in err
     web, command = GoldVersion.objects.filter(task=bert_task["task"], number__in=(2, 3)).order_by("number")
     assert command.sha256 == web.sha256 and command.provenance["vbleu"] == web.provenance["vbleu"]
+
+
+@pytest.mark.django_db
+def test_offline_vbertscore_writes_the_gold_the_server_stores(bert_task, tmp_path):
+    from tasks.models import GoldVersion
+
+    build(bert_task, "--method", "vbertscore")
+    stored = GoldVersion.objects.get(task=bert_task["task"], number=2)
+    gold = tmp_path / "gold.json"
+    gold.write_bytes(orjson.dumps(bert_task["items"]))
+    out, provenance = tmp_path / "extended.json", tmp_path / "provenance.json"
+    call_command("build_vbleu", "--gold", str(gold), "--out", str(out), "--provenance", str(provenance),
+                 "--preset", "response-bertscore", str(bert_task["pool_path"]), "--method", "vbertscore", *FAST,
+                 stdout=io.StringIO(), stderr=io.StringIO())
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == stored.sha256
+    assert json.loads(provenance.read_bytes()) == stored.provenance["vbleu"]
