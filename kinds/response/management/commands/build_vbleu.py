@@ -1,6 +1,8 @@
-"""``manage.py build_vbleu TASK POOL.jsonl [--k 15] [--seed 0] [--ratings R.json] [--parrot-weight W]
-[--label L] [--phase NAME ...] [--from-version N] [--gold GOLD.json]``: vBLEU references from a pool, as a
-new gold version of a response task (``kinds.response.vbleu``).
+"""``manage.py build_vbleu TASK POOL.jsonl [--method vbleu|vbertscore] [--k 15] [--seed 0] [--ratings R.json]
+[--parrot-weight W] [--label L] [--phase NAME ...] [--from-version N] [--gold GOLD.json]``: vBLEU references
+from a pool, as a new gold version of a response task (``kinds.response.vbleu``). ``--method vbertscore``:
+vBERTScore's extension (Tsuta et al. 2023, section 4.3): retrieval by the encoder's sentence vectors and a
+rater on the encoder's features.
 
 ``manage.py build_vbleu --gold GOLD.json --out EXTENDED.json POOL.jsonl [--preset P | --config C.json]
 [--provenance P.json] [same options]``: the same work offline, without a database: the extended gold
@@ -103,6 +105,11 @@ class Command(BaseCommand):
                                  "(default: response)")
         parser.add_argument("--config", type=Path, default=None, metavar="C.json",
                             help="offline: a JSON task configuration instead of a preset")
+        parser.add_argument("--method", default="vbleu", metavar="vbleu|vbertscore",
+                            help="vbleu (default): BM25 retrieval and a rater on the task's word vectors; vbertscore: "
+                                 "retrieval by multilingual-e5-small sentence vectors and a rater on the encoder's "
+                                 "features (Tsuta et al. 2023, section 4.3); every pool text is encoded once and kept "
+                                 "for the next build from the same pool")
         parser.add_argument("--k", type=int, default=15, help="pool pairs retrieved per item (default 15)")
         parser.add_argument("--seed", type=int, default=0, help="the automatic rater's seed (default 0)")
         parser.add_argument("--ratings", type=Path, help="human ratings (list_candidates' list with the weights "
@@ -171,6 +178,10 @@ class Command(BaseCommand):
         version, extension = built.version, built.extension
         for warning in version.warnings:
             self.stderr.write(f"warning: {warning}")
+        if built.encodings:
+            self.stderr.write("the pool's sentence vectors: " + ("read from the store (encoded by an earlier build)"
+                                                                if built.encodings == "stored" else
+                                                                "encoded now and kept for the next build"))
         reruns = task.runs.filter(gold_version=version, is_baseline=False).count()
         self.stdout.write(
             f"{task.slug}: gold version {version.number} extends version {version.provenance['extends']}: "
@@ -182,17 +193,29 @@ class Command(BaseCommand):
     @staticmethod
     def _how(extension: vbleu.Extension) -> str:
         rater_report = extension.provenance["rater"]
+        encodings = extension.provenance.get("encodings")
+        # Only an extension that read sentence vectors says so: vBLEU's line is what it always was.
+        encoder = (f"; retrieval {extension.provenance['retrieval']['settings'].get('retriever', 'bm25')}, "
+                   f"{encodings['texts']:,} pool texts' sentence vectors {encodings['sha256'][:12]}…"
+                   ) if encodings else ""
         if rater_report["kind"] != "automatic":
-            return "human ratings"
+            return "human ratings" + encoder
         parrot = rater_report["settings"]["parrot_weight"]
-        return (f"automatic rater, held-out accuracy {rater_report['held_out_accuracy']:.4f}, seed "
-                f"{rater_report['settings']['seed']}, parrots {'rated' if parrot is None else f'weighted {parrot:g}'}")
+        features = rater_report["settings"].get("features")
+        return (f"automatic rater{f' on {features} features' if features else ''}, held-out accuracy "
+                f"{rater_report['held_out_accuracy']:.4f}, seed {rater_report['settings']['seed']}, parrots "
+                f"{'rated' if parrot is None else f'weighted {parrot:g}'}{encoder}")
 
     def _settings(self, options: dict[str, Any], problems: list[str]) -> tuple[Any, Any, Any, bytes | None]:
         """Retrieval and rater settings, the ratings and the gold file's bytes; problems are appended."""
         retrieval = rater = ratings = gold_content = None
+        method = options["method"]
+        if method not in vbleu.METHODS:
+            problems.append(f"--method: one of {', '.join(vbleu.METHODS)}, not {method!r}")
+            method = "vbleu"
+        retriever, features = vbleu.METHODS[method]
         try:
-            retrieval = vbleu.RetrievalSettings(k=options["k"])
+            retrieval = vbleu.RetrievalSettings(k=options["k"], retriever=retriever)
         except ValueError as error:
             problems.append(f"--k: {error}")
         if options["ratings"] is not None:
@@ -211,7 +234,7 @@ class Command(BaseCommand):
             try:
                 rater = vbleu.RaterSettings(seed=options["seed"], parrot_weight=parrot,
                                             train_pairs=options["train_pairs"],
-                                            held_out_pairs=options["held_out_pairs"])
+                                            held_out_pairs=options["held_out_pairs"], features=features)
             except ValueError as error:
                 problems.append(f"rater: {error}")
         if options["gold"] is not None:
@@ -273,13 +296,13 @@ class Command(BaseCommand):
             self._fail(problems)
         try:
             pool = vbleu.read_pool(pool_path, progress=ProgressBar(self.stderr))
-            vectors = task_vectors(config) if ratings is None else None
+            vectors = task_vectors(config) if ratings is None and not rater.needs_encoder else None
             extension = vbleu.extend_gold(gold_data, pool, retrieval=retrieval, rater=None if ratings else rater,
                                           ratings=ratings, vectors=vectors, progress=ProgressBar(self.stderr))
         except ValidationFailed as error:
             self.stderr.write("")
             self._fail(error.errors)
-        except (ValueError, RuntimeError) as error:  # bad settings, a pool too small; NlpUnavailable
+        except (ValueError, RuntimeError) as error:  # bad settings, a small pool; NlpUnavailable, EncoderUnavailable
             self.stderr.write("")
             self._fail([str(error)])
         written = [(out, extension.gold_json())]
