@@ -91,7 +91,7 @@ def main() -> None:
     assert all(np.array_equal(cold.per_item[key], warm.per_item[key]) for key in cold.per_item)
     files = list(store.folder.glob("*.npys"))
     size = sum(path.stat().st_size for path in files)
-    tokens = sum(len(rows) for rows in gold._bert_vectors(model, 12).values())
+    tokens = sum(len(rows) for rows in gold.bert_vectors(model, 12).values())
     print(f"run of {len(run):,} items, {len(texts):,} distinct reference texts ({tokens:,} tokens, "
           f"{tokens / len(texts):.1f} per text), {len({entry['response'] for entry in run}):,} distinct responses")
     print(f"cold: {cold_wall:.1f} s wall, {cold_cpu:.1f} s CPU, {cold_texts:,} texts encoded")

@@ -774,7 +774,7 @@ class CompiledResponseGold:
             texts += [text for added in self.gold.extended for text, _, _ in added]
         return list(dict.fromkeys(texts))
 
-    def _bert_vectors(self, encoder: E5Encoder, layer: int) -> dict[str, np.ndarray]:
+    def bert_vectors(self, encoder: E5Encoder, layer: int) -> dict[str, np.ndarray]:
         """``bert_texts``' token vectors (float16), encoded once per gold version: kept in this
         object, and in the encoding store (``encodings``) for processes that load this gold later."""
         key = ("bert_texts", encoder.sha256, layer)
@@ -789,7 +789,7 @@ class CompiledResponseGold:
                         ) -> tuple[bertscore_module.PreparedBertReferences, float, int]:
         """BERTScore's references (``weighted=False``: the original ones rated above 0, weight 1) or
         vBERTScore's (the original and the added ones with their weights), each text encoded once per
-        gold version (``_bert_vectors``), and the baseline b with the number of shuffled pairs behind it
+        gold version (``bert_vectors``), and the baseline b with the number of shuffled pairs behind it
         (the first positive reference of each item against another item's: texts of the task's language)."""
         key = ("bertscore", encoder.sha256, layer, weighted)
         if weighted and not self.has_extended:
@@ -797,7 +797,7 @@ class CompiledResponseGold:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-            known = self._bert_vectors(encoder, layer)
+            known = self.bert_vectors(encoder, layer)
             references = [list(original) + [(text, weight) for text, weight, _ in added]
                           for original, added in zip(self.gold.references,
                                                      self.gold.extended or [[] for _ in self.gold.references])]
@@ -926,12 +926,21 @@ class ParsedResponseRun:
     n_missing: int = 0
     _encoded: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def token_vectors(self, encoder: E5Encoder, layer: int, positions: np.ndarray) -> list[np.ndarray]:
-        """The responses' token vectors at ``positions``: every response encoded once per run and layer."""
+    def token_vectors(self, encoder: E5Encoder, layer: int, positions: np.ndarray,
+                      known: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+        """The responses' token vectors at ``positions``: every response encoded once per run and layer.
+
+        A response that is the text of a reference takes that reference's vectors (``known``: the gold's,
+        same encoder, layer and prefix) instead of being encoded again: the same text must give the same
+        vectors, and encoded in another batch float32 rounding differs in the last bits, so a reply
+        copied from its reference scored 1 - 1e-9 instead of 1."""
         key = (encoder.sha256, layer)
         if key not in self._encoded:
-            self._encoded[key] = [vectors.astype(TOKEN_DTYPE) for vectors in
-                                  bertscore_module.encode_distinct(encoder, self.run.responses, layer)]
+            known = known or {}
+            new = [text for text in dict.fromkeys(self.run.responses) if text not in known]
+            encoded = dict(zip(new, (vectors.astype(TOKEN_DTYPE) for vectors in
+                                     bertscore_module.encode_distinct(encoder, new, layer))))
+            self._encoded[key] = [known[text] if text in known else encoded[text] for text in self.run.responses]
         vectors = self._encoded[key]
         return [vectors[position] for position in positions]
 
@@ -1270,8 +1279,9 @@ class ResponseKind(Kind):
                                                                  ("pipeline", "pipeline_version", "spacy_version")}}
         if config.needs_encoder:
             encoder = task_encoder(config)
-            candidates = run.token_vectors(encoder, config.bertscore_layer, positions)
             plain, b, pairs = gold.bert_references(encoder, config.bertscore_layer, weighted=False)
+            candidates = run.token_vectors(encoder, config.bertscore_layer, positions,
+                                           known=gold.bert_vectors(encoder, config.bertscore_layer))
             variants = [("bertscore", plain, "original rated above 0, each with weight 1")]
             if gold.has_extended:
                 variants.append((VBERTSCORE, gold.bert_references(encoder, config.bertscore_layer, weighted=True)[0],
