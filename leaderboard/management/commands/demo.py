@@ -263,9 +263,12 @@ class Command(BaseCommand):
             # The baselines as run files too: with sample-run.json, runs to try `manage.py compare` with.
             for baseline in kind.baselines(kind.compile_gold(demo.test, config), config):
                 (folder / f"baseline-{baseline.name}.json").write_bytes(orjson.dumps(baseline.content))
-        pool = demo.slug == "response-demo"  # the demo pool is English
+        # A dialogue pool in the task's language to try vBLEU with (the organiser's vBLEU page, or
+        # manage.py build_vbleu), and on the Japanese task, which reports BERTScore, vBERTScore.
+        pools = {"response-demo": (response_demo.write_pool, "vBLEU"),
+                 "response-ja-demo": (response_demo_ja.write_pool, "vBLEU, vBERTScore")}
+        pool = pools.get(demo.slug)
         if pool:
-            # A dialogue pool to try vBLEU with (the organiser's vBLEU page, or manage.py build_vbleu).
-            response_demo.write_pool(folders[0] / "pool.jsonl")
+            pool[0](folders[0] / "pool.jsonl")
         self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
-                          "gold.json" + (", pool.jsonl (vBLEU)" if pool else ""))
+                          "gold.json" + (f", pool.jsonl ({pool[1]})" if pool else ""))
