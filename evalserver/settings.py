@@ -350,6 +350,11 @@ EVALSERVER_SCORING_MODE = env_choice("EVALSERVER_SCORING_MODE", "inline" if CELE
 # killed mid-scoring) and is taken over at once by the next worker, not after the time limit.
 EVALSERVER_SCORING_HEARTBEAT_SECONDS = env_float("EVALSERVER_SCORING_HEARTBEAT_SECONDS", 5.0, 0.1, 600.0)
 EVALSERVER_SCORING_LEASE_SECONDS = env_float("EVALSERVER_SCORING_LEASE_SECONDS", 30.0, 1.0, 3600.0)
+# The background worker's CPU priority (nice value, 0-19): its work (loading spaCy at start, scoring,
+# the statistics it computes in a thread) shares the machine with the web processes, and a reader
+# waiting for a page should not wait behind it. With the cores free it runs at full speed all the
+# same: niceness only decides who runs first when both want the CPU (issue 28, item 1).
+EVALSERVER_SCORING_WORKER_NICE = env_int("EVALSERVER_SCORING_WORKER_NICE", default=10, minimum=0, maximum=19)
 # POSSCORE tags a run's responses with spaCy; a scoring worker that is not a daemonic Celery
 # child (the embedded background worker, a solo Celery worker) forks this many tagging processes
 # for a run of at least 512 distinct responses (scoring.kinds.response.set_tagging_processes). One
