@@ -359,8 +359,9 @@ EVALSERVER_SCORING_WORKER_NICE = env_int("EVALSERVER_SCORING_WORKER_NICE", defau
 # child (the embedded background worker, a solo Celery worker) forks this many tagging processes
 # for a run of at least 512 distinct responses (scoring.kinds.response.set_tagging_processes). One
 # process tagged 543-782 responses a second on this project's 2-core machine, two 989 (issue 28's
-# audit, benchmarks/response_speed.py): tagging is spaCy's tok2vec (gemm), nothing left to skip
-# without changing the tags, so the default is to use both cores.
+# audit, benchmarks/response_speed.py); with the models' products on NumPy's BLAS (nlp.load_pipeline)
+# a response costs half the CPU (1,389 per CPU-second). Tagging is spaCy's tok2vec, nothing left to
+# skip without changing the tags, so the default is to use both cores.
 EVALSERVER_TAGGING_PROCESSES = env_int("EVALSERVER_TAGGING_PROCESSES", default=min(2, os.cpu_count() or 1),
                                        minimum=1, maximum=64)
 # Long pool work (kinds.response.vbleu: storing a dialogue pool, extending a gold with vBLEU references):
