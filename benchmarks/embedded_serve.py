@@ -15,6 +15,16 @@ serve`` ran before issue 28), for a figure measured the same way in the same run
 Targets (issue 28): board JSON p95 <= 200 ms, page p95 <= 400 ms with 50 readers.
 ``--uploads`` also times uploads of the demo's runs (answered, then shown as done by the API).
 
+Measured 2026-11-27 with ``--uploads 3 --response-items 1500``, the tree before issue 28's second
+round (commit 41344d2, exported) then this one, back to back, on 2 cores busy with other sessions
+(load average 9.3 during the first, 6.9 falling to 2.5 during the second; p95 in ms, "done" in s):
+board JSON gzip 581 -> 339, plain 93 -> 100, page 1,414 -> 268; the 1,500-item response run done
+after 22.3, 20.6, 22.0 -> 9.6, 6.0, 8.6 (each answered 202 in 21-1,476 ms). Again with ``--uploads 1``
+(load 4.3-6.9 during both): gzip 552 -> 392, plain 173 -> 179, page 901 -> 592; the response run
+13.6, 13.8, 14.2 -> 18.3, 12.4, 13.4: under other sessions' load the worker at nice 10 gets a small
+share of the CPU, which the faster tagging only made up for. Both missed the gzip and the warm-run
+targets under that load.
+
     .venv/bin/python benchmarks/embedded_serve.py                      # dev.py serve (gunicorn)
     .venv/bin/python benchmarks/embedded_serve.py --server runserver   # the old embedded server
 """

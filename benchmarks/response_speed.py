@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/response_speed.py                 # 10,000 items, 3 references each
     .venv/bin/python benchmarks/response_speed.py --items 2000    # quicker
     .venv/bin/python benchmarks/response_speed.py --check         # exit 1 if a target is missed
+    .venv/bin/python benchmarks/response_speed.py --blis-anchor   # POSSCORE also as before issue 28 (BLIS)
 
 Seeded synthetic items: responses and references of 20-40 tokens drawn from the words of the
 seed papers, reference weights in [-1, 1] with at least one positive. Everything goes through
@@ -14,6 +15,9 @@ seed papers, reference weights in [-1, 1] with at least one positive. Everything
   from the stored tags) and a *warm* one (the next run: tokenisation with sacrebleu's cache
   cleared, or tagging, sufficient statistics and scores), POSSCORE with 1 and with
   ``--processes`` tagging processes;
+* with ``--blis-anchor``, POSSCORE again with the models' matrix products in thinc's bundled
+  BLIS, as before issue 28 (``scoring.kinds.response.nlp.load_pipeline`` builds them on NumPy's
+  BLAS: benchmarks/tagging_ops.py), in the same run;
 * the scoring part of an upload: parsing the run's JSON, ``parse_run`` and ``score`` with all
   three measures, in a warm worker;
 * nugget-level scores (issue 14): ``--nugget-responses`` responses x 4 nuggets x (1 deletion +
@@ -121,6 +125,19 @@ def timed(function):
     return result, seconds
 
 
+def _use_blis(on: bool) -> None:
+    """The loaded pipeline's models multiply with thinc's bundled BLIS (``on``) or, as shipped,
+    with NumPy's BLAS."""
+    from thinc.api import NumpyOps
+
+    from scoring.kinds.response.nlp import load_pipeline
+
+    ops = NumpyOps(use_blis=on)
+    for _, component in load_pipeline().pipeline:
+        for layer in component.model.walk() if hasattr(component, "model") else ():
+            layer.ops = ops
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
@@ -128,6 +145,8 @@ def main() -> int:
     parser.add_argument("--nugget-responses", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--blis-anchor", action="store_true",
+                        help="also POSSCORE with thinc's bundled BLIS, as before issue 28 (not judged)")
     args = parser.parse_args()
 
     kind = get_kind("response")
@@ -142,14 +161,19 @@ def main() -> int:
     blob, bytes_seconds = timed(compiled.to_bytes)
 
     rows_out = []
+    anchors = [(f"POSSCORE, {args.processes} processes, BLIS (before issue 28)", "posscore", args.processes, None),
+               ("POSSCORE, 1 process, BLIS (before issue 28)", "posscore", 1, None)] if args.blis_anchor else []
     for label, key, processes, target in (
         ("BLEU (N = 4, closest)", "bleu", 1, TARGET_BLEU),
         ("deltaBLEU (N = 2, average)", "delta_bleu", 1, TARGET_BLEU),
         ("POSSCORE, 1 process", "posscore", 1, TARGET_POSSCORE),
         (f"POSSCORE, {args.processes} processes", "posscore", args.processes, TARGET_POSSCORE),
+        *anchors,
     ):
         if label == "POSSCORE, 1 process" and args.processes == 1:
             continue  # the next row is the same configuration (skipping both left POSSCORE out)
+        if target is None:  # an anchor: forked taggers inherit the models as they are at the fork
+            _use_blis(True)
         set_tagging_processes(processes)
         config = kind.config({"measures": [key], "official": [key], "nuggets": {"score": "never"}})
         # A cold worker: the gold from its bytes (not the process's cache), the first run prepares it.
@@ -161,8 +185,10 @@ def main() -> int:
         Tokenizer13a.__call__.cache_clear()
         _, seconds = timed(lambda config=config, gold=gold, run=run: kind.score(run, gold, config))
         rate = args.items / seconds
+        if target is None:
+            _use_blis(False)
         rows_out.append((label, load_seconds + first_seconds, seconds, CPU_SPENT[-1], rate, target))
-        if processes == args.processes and rate < target:
+        if target is not None and processes == args.processes and rate < target:
             missed.append(label)
 
     # The scoring part of an upload in a warm worker: JSON, validation, all three measures.
@@ -201,7 +227,7 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, cold_seconds, seconds, cpu, rate, target in rows_out:
         print(f"| {name} | {cold_seconds:.2f} | {seconds:.2f} | {cpu:.2f} | {rate:,.0f} | {args.items / cpu:,.0f} | "
-              f"{target:,.0f} |")
+              f"{f'{target:,.0f}' if target else '(anchor)'} |")
     print(f"\nUpload, scoring part (parse the run's JSON, parse_run, score with all three measures, warm worker, "
           f"{args.processes} processes): {upload_seconds:.1f} s, {upload_cpu:.1f} CPU-s, "
           f"{args.items / upload_seconds:,.0f} items/s")

@@ -350,12 +350,18 @@ EVALSERVER_SCORING_MODE = env_choice("EVALSERVER_SCORING_MODE", "inline" if CELE
 # killed mid-scoring) and is taken over at once by the next worker, not after the time limit.
 EVALSERVER_SCORING_HEARTBEAT_SECONDS = env_float("EVALSERVER_SCORING_HEARTBEAT_SECONDS", 5.0, 0.1, 600.0)
 EVALSERVER_SCORING_LEASE_SECONDS = env_float("EVALSERVER_SCORING_LEASE_SECONDS", 30.0, 1.0, 3600.0)
+# The background worker's CPU priority (nice value, 0-19): its work (loading spaCy at start, scoring,
+# the statistics it computes in a thread) shares the machine with the web processes, and a reader
+# waiting for a page should not wait behind it. With the cores free it runs at full speed all the
+# same: niceness only decides who runs first when both want the CPU (issue 28, item 1).
+EVALSERVER_SCORING_WORKER_NICE = env_int("EVALSERVER_SCORING_WORKER_NICE", default=10, minimum=0, maximum=19)
 # POSSCORE tags a run's responses with spaCy; a scoring worker that is not a daemonic Celery
 # child (the embedded background worker, a solo Celery worker) forks this many tagging processes
 # for a run of at least 512 distinct responses (scoring.kinds.response.set_tagging_processes). One
 # process tagged 543-782 responses a second on this project's 2-core machine, two 989 (issue 28's
-# audit, benchmarks/response_speed.py): tagging is spaCy's tok2vec (gemm), nothing left to skip
-# without changing the tags, so the default is to use both cores.
+# audit, benchmarks/response_speed.py); with the models' products on NumPy's BLAS (nlp.load_pipeline)
+# a response costs half the CPU (1,389 per CPU-second). Tagging is spaCy's tok2vec, nothing left to
+# skip without changing the tags, so the default is to use both cores.
 EVALSERVER_TAGGING_PROCESSES = env_int("EVALSERVER_TAGGING_PROCESSES", default=min(2, os.cpu_count() or 1),
                                        minimum=1, maximum=64)
 # Long pool work (kinds.response.vbleu: storing a dialogue pool, extending a gold with vBLEU references):

@@ -25,7 +25,6 @@ from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistic
 from leaderboard.scheduling import Claim
 from scoring import significance, stats
 from scoring.kinds import Kind
-from scoring.validation import parse_json
 from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
 from tasks.runfiles import read_run_file
 
@@ -94,7 +93,7 @@ def rescored_statistics(task: Task, board: Board, matrices: Matrices, keys: list
     runs = Run.objects.in_bulk(matrices.run_ids)
     columns: dict[str, list[np.ndarray]] = {key: [] for key in keys}
     for run_id in matrices.run_ids:
-        parsed = kind.parse_run(parse_json(read_run_file(runs[run_id]), "file"), gold, config, allow_missing=True)
+        parsed = kind.parse_run_file(read_run_file(runs[run_id]), gold, config, allow_missing=True)
         scored = kind.score(parsed, gold, config, items=items)
         for key in keys:
             columns[key].append(np.asarray(scored.statistics[key], dtype=np.float64))
@@ -222,8 +221,8 @@ def kind_comparisons(task: Task, board: Board, labels: dict[str, str], seed: int
     config = task.kind_config
     runs = Run.objects.in_bulk([row["id"] for row in board.rows])
     try:
-        parsed = {labels[str(row["id"])]: kind.parse_run(parse_json(read_run_file(runs[row["id"]]), "file"), gold,
-                                                          config) for row in board.rows}
+        parsed = {labels[str(row["id"])]: kind.parse_run_file(read_run_file(runs[row["id"]]), gold, config)
+                  for row in board.rows}
         return _json_ready(kind.compare(parsed, gold, config, seed=seed, resamples=resamples))
     except ValueError as error:  # ValidationFailed included: the gold changed under a run
         return {"unavailable": str(error)}

@@ -182,22 +182,14 @@ def _where(data: bytes, offset: int) -> str:
     return f"line {line} column {column}"
 
 
-def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", max_depth: int = MAX_DEPTH,
-                gold_dialogues: int | None = None) -> None:
-    """The scan behind ``check_run_shape``, with its bounds given: at most ``entry_limit`` entries
-    in a top-level list, ``budget`` containers and commas (``[``, ``{``, ``,`` outside strings)
-    and ``max_depth`` levels of nesting."""
-    gold_dialogues = entry_limit if gold_dialogues is None else gold_dialogues
+def _structure(data: bytes) -> Iterator[tuple[int, np.ndarray, np.ndarray, int]]:
+    """The bytes as the scan sees them, ``_SCAN_CHUNK`` at a time: per chunk, its offset, the
+    offsets in it of the separators ``[ { ] } , :`` outside strings (escapes included), their
+    bytes, and how many real (unescaped) quotes it holds. ``check_shape`` and
+    ``list_entry_bounds`` read the same view."""
     view = np.frombuffer(data, dtype=np.uint8)
-    start = len(data) - len(data.lstrip())
-    top_is_list = data[start:start + 1] == b"["
     in_string = False
     backslashes = 0  # backslashes just before the chunk (an odd count escapes its first byte)
-    depth = 0
-    entries = 0  # commas directly inside the top-level list
-    values = 0
-    opens = 0  # objects and lists, the costliest values to build
-    quote_count = colons = 0
     for chunk_start in range(0, view.size, _SCAN_CHUNK):
         chunk = view[chunk_start:chunk_start + _SCAN_CHUNK]
         quotes = np.flatnonzero(chunk == 34)  # '"'
@@ -221,10 +213,27 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
             inside = (np.searchsorted(quotes, separators) + in_string) % 2 == 1
             separators = separators[~inside]
         in_string = bool((quotes.size + in_string) % 2)
-        quote_count += int(quotes.size)
+        yield chunk_start, separators, chunk[separators], int(quotes.size)
+
+
+def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", max_depth: int = MAX_DEPTH,
+                gold_dialogues: int | None = None) -> None:
+    """The scan behind ``check_run_shape``, with its bounds given: at most ``entry_limit`` entries
+    in a top-level list, ``budget`` containers and commas (``[``, ``{``, ``,`` outside strings)
+    and ``max_depth`` levels of nesting."""
+    gold_dialogues = entry_limit if gold_dialogues is None else gold_dialogues
+    size = len(data)
+    start = len(data) - len(data.lstrip())
+    top_is_list = data[start:start + 1] == b"["
+    depth = 0
+    entries = 0  # commas directly inside the top-level list
+    values = 0
+    opens = 0  # objects and lists, the costliest values to build
+    quote_count = colons = 0
+    for chunk_start, separators, kinds, quotes in _structure(data):
+        quote_count += quotes
         if not separators.size:
             continue
-        kinds = chunk[separators]
         is_colon = kinds == 58  # ':' ends a key: its string is a key, not a value
         colons += int(np.count_nonzero(is_colon))
         separators = separators[~is_colon]
@@ -253,11 +262,11 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
         opens += int(np.count_nonzero(steps > 0))
         string_values = max(0, quote_count // 2 - colons)
         if (opens * CONTAINER_BYTES + (values + counted.size - opens) * VALUE_BYTES + string_values * STRING_EXTRA
-                > MEMORY_FACTOR * view.size + (1 << 20)):
+                > MEMORY_FACTOR * size + (1 << 20)):
             where = _where(data, chunk_start + int(separators[-1]))
             raise ValidationFailed([f"{what} has too many objects, lists and values for its size (about {opens} "
                                     f"objects and lists and {values + counted.size - opens} values before "
-                                    f"{where}, in {view.size} bytes): parsing it would take more than "
+                                    f"{where}, in {size} bytes): parsing it would take more than "
                                     f"{MEMORY_FACTOR} times its size in memory; a run's objects hold numbers"])
         if values + counted.size > budget:
             where = _where(data, chunk_start + int(separators[counted[budget - values]]))
@@ -267,6 +276,88 @@ def check_shape(data: bytes, entry_limit: int, budget: int, what: str = "file", 
                                     "only the keys the scorer reads (id, quality, nugget)"])
         values += int(counted.size)
         depth = int(depths[-1])
+
+
+# Reading a large list a piece at a time ------------------------------------------------------
+# A run of many small entries costs far more as Python objects than as bytes: 200,000 metric
+# scores of 35 bytes each became 270 bytes each as a list of dicts (11x the file, issue 28).
+# ``list_entry_bounds`` finds the entries with the scan above, and ``list_entries`` parses
+# them with orjson a piece at a time, so that a validator can keep only what it needs (a score
+# per response) while the list goes by. Splitting a valid list at its top-level commas gives
+# exactly the entries parsing it whole gives; a piece that does not parse on its own means the
+# file is not valid JSON (or has NaN or 1e400), and the caller then parses the whole file with
+# ``parse_json``, which names the problem as it always did.
+JSON_WHITESPACE = b" \t\r\n"
+LIST_PIECE_BYTES = 1 << 16  # about 2,000 metric entries: 0.5 MB as dicts
+
+
+class UnsplitList(Exception):
+    """A piece of a list did not parse on its own: parse the whole document instead."""
+
+
+def list_entry_bounds(data: bytes, max_depth: int = MAX_DEPTH) -> np.ndarray | None:
+    """Where the entries of a top-level JSON list are, without parsing it: the offsets of its
+    opening bracket, of the commas between its entries and of its closing bracket, so that entry
+    k is ``data[bounds[k] + 1:bounds[k + 1]]`` (an empty list gives two bounds and one blank
+    entry: see ``list_entries``). None unless the bytes are JSON whitespace, ``[``, balanced
+    brackets nested at most ``max_depth`` levels, ``]`` and JSON whitespace: the caller then
+    parses the whole document. The grammar inside the entries is the parser's to check."""
+    start = len(data) - len(data.lstrip(JSON_WHITESPACE))
+    if data[start:start + 1] != b"[":
+        return None
+    depth = 0
+    commas: list[np.ndarray] = []
+    end = None
+    for chunk_start, separators, kinds, _ in _structure(data):
+        structural = kinds != 58  # ':' changes no depth
+        separators, kinds = separators[structural], kinds[structural]
+        if not separators.size:
+            continue
+        steps = _STRUCTURE[kinds].astype(np.int32)
+        depths = depth + np.cumsum(steps)
+        if depths.max() > max_depth:
+            return None
+        closed = np.flatnonzero(depths <= 0)
+        last = int(closed[0]) if closed.size else separators.size
+        top = np.flatnonzero((steps[:last] == 0) & (depths[:last] == 1))
+        commas.append(chunk_start + separators[top].astype(np.int64))
+        if closed.size:
+            end = chunk_start + int(separators[last])
+            break
+        depth = int(depths[-1])
+    # A list closed by "}" is not JSON; nor is anything but whitespace after it.
+    if end is None or data[end:end + 1] != b"]" or data[end + 1:].strip(JSON_WHITESPACE):
+        return None
+    return np.concatenate([[start], *commas, [end]]).astype(np.int64)
+
+
+def list_entries(data: bytes, bounds: np.ndarray, piece_bytes: int | None = None) -> Iterator[object]:
+    """The entries ``bounds`` (from ``list_entry_bounds``) delimit, parsed by orjson about
+    ``piece_bytes`` (default ``LIST_PIECE_BYTES``) of the file at a time, each piece dropped once
+    its entries are handed on. ``UnsplitList`` when a piece is not valid JSON on its own: parse
+    the whole file instead, which then fails and says why."""
+    piece_bytes = piece_bytes or LIST_PIECE_BYTES
+    count = list_length(data, bounds)
+    first = 0
+    while first < count:
+        # The entries that start within piece_bytes of this one (at least one).
+        stop = int(np.searchsorted(bounds, bounds[first] + piece_bytes, side="right")) - 1
+        stop = min(count, max(first + 1, stop))
+        try:
+            parsed = orjson.loads(b"[" + data[bounds[first] + 1:bounds[stop]] + b"]")
+        except orjson.JSONDecodeError:
+            raise UnsplitList from None
+        if len(parsed) != stop - first:  # a blank entry alone in its piece ("[1,,2]") parses as none
+            raise UnsplitList
+        yield from parsed
+        first = stop
+
+
+def list_length(data: bytes, bounds: np.ndarray) -> int:
+    """How many entries the list ``bounds`` delimit has (0 for ``[]``)."""
+    if len(bounds) == 2 and not data[bounds[0] + 1:bounds[1]].strip(JSON_WHITESPACE):
+        return 0
+    return len(bounds) - 1
 
 
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32, little-endian, with a byte-order mark"),

@@ -21,7 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from scoring.kinds import MeasureSpec, Scored
-from scoring.validation import ValidationFailed, parse_json
+from scoring.validation import ValidationFailed
 from tasks.changes import board_changed
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.leases import heartbeat
@@ -236,7 +236,7 @@ def _compute(run: Run) -> tuple[Scored, Scored | None]:
     """The run's scores on its gold version, and on the live subset of the phase that shows it."""
     kind, config = run.task.kind_impl, run.task.kind_config
     gold = run.gold_version.load()
-    parsed = kind.parse_run(parse_json(read_run_file(run), "file"), gold, config)
+    parsed = kind.parse_run_file(read_run_file(run), gold, config)
     result = kind.score(parsed, gold, config)
     live = None
     phase = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None

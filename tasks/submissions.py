@@ -20,7 +20,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from scoring.validation import ValidationFailed, parse_json
+from scoring.validation import ValidationFailed
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring
 from tasks.models import GoldVersion, Phase, Run, Task, Team
@@ -341,7 +341,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             # The file's shape is checked against the gold before the parser builds anything:
             # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
             task.kind_impl.check_run_file(submission.content, gold)
-            parsed = task.kind_impl.parse_run(parse_json(submission.content, "file"), gold, task.kind_config)
+            parsed = task.kind_impl.parse_run_file(submission.content, gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
         parsed = None

@@ -171,3 +171,23 @@ def test_the_web_form_answers_with_the_run_page_showing_the_wait_until_the_worke
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert '<strong id="run-status" data-status="done">done</strong>' in page
     assert 'id="run-script"' not in page  # no more polling once it is done
+
+
+@pytest.mark.django_db
+def test_the_worker_lowers_its_cpu_priority_before_loading_anything(monkeypatch, settings) -> None:  # noqa: ANN001
+    # Issue 28: loading spaCy and GiNZA at the worker's start took the CPU from the first readers;
+    # the worker yields it to the web processes (EVALSERVER_SCORING_WORKER_NICE) before it loads.
+    import io
+
+    from django.core.management import call_command
+
+    from tasks.management.commands import scoring_worker
+
+    steps: list[tuple] = []
+    monkeypatch.setattr(os, "nice", lambda increment: steps.append(("nice", increment)) or increment)
+    monkeypatch.setattr(scoring_worker, "warm_up", lambda: steps.append(("warm_up",)) or [])
+    monkeypatch.setattr(Worker, "install_signal_handlers", lambda self: None)  # pytest keeps its own
+    monkeypatch.setattr(Worker, "run", lambda self: steps.append(("run",)))
+    settings.EVALSERVER_SCORING_WORKER_NICE = 7
+    call_command("scoring_worker", parent_pid=os.getpid(), stdout=io.StringIO())
+    assert steps == [("nice", 7), ("warm_up",), ("run",)]

@@ -90,6 +90,50 @@ def test_escaped_quotes_and_backslash_runs_across_chunks() -> None:
             validation._SCAN_CHUNK = 1 << 20
 
 
+@settings(max_examples=300, deadline=None)
+@given(document=st.lists(JSON, max_size=8), indent=st.sampled_from([None, 1]),
+       chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]), piece=st.sampled_from([1, 5, 40, 1 << 20]))
+def test_a_list_read_a_piece_at_a_time_is_the_list_parsed_whole(document, indent, chunk, piece) -> None:
+    # Issue 28, item 4: the entries found by the scan and parsed a few bytes at a time are what the
+    # standard library's parser makes of the whole document.
+    data = json.dumps(document, indent=indent, ensure_ascii=False).encode()
+    original = validation._SCAN_CHUNK
+    validation._SCAN_CHUNK = chunk
+    try:
+        bounds = validation.list_entry_bounds(data)
+    finally:
+        validation._SCAN_CHUNK = original
+    assert bounds is not None
+    assert validation.list_length(data, bounds) == len(document)
+    assert list(validation.list_entries(data, bounds, piece_bytes=piece)) == json.loads(data)
+
+
+@pytest.mark.parametrize("data", [b'{"a": [1, 2]}', b'"[1]"', b"[1, 2", b"[1, [2]", b"[1, 2}", b"[1, 2] 3",
+                                  b"[1, 2]]", b"\xef\xbb\xbf[1]", b"\x0c[1]", b"[" * 40 + b"]" * 40, b""])
+def test_what_is_not_one_list_is_left_to_the_whole_parser(data: bytes) -> None:
+    assert validation.list_entry_bounds(data) is None
+
+
+@pytest.mark.parametrize("data", [b"[1,,2]", b"[1,]", b"[,1]", b"[1, NaN]", b"[1, 1e400]", b'[1, "\\ud800"]',
+                                  b"[1, tru]", b'[1, "\xff"]', b"[1, {\"a\": [2}]]", b"[1 2]"])
+@pytest.mark.parametrize("piece", [1, 1 << 20])
+def test_a_piece_that_is_not_json_sends_the_file_to_the_whole_parser(data: bytes, piece: int) -> None:
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(data)  # the whole document is not JSON to orjson either
+    bounds = validation.list_entry_bounds(data)
+    assert bounds is not None  # brackets balanced: only a parser can tell
+    with pytest.raises(validation.UnsplitList):
+        list(validation.list_entries(data, bounds, piece_bytes=piece))
+
+
+@pytest.mark.parametrize(("data", "length"), [(b"[]", 0), (b" [ \n ] \n", 0), (b"[{}]", 1),
+                                              (b'[[], "a,]", {"b": [1, 2]}]', 3)])
+def test_list_length(data: bytes, length: int) -> None:
+    bounds = validation.list_entry_bounds(data)
+    assert validation.list_length(data, bounds) == length
+    assert list(validation.list_entries(data, bounds)) == json.loads(data)
+
+
 def _gold():
     from fixtures.synthetic import generate_gold
     from scoring.kinds.stc3 import STC3, load_gold

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
+from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape, parse_json
 
 __all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value", "grouped",
            "measure_key"]
@@ -279,6 +279,14 @@ class Kind(ABC):
     def parse_run(self, data: object, gold: Any, config: Any, *, allow_missing: bool = False) -> Any:
         """Validate a parsed run against a compiled gold (``ValidationFailed``, every problem with
         its JSON path) and return what ``score`` needs (with ``warnings`` and ``n_missing``)."""
+
+    def parse_run_file(self, content: bytes, gold: Any, config: Any, *, allow_missing: bool = False,
+                       what: str = "file") -> Any:
+        """``parse_run`` of a run file's bytes (``what`` names the file in a JSON problem): what
+        the upload, the scoring job and the statistics call. By default the whole document is
+        parsed first; a kind whose runs are many small entries may read them a piece at a time
+        instead (the metric kind), with the same result and the same problems."""
+        return self.parse_run(parse_json(content, what), gold, config, allow_missing=allow_missing)
 
     # Containers and commas a run may hold per gold item before it is refused unparsed.
     run_values_per_item: ClassVar[int] = 64

@@ -36,7 +36,7 @@ import numpy as np
 from scoring import stats
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, describe_value
 from scoring.kinds.metric import meta, session
-from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run
+from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
 from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
 
 # Reference metrics the kind can place on the board, in board order: (name, what the gold needs).
@@ -248,7 +248,16 @@ class MetricKind(Kind):
 
     def parse_run(self, data: object, gold: MetricGold, config: MetricConfig, *,
                   allow_missing: bool = False) -> MetricRun:
-        scores = load_metric_run(data, gold, allow_missing=allow_missing)
+        return self._run(load_metric_run(data, gold, allow_missing=allow_missing), gold)
+
+    def parse_run_file(self, content: bytes, gold: MetricGold, config: MetricConfig, *, allow_missing: bool = False,
+                       what: str = "file") -> MetricRun:
+        # A run is hundreds of thousands of {"id", "score"} entries: read a piece at a time, never
+        # held as a list of dicts (issue 28, item 4).
+        return self._run(load_metric_run_file(content, gold, allow_missing=allow_missing, what=what), gold)
+
+    @staticmethod
+    def _run(scores: np.ndarray, gold: MetricGold) -> MetricRun:
         missing = np.isnan(scores)
         if not missing.any():
             return MetricRun(scores, np.arange(gold.n_contexts))

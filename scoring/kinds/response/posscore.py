@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from scoring.kinds.response.nlp import (
     DEFAULT_PIPELINE,
@@ -156,7 +157,9 @@ class PosEncoder:
         # texts of 30 tokens together and tags long ones a few at a time.
         mean_length = max(1, sum(len(text) for text in texts) // max(1, len(texts)))
         batch_size = max(1, min(self.batch_size, TAG_BATCH_CHARS // mean_length))
-        with nlp.select_pipes(disable=state["disabled"]):
+        # One BLAS thread (the models multiply with NumPy's BLAS, nlp.load_pipeline): a threaded
+        # BLAS in each of n_process taggers would put more threads than cores on the machine.
+        with nlp.select_pipes(disable=state["disabled"]), threadpool_limits(limits=1, user_api="blas"):
             return [doc.to_array(attributes) for doc in nlp.pipe(texts, batch_size=batch_size)]
 
     def _encode_local(self, texts: list[str]) -> np.ndarray:

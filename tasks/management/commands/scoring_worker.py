@@ -6,6 +6,7 @@ gunicorn.conf.py starts it beside the web server; see ``tasks.worker``.
 import os
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from tasks.changes import scoring_worker_starting
@@ -20,6 +21,9 @@ class Command(BaseCommand):
                             help="stop when this process (gunicorn's master) is gone")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Before anything heavy: loading the pipelines below takes seconds of CPU while the web
+        # processes start answering readers (settings.EVALSERVER_SCORING_WORKER_NICE).
+        os.nice(settings.EVALSERVER_SCORING_WORKER_NICE)
         # The kinds' apps set up what a long-lived scoring process may do (kinds.response: both
         # cores for tagging a large response run; forked taggers inherit the loaded pipeline).
         scoring_worker_starting.send(sender=None)

@@ -83,6 +83,37 @@ def test_pos_mapper_gives_exactly_the_attribute_rulers_tags():
     assert np.array_equal(mapped, ruled[:, 0])
 
 
+def test_the_models_multiply_with_numpy_and_tag_as_with_blis():
+    # Issue 28: the pipeline's models multiply matrices with NumPy's BLAS, not thinc's bundled
+    # BLIS (which runs its generic kernel on this project's CPUs, at a third of the speed); the
+    # tags are those the same models give with BLIS, on every token of the seed papers.
+    from spacy.attrs import IDS
+    from thinc.api import NumpyOps
+    from threadpoolctl import threadpool_limits
+
+    nlp = load_pipeline()
+    layers = [layer for _, component in nlp.pipeline if hasattr(component, "model") for layer in component.model.walk()]
+    assert layers and all(type(layer.ops) is NumpyOps and not layer.ops.use_blis for layer in layers)
+    texts = _seed_sentences()
+
+    def tags() -> np.ndarray:
+        with nlp.select_pipes(disable=["attribute_ruler", "sentencizer"]), threadpool_limits(1, user_api="blas"):
+            return np.concatenate([doc.to_array([IDS["TAG"]]) for doc in nlp.pipe(texts)])
+
+    with_numpy = tags()
+    shipped = [layer.ops for layer in layers]
+    blis = NumpyOps(use_blis=True)
+    try:
+        for layer in layers:
+            layer.ops = blis
+        with_blis = tags()
+    finally:
+        for layer, ops in zip(layers, shipped, strict=True):
+            layer.ops = ops
+    assert len(with_numpy) > 20000
+    assert np.array_equal(with_numpy, with_blis)
+
+
 def test_sentence_split_uses_the_sentencizer():
     assert sentences(["I am sorry. I cannot help with that! Bye"], load_pipeline()) == [
         ["I am sorry.", "I cannot help with that!", "Bye"]
