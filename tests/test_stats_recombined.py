@@ -74,8 +74,8 @@ def test_the_plan_takes_the_largest_pool_divisor_within_the_inflation_budget() -
 def test_both_backends_draw_the_steps_of_the_definition(backend: str) -> None:
     x = scores(320, 16, seed=3)
     assert stats._recombine_plan(320, 16, 24) == (20, 3, 8)
-    ranges = stats._recombined_ranges([x - x.mean(axis=1, keepdims=True)], seed=7, n_permutations=24,
-                                      use_numba=backend == "numba")
+    centred = np.ascontiguousarray((x - x.mean(axis=1, keepdims=True))[:, :, None])
+    ranges = stats._recombined_ranges(centred, seed=7, n_permutations=24, use_numba=backend == "numba")
     assert np.allclose(ranges[0], reference_ranges(x, seed=7, n_permutations=24, groups=20, pool=8),
                        rtol=0, atol=1e-12)
 
