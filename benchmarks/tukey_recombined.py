@@ -35,7 +35,25 @@ at checkpoints b, the share of pairs whose decision at alpha = 0.05 is settled b
 sequential stopping (the 99.9% normal interval p_b +- 3.29 sqrt(p_b (1 - p_b) / b) excludes alpha),
 and the first b at which every pair is settled, if any.
 
-Measured figures are in docs/statistics.md ("Recombined steps at full scale").
+Figures (2026-11-27, 2 shared vCPUs; all of them, with the calibration table, in docs/statistics.md,
+"Recombined steps at full scale"):
+
+* ``--speed --against 41344d2`` (the code before the plan of issue 28's second round), wall s / CPU s,
+  two runs at load average 4.6-5.0 and 3.8-7.9: 10,000 x 100 x 21: full test 110.1 / 84.7 and
+  183.7 / 88.5, recombined before 19.9 / 13.0 and 26.4 / 13.5, now 11.0 / 7.1 and 16.3 / 7.9
+  (1.6-1.8x fewer seconds than before, 10-11x fewer than the full test); 4,000 x 30 x 20: full test
+  12.9 / 8.4 and 16.9 / 9.1, before 2.5 / 1.7 and 3.4 / 1.7, now 2.4 / 1.6 and 3.4 / 1.7. Scaled by
+  the quiet run of 01:10 UTC (full test 66.3 s, before 10.1 s and 1.0 s): about 5.6-6.3 s and 1.0 s.
+  Against the full run: mean |p - p_exact| / SE 1.15 (before 1.16) and 1.33 (before 1.14; six seeds
+  average 1.21, before 1.18, a D = 1 control 1.17: that full run's own error); decisions at 0.05
+  differ for 172 of 103,950 and 18 of 8,700 pairs. Sequential stopping: 825 and 108 pairs are not
+  settled at b = B.
+* ``--validate --n 2000 --k K --b 2000 --measures 4 --seeds 40`` (shipped plan): variance over seeds
+  / binomial, exact vs recombined: k = 12 1.013 vs 1.054, k = 30 0.980 vs 1.061, k = 100 1.065 vs
+  1.029 (modelled 1.045-1.049); mean p apart by 0.77, 0.53, 0.89 standard errors.
+* ``--calibrate``: A(k) 0.46-0.49 (k = 5), 0.29-0.31 (12), 0.20-0.24 (30), 0.13-0.17 (100), 0.06
+  (500); at the full sizes' plans (B = 10,000, 30 seeds) the inflation is 1.015 (4,000 x 30, D = 12)
+  and 1.021 (10,000 x 100, D = 18).
 """
 
 from __future__ import annotations
