@@ -1118,12 +1118,13 @@ def randomised_tukey_hsd(
 
     ``backend``: "numba" (fused parallel kernel), "numpy", or "auto" (Numba when importable).
     ``method``: "exact" (every step drawn as above), "recombined" (every step an exact draw of
-    the same test, made from pools of partial sums over groups of dialogues: 1/45 of the work at
-    10,000 x 100, a Monte Carlo variance within 5% of the full test's; see "recombined steps"
-    above), or "auto": recombined when ``B * n * k * measures`` reaches ``RECOMBINE_MIN_CELLS``,
-    n ``RECOMBINE_MIN_DIALOGUES`` and the plan's pool divisor ``RECOMBINE_MIN_DIVISOR``, exact
-    otherwise (every pinned and worked example). The method is a function of the inputs and B only, so the same inputs,
-    B and seed still give the same numbers on every backend.
+    the same test, made from pools of partial sums over groups of dialogues: about 1/16 of the
+    work at 10,000 x 100, with a Monte Carlo variance within about 5% of the full test's; see
+    "recombined steps" above), or "auto": recombined when ``B * n * k * measures`` reaches
+    ``RECOMBINE_MIN_CELLS``, n ``RECOMBINE_MIN_DIALOGUES`` and the plan's pool divisor
+    ``RECOMBINE_MIN_DIVISOR``, exact otherwise (every pinned and worked example). The method is a
+    function of the inputs and B only, so the same inputs, B and seed still give the same numbers
+    on every backend.
     Raises ValueError for NaN or infinite scores, fewer than 2 runs or dialogues, matrices of
     different shapes, B < 1, or a seed outside [0, 2**64).
     """
