@@ -761,11 +761,12 @@ def _ranges_numba(centred: list[np.ndarray], seed: int, n_permutations: int, chu
 #
 # Every step is an exact draw of Algorithm 1: within a step each dialogue's row is permuted by
 # sigma(b, g) o pi(r, d), and for any fixed sigma the pi(r, d) of distinct dialogues are
-# independent and uniform, so these compositions are too. Each p-value is therefore an
-# unbiased estimate of the permutation p-value. What is shared is work between steps, and with
-# it a little dependence: given the pools the steps are independent, so the variance of the
-# estimate is the binomial p (1 - p) / B plus (1 - 1/B) times the variance, over the pools, of
-# the exceedance probability given the pools. That probability depends on the pools through
+# independent and uniform, so these compositions are too. Each share of steps whose range
+# reaches a difference, count / B, is therefore an unbiased estimate of the permutation p-value
+# p, as in the full test. What is shared is work between steps, and with it a little
+# dependence: given the pools the steps are independent, so the variance of count / B is the
+# binomial p (1 - p) / B plus (1 - 1/B) times the variance, over the pools, of the exceedance
+# probability given the pools. That probability depends on the pools through
 # averages over each group's P entries, so its variance is of order 1 / (G P), and the variance
 # of the estimate is p (1 - p) / B times an inflation 1 + A(k) D / G. The inflation was measured
 # with benchmarks/tukey_recombined.py --calibrate (variance over 40 seeds against the binomial,
