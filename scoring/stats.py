@@ -773,17 +773,19 @@ def _ranges_numba(centred: list[np.ndarray], seed: int, n_permutations: int, chu
 # at pool divisors large enough to measure it; docs/statistics.md has the figures): A(k) fell
 # from 0.46-0.49 at k = 5 to 0.29-0.31 at 12, 0.20-0.24 at 30, 0.13-0.17 at 100 and about 0.06
 # at 500, which A(k) = INFLATION_SCALE / (k - 1)^(1/3) meets or exceeds (0.50, 0.36, 0.26, 0.17,
-# 0.10), within the noise of the measurement. The plan takes the largest D (at
-# most MAX_POOL_DIVISOR) whose modelled inflation stays within 1 + INFLATION_BUDGET: Monte Carlo
+# 0.10) within the noise of the measurement (but for 0.31 at k = 30 with pools of 2 entries,
+# far from the hundreds the plan makes). The plan takes the largest D (at most
+# MAX_POOL_DIVISOR) whose modelled inflation stays within 1 + INFLATION_BUDGET: Monte Carlo
 # standard errors within 2.5% of the full test's (as if B were 5% smaller). Cost: P n k m for
-# the pools plus B G k m for the steps, instead of B n k m. Below RECOMBINE_MIN_DIVISOR the pools
-# would save too little to be worth the dependence, and "auto" keeps the full test.
+# the pools plus B G k m for the steps, instead of B n k m. Below RECOMBINE_MIN_DIVISOR the
+# pools would save too little to be worth the dependence, and "auto" keeps the full test.
 #
 # The steps are made in chunks, each step adding its G pool entries to 0 in group order (steps
 # outer, groups inner), so the order of additions, and with it every bit of the sums, is the
 # same on both backends and for any chunk size. Up to _RECOMBINE_POOL_BYTES of pools only a
-# chunk's sums are held; beyond that (large B) the groups are taken in blocks whose entries are
-# added to the held B k m sums, which keeps that order.
+# chunk's sums are held; beyond that (10,000 x 100 x 21 at B = 10,000: 598 MB of pools) the
+# groups are taken in blocks whose entries are added to the held B k m sums, which keeps that
+# order.
 #
 # sigma(b, g) is the stream's permutation of row (b, g) of a G-dialogue stream under a seed
 # derived from ``seed``, r(b, g) the high bits of a SplitMix64 word under another one.
@@ -799,7 +801,7 @@ MAX_POOL_DIVISOR = 64
 RECOMBINE_MIN_DIVISOR = 4
 _RECOMBINE_CELLS_PER_CHUNK = 1 << 21  # (step, run, measure) sums per chunk of steps: 16 MiB
 # Pools of all groups are held at once up to this size; above it (they take G / D times the
-# B k m sums, about 3.3 times at k = 100, whatever B), blocks of groups are added to the held
+# B k m sums, 3.6 times at k = 100, whatever B), blocks of groups are added to the held
 # sums instead, which bounds the memory by B k m + this.
 _RECOMBINE_POOL_BYTES = 1 << 27
 _SIGMA_SALT = 0x243F6A8885A308D3  # digits of pi: seeds of the sigma and pick streams
