@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/tukey_recombined.py --validate               # spread of p over seeds
     .venv/bin/python benchmarks/tukey_recombined.py --calibrate              # the inflation constant C
     .venv/bin/python benchmarks/tukey_recombined.py --sequential             # would early stopping stop?
+    .venv/bin/python benchmarks/tukey_recombined.py --null                   # the level under no effects
 
 ``--speed``: 10,000 items x 100 runs x 21 measures and 4,000 x 30 x 20 at B = 10,000 (the data of
 benchmarks/tukey_speed.py), in one process after compiling: the full test, the recombined method
@@ -35,6 +36,12 @@ at checkpoints b, the share of pairs whose decision at alpha = 0.05 is settled b
 sequential stopping (the 99.9% normal interval p_b +- 3.29 sqrt(p_b (1 - p_b) / b) excludes alpha),
 and the first b at which every pair is settled, if any.
 
+``--null``: the level of the test where it matters, under the null: ``--datasets`` score matrices
+``--n`` x ``--k`` of independent normal scores (no run effects), each tested with both methods at B =
+``--b`` (seed = dataset number); prints the share of datasets where the smallest p (the largest
+difference, the family-wise decision of Tukey HSD) is <= 0.01, 0.05 and 0.10. A valid test gives
+those levels or less, within the binomial error sqrt(level (1 - level) / datasets).
+
 Figures (2026-11-27, 2 shared vCPUs; all of them, with the calibration table, in docs/statistics.md,
 "Recombined steps at full scale"):
 
@@ -51,6 +58,8 @@ Figures (2026-11-27, 2 shared vCPUs; all of them, with the calibration table, in
 * ``--validate --n 2000 --k K --b 2000 --measures 4 --seeds 40`` (shipped plan): variance over seeds
   / binomial, exact vs recombined: k = 12 1.013 vs 1.054, k = 30 0.980 vs 1.061, k = 100 1.065 vs
   1.029 (modelled 1.045-1.049); mean p apart by 0.77, 0.53, 0.89 standard errors.
+* ``--null --n 2000 --k 30 --b 1000 --datasets 2000``: P(min p <= 0.01, 0.05, 0.10) = 0.0120, 0.0540,
+  0.1020 recombined, 0.0110, 0.0545, 0.1020 full test (binomial errors 0.0022, 0.0049, 0.0067).
 * ``--calibrate``: A(k) 0.46-0.49 (k = 5), 0.29-0.31 (12), 0.20-0.24 (30), 0.13-0.17 (100), 0.06
   (500); at the full sizes' plans (B = 10,000, 30 seeds) the inflation is 1.015 (4,000 x 30, D = 12)
   and 1.021 (10,000 x 100, D = 18).
@@ -248,6 +257,23 @@ def sequential(n: int, k: int, measures: int, n_permutations: int) -> None:
     print(f"every pair settled first at b = {first_all}" if first_all else "never every pair settled")
 
 
+def null(n: int, k: int, n_permutations: int, datasets: int) -> None:
+    levels = (0.01, 0.05, 0.10)
+    smallest: dict[str, list[float]] = {"exact": [], "recombined": []}
+    for dataset in range(datasets):
+        x = np.random.default_rng(dataset).normal(size=(n, k))
+        for method, found in smallest.items():
+            result = stats.randomised_tukey_hsd({"m": x}, n_permutations, seed=dataset, method=method)["m"]
+            found.append(float(result.pvalues.min()))
+    groups, divisor, pool = stats._recombine_plan(n, k, n_permutations)
+    print(f"# null: {datasets} datasets of {n:,} x {k} normal scores, B = {n_permutations:,}; recombined: "
+          f"G = {groups}, D = {divisor}, P = {pool}")
+    for method, found in smallest.items():
+        shares = ", ".join(f"P(min p <= {level}) = {np.mean(np.asarray(found) <= level):.4f} "
+                           f"(+-{np.sqrt(level * (1 - level) / datasets):.4f})" for level in levels)
+        print(f"{method}: {shares}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speed", action="store_true")
@@ -255,6 +281,8 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true")
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--sequential", action="store_true")
+    parser.add_argument("--null", action="store_true")
+    parser.add_argument("--datasets", type=int, default=2_000)
     parser.add_argument("--n", type=int, default=2_000)
     parser.add_argument("--k", type=int, default=12)
     parser.add_argument("--measures", type=int, default=2)
@@ -272,6 +300,8 @@ def main() -> None:
         validate(args.n, args.k, args.measures, args.b, args.seeds)
     if args.sequential:
         sequential(args.n, args.k, args.measures, args.b)
+    if args.null:
+        null(args.n, args.k, args.b, args.datasets)
     if args.speed:
         speed(args.against)
 
