@@ -170,6 +170,7 @@ def test_the_web_job_builds_the_commands_version_and_shows_the_encoding_stage(be
     assert job.options["retrieval"]["retriever"] == "embedding" and job.options["rater"]["features"] == "encoder"
     page = client.get(f"/pool-jobs/{job.pk}/").content.decode()
     assert "encoding texts (e5)" in page and "vBERTScore's extension: retrieved by sentence embeddings" in page
+    assert f"<h1>vBERTScore references for {bert_task['task'].title} " in page
     # The command from the same pool and settings: the same gold, byte for byte (the vectors read back).
     out, err = build(bert_task, "--method", "vbertscore", "--from-version", "1")
     assert "read from the store" in err
