@@ -73,6 +73,20 @@ def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) 
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _response_resources_restored() -> Any:
+    """Where the response kind finds uploaded vector tables, encoder models and encoded references
+    is process-wide (the server sets it at start-up: kinds/response/apps.py). Tests that point it
+    elsewhere would otherwise leave it so for the next test of the same process, which then found
+    no uploaded model (an order-dependent failure under pytest-xdist)."""
+    from scoring.kinds.response import encodings
+    from scoring.kinds.response import kind as response_kind
+
+    saved = (response_kind._VECTOR_DIRECTORY, response_kind._RESOURCE_LOCATOR, encodings._STORE)
+    yield
+    response_kind._VECTOR_DIRECTORY, response_kind._RESOURCE_LOCATOR, encodings._STORE = saved
+
+
 @dataclass
 class World:
     """A task with gold and the stock users: two teams, an organiser, a staff member."""
