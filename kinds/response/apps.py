@@ -25,7 +25,8 @@ class ResponseKindConfig(AppConfig):
         set_resource_locator(blobs.path)
         # A gold version's encoded references, kept by whichever worker encoded them first.
         set_encoding_store(BlobEncodingStore())
-        add_organiser_link("response", "Extend the references from a dialogue pool (vBLEU)", "organiser-vbleu")
+        add_organiser_link("response", "Extend the references from a dialogue pool (vBLEU, or vBERTScore on "
+                                       "tasks that report BERTScore)", "organiser-vbleu")
         add_organiser_link("response", "Encoder model for BERTScore", "organiser-encoder")
         scoring_worker_starting.connect(_use_tagging_processes, dispatch_uid="response-tagging-processes")
 
