@@ -153,7 +153,7 @@ PATTERNS = project_patterns()
 
 # The patterns in a few shards, so that pytest-xdist spreads them over its processes: in one test
 # the sweep took 12 of the PostgreSQL pass's 25 minutes on one process while the other idled.
-SHARDS = 6  # about 40 s each on PostgreSQL: pytest-xdist can balance its two processes
+SHARDS = 4
 
 
 @pytest.mark.slow  # about 100,000 requests

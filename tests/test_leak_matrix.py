@@ -482,15 +482,11 @@ def test_every_url_is_classified() -> None:
 @pytest.mark.slow  # every URL x parameter class x role, in every state: dev.py test --quick leaves it out
 @pytest.mark.django_db
 @pytest.mark.parametrize("state", STATES, ids=[state.name for state in STATES])
-def test_no_forbidden_score_in_any_response(state: State, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None:
     # The production shape's lookups (task and phases from the shared cache, renewed by the
     # signals) and sessions in the cache: about half the queries per request, same rules.
     settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
     settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
-    # A small world's size, as its B of 100 permutations: 100 Kendall resamples instead of 1,000
-    # (two-thirds of each state's statistics time). What may be shown is decided by the rules,
-    # not by how many resamples stand behind a number.
-    monkeypatch.setattr("leaderboard.statistics.KENDALL_RESAMPLES", 100)
     leak = build_world()
     # Statistics as stored while the final results were public, then the state is entered: the
     # pages must not serve numbers those records hold but the state forbids.
