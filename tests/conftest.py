@@ -210,3 +210,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On SQLite, a test database in a file (one per xdist process), as the server's own: Django's
+    default in-memory test database shares one cache between connections, whose table locks fail
+    at once ("database table is locked") instead of waiting for the busy timeout, so a test of
+    work in a background thread failed whenever the thread wrote while the test read. A file
+    gives the tests the locking the server has (WAL, the 20 s busy timeout: settings.DATABASES)."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3") and not database.get("TEST", {}).get("NAME"):
+        database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("database") / "test.sqlite3")
