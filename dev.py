@@ -62,12 +62,13 @@ def serve(args: list[str]) -> None:
     manage("collectstatic", "--noinput", "-v", "0")
     manage("demo")
     address = args[0] if args else "127.0.0.1:8000"
-    say(f"serving http://{address}/ with gunicorn and a background scoring worker (Ctrl-C stops both)")
+    say(f"serving http://{address}/ with gunicorn, a background scoring worker and a statistics worker "
+        "(Ctrl-C stops all three)")
     # The production server (gunicorn.conf.py: a process per core, 2 threads each, static files by
     # whitenoise), not Django's development server, whose listen backlog of 10 left 50 readers
     # waiting on TCP retries (issue 28). Without a broker, gunicorn.conf.py starts the background
-    # scoring worker beside it; exec, so that this process is gunicorn's master and a signal sent
-    # to it (Ctrl-C, SIGTERM) stops the web processes and the worker.
+    # scoring and statistics workers beside it; exec, so that this process is gunicorn's master and
+    # a signal sent to it (Ctrl-C, SIGTERM) stops the web processes and the workers.
     os.execv(str(PYTHON), [str(PYTHON), "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),  # noqa: S606
                            "--chdir", str(ROOT), "--bind", address, "evalserver.wsgi"])
 

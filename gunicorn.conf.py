@@ -7,8 +7,16 @@ context switches, and many threads per process contend for the interpreter lock.
 served 600 requests/s with p99 214 ms, 4 x 4 served 510/s with p99 1.2 s.
 """
 
+# Everything the supervising threads below use is imported here, in the main thread: an import
+# running in such a thread while the master forks a web process leaves that module's import lock
+# held in the child for ever (seen: a web process hung importing billiard, never answering).
 import multiprocessing
 import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 
 def _positive_int(name: str, default: int) -> int:
@@ -35,67 +43,91 @@ control_socket_disable = True
 
 
 # The embedded default (no CELERY_BROKER_URL): uploads are scored by a background worker beside
-# the web server (``manage.py scoring_worker``, tasks.worker), started and stopped by gunicorn's
-# master, so that an upload is answered at once (202) without a broker. The database is its
-# queue. Setting EVALSERVER_SCORING_MODE=inline scores in the request instead, with no worker.
+# the web server (``manage.py scoring_worker``, tasks.worker) and the boards' statistics computed
+# by another (``manage.py statistics_worker``, leaderboard.worker), both started and stopped by
+# gunicorn's master, so that an upload is answered at once (202) without a broker. The database is
+# their queue. Setting EVALSERVER_SCORING_MODE=inline scores in the request instead, with no
+# scoring worker; EVALSERVER_STATISTICS_MODE=thread computes statistics in a thread of whichever
+# process scored, with no statistics worker.
 if not os.environ.get("CELERY_BROKER_URL", "").strip():
     os.environ.setdefault("EVALSERVER_SCORING_MODE", "worker")
+    os.environ.setdefault("EVALSERVER_STATISTICS_MODE", "worker")
 
 
-class _ScoringWorker:
-    """The background worker as a child of gunicorn's master: started when the master is ready,
-    started again if it dies (after 1 s, doubling up to 30 s while it keeps dying young), and
-    stopped with SIGTERM when the master exits (SIGKILL after 15 s). The worker also stops by
-    itself when the master is gone (``--parent-pid``): no orphan either way."""
+# Held while a background worker is started (subprocess.Popen, in a supervising thread) and while
+# gunicorn's master forks a web process (os.fork, in its main thread), so the two never overlap.
+# Popen waits until its child has exec'd, reading a close-on-exec pipe; a web process forked in
+# between inherits that pipe's write end and never execs, so Popen waited until that web process
+# exited: the worker ran, but its supervisor hung (seen: "Started the scoring worker" logged only
+# at shutdown, and a dead worker would not have been started again). Popen without preexec_fn
+# runs no fork hooks, so holding the lock around it cannot deadlock.
+_forking = threading.RLock()
 
-    def __init__(self) -> None:
-        import threading
 
+def _new_lock_in_child() -> None:
+    # The child (a web process) starts with a fresh lock: the inherited one is held by the thread
+    # that forked, and a fork from another thread of the child would wait for it for ever.
+    global _forking
+    _forking = threading.RLock()
+
+
+os.register_at_fork(before=lambda: _forking.acquire(), after_in_parent=lambda: _forking.release(),
+                    after_in_child=_new_lock_in_child)
+
+
+class _Background:
+    """A background worker (a management command) as a child of gunicorn's master: started when
+    the master is ready, started again if it dies (after 1 s, doubling up to 30 s while it keeps
+    dying young), and stopped with SIGTERM when the master exits (SIGKILL after 15 s). The worker
+    also stops by itself when the master is gone (``--parent-pid``): no orphan either way."""
+
+    def __init__(self, command: str, title: str) -> None:
+        self.command, self.title = command, title
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.process = None
 
     def start(self, server) -> None:  # noqa: ANN001 - gunicorn's Arbiter
-        import threading
+        threading.Thread(target=self._supervise, args=(server,), name=self.command, daemon=True).start()
 
-        threading.Thread(target=self._supervise, args=(server.log,), name="scoring-worker", daemon=True).start()
-
-    def _supervise(self, log) -> None:  # noqa: ANN001 - gunicorn's logger
-        import subprocess
-        import sys
-        import time
-        from pathlib import Path
-
+    def _supervise(self, server) -> None:  # noqa: ANN001 - gunicorn's Arbiter
+        log = server.log
         manage = str(Path(__file__).resolve().parent / "manage.py")
         delay = 1.0
         while True:
             with self.lock:
-                if self.stopping.is_set():
+                # A master shutting down has closed its listeners (Arbiter.stop) but calls on_exit
+                # only once its web processes are gone: a worker that stopped on the same signal
+                # (Ctrl-C reaches the whole process group) must not be started again meanwhile.
+                if self.stopping.is_set() or not server.LISTENERS:
                     return
                 started = time.monotonic()
-                self.process = subprocess.Popen([sys.executable, manage, "scoring_worker",
-                                                 "--parent-pid", str(os.getpid())])
-                log.info("Started the scoring worker (pid: %s)", self.process.pid)
+                with _forking:
+                    self.process = subprocess.Popen([sys.executable, manage, self.command,
+                                                     "--parent-pid", str(os.getpid())])
+                log.info("Started the %s (pid: %s)", self.title, self.process.pid)
             # gunicorn's master reaps every child it sees exit; wait() then reports 0 (its status is
             # lost, not its exit).
             code = self.process.wait()
-            if self.stopping.wait(0):
+            if self.stopping.wait(0) or not server.LISTENERS:
                 return
             delay = delay * 2 if time.monotonic() - started < 60 else 1.0
             delay = min(delay, 30.0)
-            log.error("The scoring worker exited (status %s); starting it again in %.0f s", code, delay)
+            log.error("The %s exited (status %s); starting it again in %.0f s", self.title, code, delay)
             if self.stopping.wait(delay):
                 return
 
-    def stop(self) -> None:
-        import subprocess
-
+    def signal_stop(self) -> None:
         with self.lock:
             self.stopping.set()
             process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+
+    def wait_stopped(self) -> None:
+        process = self.process
         if process is None or process.poll() is not None:
             return
-        process.terminate()
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -103,14 +135,20 @@ class _ScoringWorker:
             process.wait(timeout=5)
 
 
-_scoring_worker = _ScoringWorker() if os.environ.get("EVALSERVER_SCORING_MODE") == "worker" else None
+_background = [worker for mode, worker in (
+    ("EVALSERVER_SCORING_MODE", _Background("scoring_worker", "scoring worker")),
+    ("EVALSERVER_STATISTICS_MODE", _Background("statistics_worker", "statistics worker")))
+    if os.environ.get(mode) == "worker"]
 
 
 def when_ready(server) -> None:  # noqa: ANN001 - gunicorn's server hook
-    if _scoring_worker is not None:
-        _scoring_worker.start(server)
+    for worker in _background:
+        worker.start(server)
 
 
 def on_exit(server) -> None:  # noqa: ANN001 - gunicorn's server hook
-    if _scoring_worker is not None:
-        _scoring_worker.stop()
+    # Both are told at once, then waited for: a stop takes the longer of the two, not their sum.
+    for worker in _background:
+        worker.signal_stop()
+    for worker in _background:
+        worker.wait_stopped()

@@ -374,11 +374,18 @@ CELERY_IMPORTS = ("kinds.response.vbleu", "tasks.phaseclock")
 # A pool of 10^6 pairs is ~100-200 MB; an index build and a rater training take minutes.
 EVALSERVER_POOL_MAX_BYTES = env_int("EVALSERVER_POOL_MAX_BYTES", default=1024 * 1024 * 1024, minimum=1024)
 EVALSERVER_POOL_JOB_TIME_LIMIT = env_int("EVALSERVER_POOL_JOB_TIME_LIMIT", default=3600, minimum=10)
-# Significance statistics after scores change: "celery" (a debounced job), "thread" (in the web
-# process, for the broker-less default), "sync" (at once, for tests) or "off".
+# Significance statistics after scores change: "celery" (a debounced job), "worker" (the broker-less
+# background statistics worker, ``manage.py statistics_worker``, which takes the requests from the
+# database: gunicorn.conf.py starts one and sets this mode when there is no broker), "thread" (a
+# timer thread of the process that scored, for ``runserver`` and commands without a broker),
+# "sync" (at once, for tests) or "off".
 EVALSERVER_STATISTICS_MODE = env_choice("EVALSERVER_STATISTICS_MODE",
                                         "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
-                                        ("celery", "thread", "sync", "off"))
+                                        ("celery", "worker", "thread", "sync", "off"))
+# The statistics worker's CPU priority (nice value, 0-19): below the scoring worker's, so that when
+# both want a core a run being scored goes first (issue 28, item 2), and far below the web
+# processes'. With a core free it computes at full speed all the same.
+EVALSERVER_STATISTICS_WORKER_NICE = env_int("EVALSERVER_STATISTICS_WORKER_NICE", default=19, minimum=0, maximum=19)
 # A board's statistics are computed once its scores have been quiet this long (a burst of scored
 # runs shares one computation), in the celery and thread modes alike (leaderboard.scheduling).
 EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = env_float("EVALSERVER_STATISTICS_DEBOUNCE_SECONDS", 5.0, 0.0, 3600.0)

@@ -65,6 +65,8 @@ def schedule_statistics(task_id: int, phase_ids: list[int | None] | None = None)
         return
     if not scheduling.request(task_id, phase_ids):
         return
+    if mode == "worker":  # the statistics worker (leaderboard.worker) finds the request in the database
+        return
     if mode == "sync":
         statistics.run_due(task_id, force=True)
         return
@@ -73,8 +75,8 @@ def schedule_statistics(task_id: int, phase_ids: list[int | None] | None = None)
 
 def wake_statistics(task_id: int, delay: float) -> None:
     """Look at the task's statistics after ``delay`` seconds: a Celery job, or in the thread mode
-    a timer in this process. An earlier look already planned makes this one unnecessary: that
-    one plans the next."""
+    a timer in this process (in the worker mode the statistics worker looks by itself). An earlier
+    look already planned makes this one unnecessary: that one plans the next."""
     mode = settings.EVALSERVER_STATISTICS_MODE
     if mode == "thread":
         _wake_in_thread(task_id, delay)

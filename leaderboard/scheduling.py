@@ -197,6 +197,15 @@ def finish(claim: Claim, outcome: str) -> bool:
     return requested is not None and requested > claim.generation
 
 
+def give_back(claim: Claim) -> None:
+    """Release a claim whose computation was cut off (its process told to stop): the request stays
+    pending and is due at once, so the next process to look computes it without waiting for the
+    lease to lapse."""
+    StatisticsState.objects.filter(pk=claim.state_id, claim_token=claim.token).update(
+        claim_token="", computing=None, running_since=None, heartbeat_at=None,
+        pending_since=Coalesce(F("pending_since"), Value(timezone.now(), output_field=DateTimeField())))
+
+
 def forget(task_id: int, phase_id: int | None) -> None:
     """Drop the board's stored statistics because the board changed under them (results
     published or withdrawn): no computation claimed before now may store its result."""
@@ -212,6 +221,13 @@ def heartbeat(claim: Claim) -> Iterator[None]:
     rows = StatisticsState.objects.filter(pk=claim.state_id, claim_token=claim.token)
     with leases.heartbeat(rows, HEARTBEAT_SECONDS, f"statistics-state-{claim.state_id}", join_timeout=30):
         yield
+
+
+def pending_task_ids() -> list[int]:
+    """Tasks with a board that ``run_due`` serves whose request no computation has served and no
+    live claim holds: what the statistics worker (``leaderboard.worker``) looks at, due or not."""
+    return sorted(set(StatisticsState.objects.filter(_shown(), _unheld(timezone.now()), requested__gt=F("completed"))
+                      .values_list("task_id", flat=True)))
 
 
 def overdue_task_ids(slack: float = 60.0) -> list[int]:

@@ -288,6 +288,11 @@ def compute_claimed(task: Task, claim: Claim) -> bool:
     except Exception as error:  # the board must not stay claimed, whatever went wrong (time limit included)
         log.exception("statistics of %s could not be computed", board)
         outcome = f"failed: {type(error).__name__}: {str(error).strip()[:200]}"
+    except BaseException:
+        # Told to stop (the statistics worker's SIGTERM, Ctrl-C in a command): nothing failed, the
+        # request stays pending and the next process computes it at once, not after the lease.
+        scheduling.give_back(claim)
+        raise
     dirty = scheduling.finish(claim, outcome)
     log.info("statistics of %s: generation %s finished in %.2f s: %s%s", board, claim.generation,
              time.monotonic() - claim.started, outcome, " (dirty: one follow-up)" if dirty else "")

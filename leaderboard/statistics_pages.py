@@ -240,7 +240,7 @@ def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dic
     status = scheduling.board_status(task.pk, phase.pk if phase else None)
     on_board = {row["id"] for row in board.rows}
     covered = len(on_board & set(record.run_ids)) if record is not None else 0
-    if status.mode in ("thread", "celery") and not board.hidden_reason:
+    if status.mode in ("thread", "celery", "worker") and not board.hidden_reason:
         if status.state is None and len(on_board) >= 2:
             # Scored before any computation was ever requested (e.g. while statistics were off).
             scheduling.request(task.pk, [phase.pk if phase else None])  # this board, not its neighbours
