@@ -25,6 +25,7 @@ tags and embeds them once into arrays (``PreparedReferences.to_arrays``, seriali
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -190,7 +191,7 @@ class PosEncoder:
         global _FORK_ENCODER, _FORK_METHOD
         _FORK_ENCODER, _FORK_METHOD = self, method
         try:
-            with context.Pool(self.n_process) as pool:
+            with context.Pool(self.n_process, initializer=_default_signals) as pool:
                 return pool.map(_run_in_worker, chunks)
         finally:
             _FORK_ENCODER = None
@@ -226,6 +227,14 @@ class PosEncoder:
 
 _FORK_ENCODER: PosEncoder | None = None
 _FORK_METHOD = "_encode_local"
+
+
+def _default_signals() -> None:
+    # A forked tagger inherits its parent's signal handlers: the background scoring worker's raise
+    # to give a run back, and printed a traceback from every tagger when the pool ended them with
+    # SIGTERM after each large run. A tagger just ends on SIGTERM; Ctrl-C is its parent's to handle.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_in_worker(texts: list[str]) -> object:

@@ -168,6 +168,29 @@ def test_two_processes_give_the_same_rows():
     assert np.array_equal(one, two)
 
 
+def test_taggers_end_quietly_when_their_parent_gives_runs_back_on_sigterm(capfd):
+    """The background scoring worker raises on SIGTERM (to give a run back); its forked taggers
+    inherited that handler and printed a traceback each time the pool ended them after a large
+    run. They end on SIGTERM as any process does: nothing on the console, the same rows."""
+    import signal
+
+    class GiveBack(BaseException):
+        pass
+
+    def give_back(number, frame):
+        raise GiveBack()
+
+    texts = [f"Sentence number {k} talks about chess and printers." for k in range(600)]
+    previous = signal.signal(signal.SIGTERM, give_back)
+    try:
+        two = PosEncoder(batch_size=100, n_process=2).encode(texts)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert np.array_equal(two, PosEncoder(batch_size=100).encode(texts))
+    printed = capfd.readouterr()
+    assert "Traceback" not in printed.err and "GiveBack" not in printed.err, printed.err[-2000:]
+
+
 def test_long_texts_in_small_batches_and_blocks_give_the_same_rows(monkeypatch):
     """spaCy's batch bounded by characters and the encoder's blocks (issue 28: 256 long responses
     took 2.2 GB while tagged) change no row: the rows of one batch and one block, bit for bit."""
