@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +62,12 @@ def ms(seconds: float) -> str:
 
 def describe(result: LoadResult) -> str:
     others = {status: count for status, count in result.statuses.items() if status not in (200, 304)}
+    decoded = [seconds for seconds in result.decoding if seconds]
+    # The readers' own gzip decompression, after each latency's clock stopped (tests.workers._reader).
+    decoding = (f"; the readers' decompression {ms(sum(decoded) / len(decoded))} an answer, p95 with it "
+                f"{ms(result.percentile_with_decoding(0.95))}") if decoded else ""
     return (f"{result.requests} requests, {result.throughput:.0f}/s, p50 {ms(result.percentile(0.5))}, "
-            f"p95 {ms(result.percentile(0.95))}, p99 {ms(result.percentile(0.99))}"
+            f"p95 {ms(result.percentile(0.95))}, p99 {ms(result.percentile(0.99))}{decoding}"
             + (f", NOT ANSWERED: {others}" if others else ""))
 
 
@@ -101,16 +106,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readers", type=int, default=50)
     parser.add_argument("--requests", type=int, default=20, help="requests per reader and path")
     parser.add_argument("--uploads", type=int, default=0, help="also time this many uploads of each demo kind")
+    parser.add_argument("--statistics", choices=("worker", "thread"), default="worker",
+                        help="where the embedded default computes statistics: its statistics worker (now), or a "
+                             "thread of the scoring worker (before issue 28's third round), for a figure of each")
     parser.add_argument("--response-items", type=int, default=0,
                         help="also time uploads of a response run of this many items (benchmarks/response_speed.py's "
                              "generated responses, 3 references each) to a task of its own")
+    parser.add_argument("--quiet-wait", type=float, default=900,
+                        help="seconds to wait for every statistics computation to end before the last response upload")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embedded-serve-"))
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("CELERY_", "EVALSERVER_", "DJANGO_", "CACHE_URL", "DATABASE_URL"))}
     env.update(EVALSERVER_VAR_DIR=str(work / "var"), DJANGO_SECURE="false", PYTHONPATH=str(ROOT),
                DJANGO_SETTINGS_MODULE="evalserver.settings",
-               EVALSERVER_UPLOAD_RATE="100000/min")
+               EVALSERVER_UPLOAD_RATE="100000/min", EVALSERVER_STATISTICS_MODE=args.statistics)
     port = free_port()
     log_path = work / "server.log"
     server = None
@@ -144,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         json_path, page_path = "/api/v1/tasks/bench/leaderboard/", "/tasks/bench/"
         board = call(base + json_path)
         if board.status != 200:
-            say(f"the board answered {board.status}: {board.body[:500]!r}")
+            say(f"the board answered {board.status}: {board.body[:500]!r}\n" + log_path.read_text()[-3000:])
             return 2
         rows = len(board.json()["runs"])
         say(f"serving; {rows} runs on the board; processes: {1 + len(descendants(server.pid))}")
@@ -164,8 +174,16 @@ def main(argv: list[str] | None = None) -> int:
             upload_times(base, work / "var", args.uploads)
         if response_token:
             content = (work / "response-run.json").read_bytes()
+            # The seeded board's statistics (503 runs: minutes of computation) start with the server,
+            # so these uploads are scored while statistics are computed, as in a busy shared task.
             for number in range(3):  # the first after the start, then warm
-                timed_upload(base, "resp", response_token, content, f"resp-{number}")
+                timed_upload(base, "resp", response_token, content, f"resp-{number}",
+                             during=lambda: computing(base))
+            # Then once more with nothing else to do: every board's statistics stored.
+            deadline = time.monotonic() + args.quiet_wait
+            while (computing(base) or queued(base)) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            timed_upload(base, "resp", response_token, content, "resp-alone", during=lambda: computing(base))
         processes = [server.pid, *descendants(server.pid)]
         started = time.monotonic()
         os.kill(server.pid, signal.SIGTERM)  # as the README test stops it: the pid dev.py was started as
@@ -196,7 +214,24 @@ def setup_response_task(env: dict[str, str], work: Path, items: int) -> str:
     return made.stdout.strip().splitlines()[-1].split()[-1]
 
 
-def timed_upload(base: str, slug: str, token: str, content: bytes, name: str) -> None:
+BOARDS = ("bench", "resp")
+
+
+def computing(base: str) -> list[str]:
+    """The boards (of the seeded task and the response task) whose statistics are being computed now."""
+    return [slug for slug in BOARDS
+            if "being computed" in call(f"{base}/tasks/{slug}/statistics/status.json").json()["message"]]
+
+
+def queued(base: str) -> list[str]:
+    return [slug for slug in BOARDS if call(f"{base}/tasks/{slug}/statistics/status.json").json()["waiting"]]
+
+
+def timed_upload(base: str, slug: str, token: str, content: bytes, name: str,
+                 during: Callable[[], list[str]] | None = None) -> None:
+    """Upload, then follow the run until done; ``during`` says which statistics were being computed
+    when the upload was sent and when the run was done."""
+    before = during() if during else []
     started = time.perf_counter()
     reply = upload(base, slug, token, content, name)
     answered = time.perf_counter() - started
@@ -208,8 +243,12 @@ def timed_upload(base: str, slug: str, token: str, content: bytes, name: str) ->
     while status not in ("done", "failed"):
         time.sleep(0.05)
         status = call(f"{base}/api/v1/runs/{run_id}/", token).json()["status"]
-    print(f"upload {slug} ({len(content)} bytes): answered {reply.status} in {ms(answered)}, {status} "
-          f"after {ms(time.perf_counter() - started)}", flush=True)
+    took = time.perf_counter() - started
+    after = during() if during else []
+    busy = "" if during is None else (f" (statistics being computed at the upload: {', '.join(before) or 'none'}; "
+                                      f"when done: {', '.join(after) or 'none'})")
+    print(f"upload {slug} {name} ({len(content)} bytes): answered {reply.status} in {ms(answered)}, {status} "
+          f"after {ms(took)}{busy}", flush=True)
 
 
 def upload_times(base: str, var: Path, count: int) -> None:

@@ -231,6 +231,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", default=60, minimum=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if env.bool("DATABASE_SERVER_SIDE_BINDING", default=True):
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault("server_side_binding", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Without CACHE_URL: files in var/cache, a cache every process of the machine shares (gunicorn's

@@ -51,23 +51,36 @@ def require_postgres() -> None:
         pytest.skip(message)
 
 
+def isolated_settings(media_root: Any, cache_location: str) -> dict[str, Any]:
+    """What every test runs with: uploads in a folder of its own, no statistics (tests of them switch
+    them on), a local cache of its own. Also for state built once for several tests
+    (``override_settings``), which the per-test fixture below cannot reach."""
+    from django.conf import settings
+
+    return {
+        "MEDIA_ROOT": media_root,
+        "EVALSERVER_STATISTICS_MODE": "off",
+        # No clock thread per test process: tests call tasks.phaseclock.advance with the time they choose.
+        "EVALSERVER_PHASE_CLOCK_MODE": "off",
+        # Pool jobs run where they are started (tests of the background modes switch those on).
+        "EVALSERVER_POOL_JOB_MODE": "sync",
+        "CACHES": {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                               "LOCATION": cache_location}},
+        "RATELIMIT_ENABLE": True,
+        # Pages render without a prior collectstatic (the manifest storage needs one).
+        "STORAGES": {**settings.STORAGES,
+                     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}},
+        # Real hashing costs ~0.3 s a user; tests are not about password strength.
+        "PASSWORD_HASHERS": ["django.contrib.auth.hashers.MD5PasswordHasher"],
+    }
+
+
 @pytest.fixture(autouse=True)
 def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Uploads in a temporary folder, no statistics (tests of them switch them on), a fresh cache."""
-    settings.MEDIA_ROOT = tmp_path_factory.mktemp("uploads")
-    settings.EVALSERVER_STATISTICS_MODE = "off"
-    # No clock thread per test process: tests call tasks.phaseclock.advance with the time they choose.
-    settings.EVALSERVER_PHASE_CLOCK_MODE = "off"
-    # Pool jobs run where they are started (tests of the background modes switch those on).
-    settings.EVALSERVER_POOL_JOB_MODE = "sync"
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                   "LOCATION": f"test-{os.getpid()}-{id(settings)}"}}
-    settings.RATELIMIT_ENABLE = True
-    # Pages render without a prior collectstatic (the manifest storage needs one).
-    settings.STORAGES = {**settings.STORAGES,
-                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
-    # Real hashing costs ~0.3 s a user; tests are not about password strength.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    for name, value in isolated_settings(tmp_path_factory.mktemp("uploads"),
+                                         f"test-{os.getpid()}-{id(settings)}").items():
+        setattr(settings, name, value)
     from django.core.cache import cache
 
     cache.clear()

@@ -127,7 +127,7 @@ def test_a_boolean_it_cannot_read_stops_the_start(tmp_path: Path, name: str) -> 
     *((name, "12x", "is not a whole number") for name in NUMBERS),
     ("EVALSERVER_RUN_MAX_BYTES", "100", "is out of range: use a whole number at least 1024"),
     ("DJANGO_HSTS_SECONDS", "-1", "is out of range: use a whole number at least 0"),
-    ("EVALSERVER_STATISTICS_MODE", "threads", "is not one of celery, thread, sync, off"),
+    ("EVALSERVER_STATISTICS_MODE", "threads", "is not one of celery, worker, thread, sync, off"),
     ("EVALSERVER_LOG_LEVEL", "LOUD", "is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ("EVALSERVER_LOGIN_RATE", "10 per minute", "is not a rate"),
     ("EVALSERVER_UPLOAD_RATE", "0/m", "is not a rate"),

@@ -22,18 +22,22 @@ A response leaks when its body holds one of those numbers as the JSON and the CS
 (``repr``) or as the pages and the LaTeX export round it (4 decimals). Numbers that some allowed
 number also formats to are left out of the search (they cannot tell a leak from a coincidence).
 
-Every phase state is one test that builds the world; inside it, the statistics are first those
-stored while the final results were published (the worst stale records a page could still read
-between a withdrawal and the recomputation) and then freshly computed ones.
+Every phase state is one test; the states of a test process share one world, built once and
+rolled back to after each (``leak_base``). In each state the statistics are first those stored
+while the final results were published (the worst stale records a page could still read between a
+withdrawal and the recomputation) and then freshly computed ones.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -47,7 +51,7 @@ from leaderboard.models import TaskStatistics
 from leaderboard.statistics import compute_task_statistics
 from tasks import changes, organising, submissions
 from tasks.models import GoldVersion, Phase, Run, Score, ScoreVector, Task, Team
-from tests.conftest import World, committing, make_world, run_bytes
+from tests.conftest import World, committing, isolated_settings, make_world, run_bytes
 
 # Every named URL of evalserver/urls.py, by what it serves. A new URL fails
 # test_every_url_is_classified until it is added here (and so walked below).
@@ -479,30 +483,57 @@ def test_every_url_is_classified() -> None:
     assert not set(URL_KINDS) - set(names), f"URL_KINDS names URLs that are gone: {set(URL_KINDS) - set(names)}"
 
 
+@pytest.fixture(scope="class")
+def leak_base(django_db_setup: None, django_db_blocker: Any,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LeakWorld, Path]]:
+    """The world and what every state starts from, built once for the states a test process runs
+    (it was rebuilt for each, 26 s of the CI command's 15 minutes each time): statistics stored
+    while the final results were public, then a run hidden by its team after that computation (the
+    stored statistics still hold it). Built in a transaction of its own, in which each state's
+    test is a savepoint that is rolled back (pytest-django's ``db``), and rolled back at the end."""
+    from django.db import transaction
+    from django.test import override_settings
+
+    media = tmp_path_factory.mktemp("leak-uploads")
+    with django_db_blocker.unblock(), override_settings(**isolated_settings(media, f"leak-{os.getpid()}")):
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            leak = build_world()
+            enter_state(leak, "final", False, True)
+            compute_task_statistics(leak.world.task.pk)
+            with committing():
+                Run.objects.filter(name="test-c1").update(is_public=False)
+                changes.board_changed(leak.world.task)
+            yield leak, media
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
 @pytest.mark.slow  # every URL x parameter class x role, in every state: dev.py test --quick leaves it out
 @pytest.mark.django_db
-@pytest.mark.parametrize("state", STATES, ids=[state.name for state in STATES])
-def test_no_forbidden_score_in_any_response(state: State, settings: Any) -> None:
-    # The production shape's lookups (task and phases from the shared cache, renewed by the
-    # signals) and sessions in the cache: about half the queries per request, same rules.
-    settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
-    settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
-    leak = build_world()
-    # Statistics as stored while the final results were public, then the state is entered: the
-    # pages must not serve numbers those records hold but the state forbids.
-    enter_state(leak, "final", False, True)
-    compute_task_statistics(leak.world.task.pk)
-    # A run hidden by its team after that computation: the stored statistics still hold it.
-    with committing():
-        Run.objects.filter(name="test-c1").update(is_public=False)
-        changes.board_changed(leak.world.task)
-    enter_state(leak, state.running, state.test_published, state.final_published)
-    # Stale statistics can only reach the pages and exports of boards.
-    problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
-    compute_task_statistics(leak.world.task.pk)
-    problems += walk(leak, state, tuple(PHASE_VALUES), "fresh",
-                     (BOARD, ORGANISER, RUN, TASK_RUNS, ORGANISER_API, PAGE, POST, DATA))
-    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
+class TestEveryState:
+    """One test per phase state; the states share ``leak_base`` (a class, so that the world's
+    transaction ends before any other test of this module runs)."""
+
+    @pytest.mark.parametrize("state", STATES, ids=[state.name for state in STATES])
+    def test_no_forbidden_score_in_any_response(self, state: State, settings: Any,
+                                                leak_base: tuple[LeakWorld, Path]) -> None:
+        leak, media = leak_base
+        leak.numbers.clear()  # per role, in the state entered
+        settings.MEDIA_ROOT = media  # the run files the world's uploads stored
+        # The production shape's lookups (task and phases from the shared cache, renewed by the
+        # signals) and sessions in the cache: about half the queries per request, same rules.
+        settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
+        settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
+        enter_state(leak, state.running, state.test_published, state.final_published)
+        # Stale statistics can only reach the pages and exports of boards.
+        problems = walk(leak, state, STALE_CLASSES, "stale", (BOARD,))
+        compute_task_statistics(leak.world.task.pk)
+        problems += walk(leak, state, tuple(PHASE_VALUES), "fresh",
+                         (BOARD, ORGANISER, RUN, TASK_RUNS, ORGANISER_API, PAGE, POST, DATA))
+        assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
 
 
 # The decisions behind the walk, one by one --------------------------------------------------------
