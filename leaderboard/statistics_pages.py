@@ -55,7 +55,15 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
                              "top_group": len(summary["top_group"]),
                              "powers": [meta.get(f"discriminative_power_{suffix}") for suffix in suffixes],
                              "deltas": [meta.get(f"delta_required_{suffix}") for suffix in suffixes]})
-        charts = _statistics_charts(view, board, record, measures, levels)
+        # Drawn once per board version and stored computation (about 100 ms of a request that
+        # was otherwise a few cached reads): the same inputs as the ASL curves they draw.
+        board_key = board_cache_key(view.task, view.phase, view.organiser, phases=view.phases)
+        charts_key = cachekeys.statistics_charts(board_key, record.pk, record.generation,
+                                                 record.computed_at.timestamp())
+        charts = cache.get(charts_key)
+        if charts is None:
+            charts = _statistics_charts(view, board, record, measures, levels)
+            cache.set(charts_key, charts, CACHE_SECONDS)
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures,
         "levels": levels, "settings": settings_lines(task, board), **charts,

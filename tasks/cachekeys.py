@@ -59,6 +59,11 @@ def asl_curves(board_key: str, record_pk: int, generation: int, computed_at: flo
     return f"asl:{board_key}:{record_pk}:{generation}:{computed_at}"
 
 
+def statistics_charts(board_key: str, record_pk: int, generation: int, computed_at: float) -> str:
+    """A statistics page's pictures (power bars, ASL curves, Kendall heat maps) as drawn for a board."""
+    return f"statcharts:{board_key}:{record_pk}:{generation}:{computed_at}"
+
+
 def board_section(board_key: str, tab: str, sort: str, show: str, statistics_token: str) -> str:
     """A task page's rendered board, per tab, sort, view and state of its statistics."""
     return f"page:{board_key}:{tab}:{sort}:{show}:{statistics_token}"

@@ -152,3 +152,23 @@ def test_a_measure_where_higher_is_better_gets_its_heat_map_sign_from_its_direct
     assert cells[("quality.A.rsnod", "quality.A.nmd")] == pytest.approx(expected, abs=5e-4)
     assert np.isclose(cells[("quality.A.nmd", "quality.S.nmd")], kendalltau(
         nmd, matrix_of(board, "quality.S.nmd", run_ids).mean(axis=0)).statistic, atol=5e-4)
+
+
+@pytest.mark.django_db
+def test_the_pictures_are_drawn_once_per_computation_and_again_for_a_new_one(board: World, monkeypatch) -> None:  # noqa: F811
+    """The charts were drawn at every request (about 100 ms of a statistics page); they are kept
+    with the board version and the stored computation, so a new run's statistics draw new ones."""
+    from leaderboard import statistics_pages
+
+    real, drawn = statistics_pages._statistics_charts, []
+    monkeypatch.setattr(statistics_pages, "_statistics_charts",
+                        lambda *args: drawn.append(args[2].generation) or real(*args))
+    url = f"/tasks/{board.task.slug}/statistics/"
+    first = Client().get(url).content.decode()
+    second = Client().get(url).content.decode()
+    assert len(drawn) == 1 and first == second
+    assert "run pairs sorted by p-value (10 pairs)" in first
+    submit(board, board.bob, 0.3, 4, "fourth")  # sync statistics: a new computation over 6 runs
+    third = Client().get(url).content.decode()
+    assert len(drawn) == 2 and drawn[1] > drawn[0]
+    assert "run pairs sorted by p-value (15 pairs)" in third
