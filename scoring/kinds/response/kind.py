@@ -79,6 +79,7 @@ import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -1230,22 +1231,12 @@ class ResponseKind(Kind):
             raise ValueError("no context of the run is among the items to score")
         return gold_items, np.searchsorted(answered, gold_items), n_missing
 
-    def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
-              items: np.ndarray | None = None) -> Scored:
-        gold_items, positions, n_missing = self._scored_items(run, gold, items)
-        responses = [run.run.responses[position] for position in positions]
-        per_item: dict[str, np.ndarray] = {}
-        headlines: dict[str, float] = {}
-        statistics: dict[str, np.ndarray] = {}
-        settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
-        warnings = list(run.warnings)
-        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
-                    for key in config.measures if key in BLEU_KEYS]
-        if gold.has_extended:
-            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
-                                                                      "parrot)"}))
-        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
-                      for key, options, _ in families}
+    @staticmethod
+    def _bleu_family(families: list[tuple[str, Any, dict[str, str]]], references: dict[str, Any],
+                     responses: list[str], gold_items: np.ndarray, config: ResponseConfig,
+                     per_item: dict[str, np.ndarray], headlines: dict[str, float],
+                     statistics: dict[str, np.ndarray], settings: dict[str, Any]) -> None:
+        """BLEU, deltaBLEU and vBLEU of the responses, into the score's dictionaries."""
         blocks: dict[str, list[np.ndarray]] = {key: [] for key, _, _ in families}
         for start, stop in text_blocks(responses) if families else ():
             # A block of responses at a time, tokenised once per case and tokeniser for every
@@ -1264,15 +1255,43 @@ class ResponseKind(Kind):
             per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
             headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
             settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(), **extra}
-        if config.needs_posscore:
-            encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
-            warnings += tagging_warnings
-            if "posscore" in config.measures:
-                # Tagged and scored a block of responses at a time, like BLEU: a response's row
-                # (2 d + 4 numbers, 4.8 KB at 300 dimensions) is needed only until it is scored.
-                per_item["posscore"] = np.concatenate([
-                    score_rows(encoder.encode(responses[start:stop]), prepared, gold_items[start:stop])
-                    for start, stop in text_blocks(responses)])
+
+    def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
+              items: np.ndarray | None = None) -> Scored:
+        gold_items, positions, n_missing = self._scored_items(run, gold, items)
+        responses = [run.run.responses[position] for position in positions]
+        per_item: dict[str, np.ndarray] = {}
+        headlines: dict[str, float] = {}
+        statistics: dict[str, np.ndarray] = {}
+        settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
+        warnings = list(run.warnings)
+        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
+                    for key in config.measures if key in BLEU_KEYS]
+        if gold.has_extended:
+            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
+                                                                      "parrot)"}))
+        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
+                      for key, options, _ in families}
+        with ExitStack() as cleanup:
+            posscore_blocks: list[Any] = []
+            if config.needs_posscore:
+                encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
+                warnings += tagging_warnings
+                if "posscore" in config.measures:
+                    # Tagged and scored a block of responses at a time, like BLEU: a response's row
+                    # (2 d + 4 numbers, 4.8 KB at 300 dimensions) is needed only until it is scored.
+                    # The first block's tagging starts now, in the forked taggers where they are
+                    # used, and BLEU below is computed here meanwhile instead of after it.
+                    posscore_blocks = list(text_blocks(responses))
+                    first = cleanup.enter_context(encoder.encode_started(responses[slice(*posscore_blocks[0])])) \
+                        if posscore_blocks else None
+            self._bleu_family(families, references, responses, gold_items, config, per_item, headlines,
+                              statistics, settings)
+            if posscore_blocks:
+                rows = [score_rows(first.rows(), prepared, gold_items[slice(*posscore_blocks[0])])]
+                rows += [score_rows(encoder.encode(responses[start:stop]), prepared, gold_items[start:stop])
+                         for start, stop in posscore_blocks[1:]]
+                per_item["posscore"] = np.concatenate(rows)
                 headlines["posscore"] = float(per_item["posscore"].mean())
                 settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
                                         "references_tagged_by": {name: tagging.get(name) for name in

@@ -168,6 +168,27 @@ def test_two_processes_give_the_same_rows():
     assert np.array_equal(one, two)
 
 
+def test_an_encoding_started_early_gives_the_same_rows_and_leaves_no_tagger_behind():
+    """The response kind starts POSSCORE's tagging before it computes BLEU (the taggers work
+    meanwhile); the rows are those of a plain encode, repeated texts included, and a start whose
+    rows are never asked for still ends its processes."""
+    import multiprocessing
+
+    texts = [f"Sentence number {k % 450} talks about chess and printers." for k in range(600)]
+    expected = PosEncoder(batch_size=100).encode(texts)
+    encoder = PosEncoder(batch_size=100, n_process=2)
+    with encoder.encode_started(texts) as started:
+        assert started.workers is not None and len(multiprocessing.active_children()) == 2
+        sum(range(10**5))  # this process is free while they tag
+        assert np.array_equal(started.rows(), expected)
+    assert multiprocessing.active_children() == []
+    with encoder.encode_started(texts):
+        pass  # an error before rows(): the taggers end all the same
+    assert multiprocessing.active_children() == []
+    with PosEncoder(batch_size=100).encode_started(texts) as alone:  # one process: made on rows()
+        assert alone.workers is None and np.array_equal(alone.rows(), expected)
+
+
 def test_taggers_end_quietly_when_their_parent_gives_runs_back_on_sigterm(capfd):
     """The background scoring worker raises on SIGTERM (to give a run back); its forked taggers
     inherited that handler and printed a traceback each time the pool ended them after a large
