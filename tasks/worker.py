@@ -161,6 +161,7 @@ class Worker(BackgroundLoop):
             log.warning("run %s: its previous worker died while scoring it; scoring it again", run_id)
             Run.objects.filter(pk=run_id, attempts=attempts).update(interruptions=F("interruptions") + 1)
         outcome = "not scored"
+        started = time.monotonic()
         try:
             self.scoring, self.busy = run_id, True
             signal.setitimer(signal.ITIMER_REAL, settings.CELERY_TASK_SOFT_TIME_LIMIT)
@@ -187,7 +188,9 @@ class Worker(BackgroundLoop):
             self.scoring, self.busy = None, False
             release_connections()
         # A run another attempt already took is nothing a person watching the console must act on.
-        log.log(logging.DEBUG if outcome.startswith("skipped") else logging.INFO, "run %s: %s", run_id, outcome)
+        # With its time: what an organiser watching the console wants to know of a large run.
+        log.log(logging.DEBUG if outcome.startswith("skipped") else logging.INFO, "run %s: %s in %.2f s", run_id,
+                outcome, time.monotonic() - started)
         return outcome
 
     def sweep(self) -> None:

@@ -189,6 +189,8 @@ def test_gunicorn_without_a_broker_runs_both_workers_which_score_then_compute_an
             status = call(f"{base}/tasks/swk/statistics/status.json").json()
             return status["finished_at"] is not None and not status["waiting"]
 
+        # The console says how long each run took to score.
+        assert len(re.findall(r"tasks\.worker: run \d+: done in \d+\.\d\d s", web.log())) == 2, web.log()[-2000:]
         wait_until("the statistics worker to compute the board", stored, 120, web)
         page = call(f"{base}/tasks/swk/statistics/", accept="text/html").body.decode()
         assert "run-0" in page and "run-1" in page
