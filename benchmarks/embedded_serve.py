@@ -15,15 +15,16 @@ serve`` ran before issue 28), for a figure measured the same way in the same run
 Targets (issue 28): board JSON p95 <= 200 ms, page p95 <= 400 ms with 50 readers.
 ``--uploads`` also times uploads of the demo's runs (answered, then shown as done by the API).
 
-Measured 2026-11-27 with ``--uploads 3 --response-items 1500``, the tree before issue 28's second
-round (commit 41344d2, exported) then this one, back to back, on 2 cores busy with other sessions
-(load average 9.3 during the first, 6.9 falling to 2.5 during the second; p95 in ms, "done" in s):
-board JSON gzip 581 -> 339, plain 93 -> 100, page 1,414 -> 268; the 1,500-item response run done
-after 22.3, 20.6, 22.0 -> 9.6, 6.0, 8.6 (each answered 202 in 21-1,476 ms). Again with ``--uploads 1``
-(load 4.3-6.9 during both): gzip 552 -> 392, plain 173 -> 179, page 901 -> 592; the response run
-13.6, 13.8, 14.2 -> 18.3, 12.4, 13.4: under other sessions' load the worker at nice 10 gets a small
-share of the CPU, which the faster tagging only made up for. Both missed the gzip and the warm-run
-targets under that load.
+Measured 2026-11-27, third round (load 1-2, nothing else running), ``--uploads 1 --response-items
+1500``, p95 in ms: board JSON plain 73-96, page 138-301; board JSON gzip from the Python readers 188-254
+to the last byte (295-331 with their own decompression, 33-57 ms an answer on these 2 cores), from wrk
+29-39 (2,077-2,307 answers a second). The 1,500-item response run on the board (s): with the
+statistics worker, 1.24-1.98 warm while a 503-run board's statistics were computed (2.6-2.9 the
+first after the start), 1.24-1.27 warm with nothing computed (2.0 the first after 8 idle minutes);
+with ``--statistics thread`` (the shape before, and before BLEU overlapped POSSCORE's tagging),
+1.31-1.52 warm and once 2.47 (nothing was seen computing at its start or end; the response board's
+own statistics, due 5 s after the run before, probably ran in the scoring worker in between). The
+round before measured 1.43 alone and 2.95 under a 503-run board's statistics in that same process.
 
     .venv/bin/python benchmarks/embedded_serve.py                      # dev.py serve (gunicorn)
     .venv/bin/python benchmarks/embedded_serve.py --server runserver   # the old embedded server
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--response-items", type=int, default=0,
                         help="also time uploads of a response run of this many items (benchmarks/response_speed.py's "
                              "generated responses, 3 references each) to a task of its own")
+    parser.add_argument("--alone", type=int, default=3,
+                        help="response uploads timed once no statistics are computed or queued, one after the other")
     parser.add_argument("--quiet-wait", type=float, default=900,
                         help="seconds to wait for every statistics computation to end before the last response upload")
     args = parser.parse_args(argv)
@@ -192,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
             for number in range(3):  # the first after the start, then warm
                 timed_upload(base, "resp", response_token, content, f"resp-{number}",
                              during=lambda: computing(base))
-            # Then once more with nothing else to do: every board's statistics stored.
-            deadline = time.monotonic() + args.quiet_wait
-            while (computing(base) or queued(base)) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            timed_upload(base, "resp", response_token, content, "resp-alone", during=lambda: computing(base))
+            # Then with nothing else to do: every board's statistics stored before each upload.
+            for number in range(args.alone):
+                deadline = time.monotonic() + args.quiet_wait
+                while (computing(base) or queued(base)) and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                timed_upload(base, "resp", response_token, content, f"resp-alone-{number}",
+                             during=lambda: computing(base))
         processes = [server.pid, *descendants(server.pid)]
         started = time.monotonic()
         os.kill(server.pid, signal.SIGTERM)  # as the README test stops it: the pid dev.py was started as
