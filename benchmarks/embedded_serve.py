@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.workers import LoadResult, call, free_port, read_load_processes, upload  # noqa: E402
+from tests.workers import LoadResult, call, free_port, process_alive, read_load_processes, upload  # noqa: E402
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 JSON_TARGET, PAGE_TARGET = 0.200, 0.400
@@ -90,14 +90,6 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             pending.append(child)
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         os.kill(server.pid, signal.SIGTERM)  # as the README test stops it: the pid dev.py was started as
         server.wait(timeout=60)
         time.sleep(0.5)
-        left = [pid for pid in processes if alive(pid)]
+        left = [pid for pid in processes if process_alive(pid)]
         print(f"{args.server:9s} SIGTERM: stopped in {time.monotonic() - started:.1f} s, exit status "
               f"{server.returncode}, {len(processes)} processes, left running: {left or 'none'}", flush=True)
         return 1 if missed or left else 0

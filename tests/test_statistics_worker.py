@@ -40,6 +40,16 @@ def board_run_ids(world: World) -> set[int]:
     return {row["id"] for row in build_board(world.task, None, organiser=False).rows}
 
 
+@pytest.fixture
+def due_board(world: World, settings) -> World:  # noqa: ANN001 - pytest-django's settings
+    """Two runs scored in the worker mode with no debounce: the board's statistics are due now."""
+    settings.EVALSERVER_STATISTICS_MODE = "worker"
+    settings.EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = 0.0
+    submit(world, world.alice, 1, "one")
+    submit(world, world.bob, 2, "two")
+    return world
+
+
 @pytest.mark.django_db
 def test_in_the_worker_mode_a_score_records_the_request_and_the_worker_computes_it_once_due(
         world: World, settings) -> None:  # noqa: ANN001 - pytest-django's settings
@@ -72,13 +82,11 @@ def test_in_the_worker_mode_a_score_records_the_request_and_the_worker_computes_
 
 
 @pytest.mark.django_db
-def test_a_failing_task_does_not_keep_the_others_from_their_statistics(world: World, settings, monkeypatch) -> None:  # noqa: ANN001
+def test_a_failing_task_does_not_keep_the_others_from_their_statistics(due_board: World, monkeypatch) -> None:  # noqa: ANN001
     from leaderboard import statistics
 
-    settings.EVALSERVER_STATISTICS_MODE = "worker"
-    settings.EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = 0.0
-    submit(world, world.alice, 1, "one")
-    submit(world, world.bob, 2, "two")
+    world = due_board
+
     real = statistics.run_due
     looked: list[int] = []
 
@@ -96,13 +104,11 @@ def test_a_failing_task_does_not_keep_the_others_from_their_statistics(world: Wo
 
 @pytest.mark.django_db
 def test_a_stop_signal_while_computing_gives_the_claim_back_and_the_next_worker_computes_at_once(
-        world: World, settings, monkeypatch) -> None:  # noqa: ANN001
+        due_board: World, monkeypatch) -> None:  # noqa: ANN001
     import leaderboard.statistics as module
 
-    settings.EVALSERVER_STATISTICS_MODE = "worker"
-    settings.EVALSERVER_STATISTICS_DEBOUNCE_SECONDS = 0.0
-    submit(world, world.alice, 1, "one")
-    submit(world, world.bob, 2, "two")
+    world = due_board
+
     real = module.compute_board_statistics
     seen: list[str] = []
 
@@ -146,20 +152,23 @@ def _nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
 def test_gunicorn_without_a_broker_runs_both_workers_which_score_then_compute_and_stop_with_it(
         tmp_path: Path) -> None:
     """The embedded default as ``dev.py serve`` starts it: two uploads are scored by the scoring
     worker and their board's statistics computed by the statistics worker (at nice 19); SIGTERM to
     gunicorn's master stops both workers."""
-    from tests.workers import ROOT, big_gold, big_run, call, free_port, seed_site, start_gunicorn, upload, wait_until
+    from tests.workers import (
+        ROOT,
+        big_gold,
+        big_run,
+        call,
+        free_port,
+        process_alive,
+        seed_site,
+        start_gunicorn,
+        upload,
+        wait_until,
+    )
 
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("CELERY_", "EVALSERVER_", "DJANGO_", "CACHE_URL", "DATABASE_URL"))}
@@ -196,7 +205,7 @@ def test_gunicorn_without_a_broker_runs_both_workers_which_score_then_compute_an
         assert "run-0" in page and "run-1" in page
         os.kill(web.pid, signal.SIGTERM)  # the master alone, as a service manager would
         web.process.wait(timeout=40)
-        wait_until("both workers to stop", lambda: not any(_alive(pid) for pid in pids.values()), 20, web)
+        wait_until("both workers to stop", lambda: not any(process_alive(pid) for pid in pids.values()), 20, web)
         assert "statistics worker stopped" in web.log()
     finally:
         web.stop()

@@ -57,6 +57,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def process_alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, exited and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def wait_until(what: str, condition: Callable[[], bool], timeout: float, *processes: Process,
                interval: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
