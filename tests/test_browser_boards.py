@@ -137,11 +137,16 @@ def test_a_participant_reads_a_run_page_downloads_it_and_compares_two_runs(ux: d
         assert ranked == f"{rank} of {len(board['runs'])}"
         assert page.locator("#per-item table.items tbody tr").count() == 60
         page.locator("#per-item thead a", has_text="E NMD").click()
+        # Sorting is a link to the server: read the cells only once the sorted page has loaded.
+        page.wait_for_selector("#per-item th.sorted >> text=E NMD (best first)")
+        page.wait_for_load_state()  # the sorted page's own load, so every row is there
         # The dialogue, then A, S and E RSNOD and NMD: E NMD is the seventh cell.
         values = [float(cell) for cell in page.eval_on_selector_all(
             "#per-item tbody tr td:nth-child(7)", "cells => cells.map(c => c.textContent)")]
-        assert values == sorted(values)  # lower is better: best first
+        assert len(values) == 60 and values == sorted(values)  # lower is better: best first
         page.locator("#per-item thead a", has_text="E NMD").click()
+        page.wait_for_selector("#per-item th.sorted >> text=E NMD (worst first)")
+        page.wait_for_load_state()
         worst = [float(cell) for cell in page.eval_on_selector_all(
             "#per-item tbody tr td:nth-child(7)", "cells => cells.map(c => c.textContent)")]
         assert worst == sorted(values, reverse=True)
@@ -157,7 +162,8 @@ def test_a_participant_reads_a_run_page_downloads_it_and_compares_two_runs(ux: d
         assert page.locator("figure.line-chart polyline").count() == 1
         page.select_option("#compare-measure", "nugget.jsd")
         page.click(".compare-form button")
-        assert page.inner_text("strong") .startswith("JSD")
+        page.wait_for_url(re.compile(r"measure=nugget\.jsd"))
+        assert page.inner_text("strong").startswith("JSD")
         page.context.close()
 
 
@@ -191,6 +197,7 @@ def test_an_organiser_previews_and_publishes_the_final_results_and_confirms_a_re
     final = read_json(f"{base}/api/v1/tasks/{SLUG}/leaderboard/?phase=final")
     assert len(final["runs"]) == 7 and final["scope"] == "full"
     page.click("text=Re-score every run…")
+    page.wait_for_url(re.compile(r"/rescore/"))
     page.click("#rescore-form button")
     assert "/rescore/" in page.url  # not sent without the tick either
     page.check("#rescore-form input[name=confirm]")
@@ -227,6 +234,8 @@ def test_the_admin_sign_in_past_the_limit_says_why_at_both_widths(superuser: Non
                 page.click("input[type=submit]")
             statuses.append(answer.value.status)
         assert statuses[-1] == 429, statuses
+        # The answer has arrived; wait for the browser to show it before reading the page.
+        page.wait_for_selector("text=Too many sign-in attempts")
         text = page.inner_text("body")
         assert "Too many sign-in attempts from your address. Wait a minute and try again." in text
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
