@@ -112,7 +112,10 @@ class MeasureStatistics(models.Model):
                                else self.summary["residual_variance"]),
             effect_sizes_defined=self.summary.get("effect_sizes_defined", True),
             n_permutations=n_permutations or record.permutations, seed=record.seed or 0,
-            n_dialogues=record.n_items or 0, measure=self.key)
+            n_dialogues=record.n_items or 0, measure=self.key,
+            # Absent from records stored before it was kept: those show the binomial error until
+            # their board's statistics are computed again.
+            mc_variance_inflation=self.summary.get("mc_variance_inflation", 1.0))
 
     def matrices(self, n_permutations: int | None = None) -> dict[str, np.ndarray]:
         """``pvalues``, ``differences``, ``effect_sizes`` (NaN where undefined) and ``mc_se``,

@@ -169,6 +169,9 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
                 # None for corpus measures: no per-item residual, no effect sizes.
                 "residual_variance": _json_ready(float(result.residual_variance)),
                 "effect_sizes_defined": result.effect_sizes_defined,
+                # Above 1 when the recombined method computed the p-values: its Monte Carlo
+                # standard errors are wider than the binomial's (scoring.stats).
+                "mc_variance_inflation": result.mc_variance_inflation,
             }
             pairwise[key] = MeasureStatistics.pack(result)
         results = {key: tested[key].tukey for key in matrices.by_key}

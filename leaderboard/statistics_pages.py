@@ -280,8 +280,12 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     entry = _on_board(stored.entry(), board)
     labels = _run_labels(record, board, entry["run_ids"])
     column = board.column(key)
+    # Above 1 when the recombined method computed the p-values (scoring.stats): the page says so,
+    # and by how much its Monte Carlo standard errors exceed independent draws'.
+    inflation = float(entry.get("mc_variance_inflation", 1.0))
+    widening = f"{100 * (inflation ** 0.5 - 1):.1f}" if inflation > 1.0 else ""
     return render(request, "leaderboard/pvalues.html", {
-        "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels),
+        "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels), "widening": widening,
         "shade_bounds": SHADE_BOUNDS, "board": board, "headline": entry.get("headline", "mean"),
         "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
 

@@ -133,7 +133,13 @@ class TukeyHSDResult:
       additive in dialogue and run effects), since the ratio is then undefined.
     * ``residual_variance``: V_E of the two-way ANOVA without replication, see
       :func:`residual_variance`.
-    * ``mc_standard_errors[i, j] = sqrt(p (1 - p) / B)``: Monte Carlo standard error of p.
+    * ``mc_standard_errors[i, j] = sqrt(mc_variance_inflation p (1 - p) / B)``: Monte Carlo
+      standard error of p.
+    * ``mc_variance_inflation``: how much the Monte Carlo variance of p exceeds the binomial
+      ``p (1 - p) / B`` of B independent steps. 1 for the full test; for the recombined method
+      the inflation its plan was chosen under (see "recombined steps" below), a bound on what
+      ``benchmarks/tukey_recombined.py --calibrate`` measured, so that the standard error printed
+      is not smaller than the method's.
     """
 
     measure: str
@@ -147,13 +153,15 @@ class TukeyHSDResult:
     mc_standard_errors: np.ndarray
     n_permutations: int
     seed: int
+    mc_variance_inflation: float = 1.0
 
     @classmethod
     def from_stored(cls, entry: Mapping[str, Any], *, permutations: int, seed: int, n_dialogues: int) -> TukeyHSDResult:
         """Rebuild a result from stored JSON numbers (e.g. to feed :mod:`scoring.exports`).
 
         ``entry`` holds lists (or arrays) under ``means``, ``pvalues``, ``differences``,
-        ``effect_sizes`` (None read as NaN), ``mc_se`` and, optionally, ``residual_variance`` and ``measure``;
+        ``effect_sizes`` (None read as NaN), ``mc_se`` and, optionally, ``residual_variance``,
+        ``mc_variance_inflation`` and ``measure``;
         other keys are ignored. Only the stored numbers come back: nothing is recomputed.
         """
 
@@ -185,6 +193,7 @@ class TukeyHSDResult:
             mc_standard_errors=mc_se,
             n_permutations=int(permutations),
             seed=int(seed),
+            mc_variance_inflation=_check_inflation(entry.get("mc_variance_inflation", 1.0)),
         )
 
     @classmethod
@@ -199,12 +208,13 @@ class TukeyHSDResult:
         seed: int,
         n_dialogues: int,
         measure: str = "",
+        mc_variance_inflation: float = 1.0,
     ) -> TukeyHSDResult:
         """Rebuild a full result from its sufficient numbers, bit for bit.
 
         ``counts`` are the exceedance counts ``#{b : range_b >= |differences[i, j]|}`` of the
         pairs i < j in row-major order (:meth:`exceedance_counts`); ``means``, ``residual_variance``
-        and ``effect_sizes_defined`` come from the original result. p-values, differences,
+        ``effect_sizes_defined`` and ``mc_variance_inflation`` come from the original result. p-values, differences,
         effect sizes and Monte Carlo standard errors are recomputed with the formulas of
         :func:`randomised_tukey_hsd`, in the same order of operations, so every matrix equals the
         original exactly (k (k - 1) / 2 counts stand in for four k x k matrices in storage).
@@ -227,7 +237,8 @@ class TukeyHSDResult:
             effect_sizes = differences / math.sqrt(residual_variance)
         else:
             effect_sizes = np.full_like(differences, np.nan)
-        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+        inflation = _check_inflation(mc_variance_inflation)
+        mc_se = _mc_standard_errors(pvalues, n_permutations, inflation)
         _freeze(means, pvalues, differences, effect_sizes, mc_se)
         return cls(
             measure=measure,
@@ -241,6 +252,7 @@ class TukeyHSDResult:
             mc_standard_errors=mc_se,
             n_permutations=n_permutations,
             seed=int(seed),
+            mc_variance_inflation=inflation,
         )
 
     def exceedance_counts(self) -> np.ndarray:
@@ -443,9 +455,25 @@ def _freeze(*arrays: np.ndarray) -> None:
         array.setflags(write=False)
 
 
-def _tukey_result(name: str, x: np.ndarray, pvalues: np.ndarray, n_permutations: int, seed: int) -> TukeyHSDResult:
+def _check_inflation(value: Any) -> float:
+    inflation = float(value)
+    if not (math.isfinite(inflation) and inflation >= 1.0):
+        raise ValueError(f"mc_variance_inflation must be a finite number >= 1; got {value!r}")
+    return inflation
+
+
+def _mc_standard_errors(pvalues: np.ndarray, n_permutations: int, inflation: float) -> np.ndarray:
+    """``sqrt(inflation p (1 - p) / B)``; the binomial's own order of operations when the inflation
+    is 1, so that results of the full test stay bit for bit what they were."""
+    if inflation == 1.0:
+        return np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+    return np.sqrt(inflation * (pvalues * (1.0 - pvalues)) / n_permutations)
+
+
+def _tukey_result(name: str, x: np.ndarray, pvalues: np.ndarray, n_permutations: int, seed: int,
+                  inflation: float = 1.0) -> TukeyHSDResult:
     means, differences, effect_sizes, v_e = _pair_summaries(x)
-    mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+    mc_se = _mc_standard_errors(pvalues, n_permutations, inflation)
     _freeze(means, pvalues, differences, effect_sizes, mc_se)
     return TukeyHSDResult(
         measure=name,
@@ -459,6 +487,7 @@ def _tukey_result(name: str, x: np.ndarray, pvalues: np.ndarray, n_permutations:
         mc_standard_errors=mc_se,
         n_permutations=n_permutations,
         seed=seed,
+        mc_variance_inflation=inflation,
     )
 
 
@@ -820,6 +849,16 @@ def _recombine_plan(n_dialogues: int, n_runs: int, n_permutations: int) -> tuple
     return groups, divisor, max(1, -(-n_permutations // divisor))
 
 
+def recombined_variance_inflation(n_dialogues: int, n_runs: int, n_permutations: int) -> float:
+    """The modelled inflation ``1 + INFLATION_SCALE D / (G (k - 1)^(1/3))`` of the Monte Carlo
+    variance of a recombined p-value over the binomial, with the G and D of the plan: what the
+    recombined results report (``TukeyHSDResult.mc_variance_inflation``). The model meets or
+    exceeds the measured inflation (see above), so the standard error it gives errs on the large
+    side; it is at most ``1 + INFLATION_BUDGET`` whenever the plan could honour the budget."""
+    groups, divisor, _ = _recombine_plan(n_dialogues, n_runs, n_permutations)
+    return 1.0 + float(INFLATION_SCALE) * divisor / (groups * max(1, n_runs - 1) ** (1.0 / 3.0))
+
+
 def _group_bounds(n_dialogues: int, groups: int) -> list[tuple[int, int]]:
     edges = [n_dialogues * g // groups for g in range(groups + 1)]
     return list(itertools.pairwise(edges))
@@ -1156,7 +1195,9 @@ def randomised_tukey_hsd(
             stacked[:, :, m] = x - x.mean(axis=1, keepdims=True)
         ranges = _recombined_ranges(stacked, seed, n_permutations, use_numba)
         del stacked
+        inflation = recombined_variance_inflation(n, k, n_permutations)
     else:
+        inflation = 1.0
         centred = [x - x.mean(axis=1, keepdims=True) for x in checked.values()]
         compute = _ranges_numba if use_numba else _ranges_numpy
         ranges = compute(centred, seed, n_permutations, chunk_size)
@@ -1165,7 +1206,7 @@ def randomised_tukey_hsd(
     for m, (name, x) in enumerate(checked.items()):
         means = x.mean(axis=0)
         pvalues = _pvalues_from_ranges(ranges[m], means[:, None] - means[None, :], _tie_tolerance(x))
-        results[name] = _tukey_result(name, x, pvalues, n_permutations, seed)
+        results[name] = _tukey_result(name, x, pvalues, n_permutations, seed, inflation)
     return results
 
 
@@ -1317,6 +1358,7 @@ def corpus_tukey_hsd(
     stacked = np.ascontiguousarray(np.concatenate([x for x, _ in checked.values()], axis=2))
     method = _choose_method(method, n, k, n_permutations, stacked.shape[2])
     sums = _permuted_sums(stacked, seed, n_permutations, use_numba, method == "recombined")
+    inflation = recombined_variance_inflation(n, k, n_permutations) if method == "recombined" else 1.0
     results = {}
     first = 0
     for name, (x, figures) in checked.items():
@@ -1329,12 +1371,13 @@ def corpus_tukey_hsd(
         ranges = np.where(np.isfinite(ranges), ranges, 0.0)
         differences = figures[:, None] - figures[None, :]
         pvalues = _pvalues_from_ranges(ranges, differences, CORPUS_TIE_TOLERANCE)
-        mc_se = np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+        mc_se = _mc_standard_errors(pvalues, n_permutations, inflation)
         undefined = np.full_like(differences, np.nan)
         _freeze(figures, pvalues, differences, undefined, mc_se)
         results[name] = TukeyHSDResult(measure=name, n_runs=k, n_dialogues=n, means=figures, pvalues=pvalues,
                                        differences=differences, effect_sizes=undefined, residual_variance=math.nan,
-                                       mc_standard_errors=mc_se, n_permutations=n_permutations, seed=seed)
+                                       mc_standard_errors=mc_se, n_permutations=n_permutations, seed=seed,
+                                       mc_variance_inflation=inflation)
     return results
 
 

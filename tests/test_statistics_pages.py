@@ -350,3 +350,42 @@ def test_a_higher_is_better_measure_gets_its_best_run_and_top_group_from_its_dir
     assert record.run_labels[str(highest)] in first_row  # best (highest) first
     board_page = Client().get(f"/tasks/{board.task.slug}/?sort={key}").content.decode()
     assert "higher is better. Statistics" in board_page
+
+
+@pytest.mark.django_db
+def test_a_board_computed_by_the_recombined_method_shows_its_wider_monte_carlo_errors(
+        board: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the size rule the board's p-values come from the recombined method, whose Monte Carlo
+    variance exceeds the binomial (scoring.stats, "recombined steps"): the record keeps the plan's
+    inflation, and the page's tooltips and the p-value export give the wider standard error. The
+    size rule is lowered here so that the 30-dialogue board of the fixture passes it."""
+    from leaderboard import statistics as board_statistics
+
+    url = f"/tasks/{board.task.slug}/statistics/quality.A.rsnod/pvalues/"
+    before = Client().get(url)
+    assert before.status_code == 200 and 'id="recombined"' not in before.content.decode()  # the full test
+    monkeypatch.setattr(stats, "RECOMBINE_MIN_CELLS", 0)
+    monkeypatch.setattr(stats, "RECOMBINE_MIN_DIALOGUES", 0)
+    monkeypatch.setattr(stats, "RECOMBINE_MIN_DIVISOR", 1)
+    board_statistics.compute_now(board.task.pk)
+    record = TaskStatistics.objects.get(task=board.task, phase=None)
+    entry = record.measure("quality.A.rsnod", pairwise=True).entry()
+    matrix = matrix_of(board, "quality.A.rsnod", entry["run_ids"])
+    expected = stats.randomised_tukey_hsd({"m": matrix}, n_permutations=200, seed=board.task.statistics_seed,
+                                          method="recombined")["m"]
+    # One group of 30 dialogues (G = min(64, 30 // 16) = 1), pools of all 200 steps (D = 1), 5 runs.
+    assert stats._recombine_plan(30, 5, 200) == (1, 1, 200)
+    inflation = 1 + 0.8 / 4 ** (1 / 3)
+    assert entry["mc_variance_inflation"] == pytest.approx(inflation, rel=1e-15)
+    assert np.array_equal(entry["pvalues"], expected.pvalues)
+    p = entry["pvalues"]
+    np.testing.assert_allclose(entry["mc_se"], np.sqrt(inflation * p * (1 - p) / 200), rtol=1e-14)
+    i, j = 0, 1
+    page = Client().get(url)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert f"(Monte Carlo SE {entry['mc_se'][i, j]:.5f})" in text
+    # sqrt(1.504) = 1.2264: errors 22.6% wider than the binomial's, and the page says why.
+    assert 'id="recombined"' in text and "by up to 22.6% here" in text
+    binomial = np.sqrt(p[i, j] * (1 - p[i, j]) / 200)
+    assert f"{entry['mc_se'][i, j]:.5f}" != f"{binomial:.5f}"

@@ -139,3 +139,55 @@ def test_the_size_rule_keeps_small_inputs_on_the_full_test() -> None:
     assert stats._choose_method("auto", 400, 100, 10_000, 21) == "exact"  # fewer than 512 dialogues
     with pytest.raises(ValueError, match="method must be"):
         randomised_tukey_hsd({"m": x}, 10, method="fast")
+
+
+def test_the_recombined_standard_errors_carry_the_inflation_of_the_plan() -> None:
+    """The Monte Carlo standard error printed with a recombined p is the binomial's times
+    sqrt(1 + 0.8 D / (G (k - 1)^(1/3))), with the G and D of the plan: the model the plan was
+    chosen under, which meets or exceeds the inflation benchmarks/tukey_recombined.py measured.
+    The full test keeps the binomial error bit for bit."""
+    # Worked by hand with the plans of the test above: 1 + 0.8 * 18 / (64 * 99^(1/3)) = 1.04863...
+    for shape, (groups, divisor, runs) in {(10_000, 100, 10_000): (64, 18, 100), (4_000, 30, 10_000): (64, 12, 30),
+                                           (800, 30, 4000): (50, 9, 30)}.items():
+        expected = 1 + 0.8 * divisor / (groups * (runs - 1) ** (1 / 3))
+        assert stats.recombined_variance_inflation(*shape) == pytest.approx(expected, rel=1e-15)
+        assert 1.04 < expected <= 1.05  # within the plan's budget: errors at most 2.5% wider
+    x = scores(800, 30, seed=9, effects=list(np.linspace(0.0, 0.2, 30)))
+    recombined = randomised_tukey_hsd({"m": x}, 4000, seed=2, method="recombined")["m"]
+    exact = randomised_tukey_hsd({"m": x}, 4000, seed=2, method="exact")["m"]
+    inflation = 1 + 0.8 * 9 / (50 * 29 ** (1 / 3))
+    assert recombined.mc_variance_inflation == pytest.approx(inflation, rel=1e-15)
+    p = recombined.pvalues
+    np.testing.assert_allclose(recombined.mc_standard_errors, np.sqrt(inflation * p * (1 - p) / 4000), rtol=1e-14)
+    assert exact.mc_variance_inflation == 1.0
+    assert np.array_equal(exact.mc_standard_errors, np.sqrt(exact.pvalues * (1 - exact.pvalues) / 4000))
+    # What the server stores (the pair counts and the inflation) rebuilds the errors exactly.
+    rebuilt = stats.TukeyHSDResult.from_counts(
+        recombined.exceedance_counts(), recombined.means, residual_variance=recombined.residual_variance,
+        effect_sizes_defined=True, n_permutations=4000, seed=2, n_dialogues=800,
+        mc_variance_inflation=recombined.mc_variance_inflation)
+    assert np.array_equal(rebuilt.mc_standard_errors, recombined.mc_standard_errors)
+    entry = {"means": recombined.means, "pvalues": recombined.pvalues, "differences": recombined.differences,
+             "effect_sizes": recombined.effect_sizes, "mc_se": recombined.mc_standard_errors,
+             "mc_variance_inflation": recombined.mc_variance_inflation}
+    stored = stats.TukeyHSDResult.from_stored(entry, permutations=4000, seed=2, n_dialogues=800)
+    assert stored.mc_variance_inflation == recombined.mc_variance_inflation
+    for bad in (0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="mc_variance_inflation must be a finite number >= 1"):
+            stats.TukeyHSDResult.from_stored({**entry, "mc_variance_inflation": bad}, permutations=4000, seed=2,
+                                             n_dialogues=800)
+
+
+def test_recombined_corpus_p_values_carry_the_inflation_too() -> None:
+    rng = np.random.default_rng(3)
+    # Sufficient statistics of a ratio measure (hits, length) over 600 items and 5 runs.
+    rows = np.stack([rng.integers(0, 10, size=(600, 5)), np.full((600, 5), 10)], axis=2).astype(float)
+    ratio = {"r": stats.CorpusMeasure(rows, lambda sums: sums[..., 0] / sums[..., 1])}
+    recombined = stats.corpus_tukey_hsd(ratio, n_permutations=300, seed=4, method="recombined")["r"]
+    assert stats._recombine_plan(600, 5, 300) == (37, 3, 100)
+    inflation = 1 + 0.8 * 3 / (37 * 4 ** (1 / 3))
+    assert recombined.mc_variance_inflation == pytest.approx(inflation, rel=1e-15)
+    p = recombined.pvalues
+    np.testing.assert_allclose(recombined.mc_standard_errors, np.sqrt(inflation * p * (1 - p) / 300), rtol=1e-14)
+    exact = stats.corpus_tukey_hsd(ratio, n_permutations=300, seed=4, method="exact")["r"]
+    assert exact.mc_variance_inflation == 1.0
