@@ -32,7 +32,7 @@ import orjson
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connections
-from django.db.models import F, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from tasks.changes import periodic_sweep
@@ -44,7 +44,7 @@ from tasks.jobs import (
     fail_runs_cut_too_often,
     score_run,
 )
-from tasks.models import Run, Task
+from tasks.models import GoldVersion, Run, Task
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +62,50 @@ class Stopped(BaseException):
 
 def warm_up() -> list[str]:
     """Load now what scoring each task's runs needs (``Kind.warm_up``: the response kind's spaCy
-    pipeline and vectors, seconds), so that no upload waits for it; returns what was loaded. A task
-    whose resources cannot be loaded is logged and left to fail its runs with the reason, as before."""
+    pipeline and vectors, seconds), and prepare the gold versions uploads are scored against now
+    (``Kind.prepare_gold``: the response kind's BLEU tables and POSSCORE reference vectors), so that
+    no upload waits for either; returns what was loaded. A task whose resources cannot be loaded is
+    logged and left to fail its runs with the reason, as before."""
     loaded, seen = [], set()
-    for task in Task.objects.order_by("pk"):
+    # The tasks that received a run last come first: when more versions take runs than a process
+    # keeps, the busiest are the ones prepared.
+    tasks = Task.objects.annotate(last_run=Max("runs__created_at")).order_by(F("last_run").desc(nulls_last=True),
+                                                                             "pk")
+    prepared = 0
+    for task in tasks:
         try:
             key = (task.kind, orjson.dumps(task.config, option=orjson.OPT_SORT_KEYS))
-            if key in seen:
-                continue
-            seen.add(key)
-            what = task.kind_impl.warm_up(task.kind_config)
-            if what:
-                loaded.append(f"{what} ({task.slug})")
+            if key not in seen:
+                seen.add(key)
+                what = task.kind_impl.warm_up(task.kind_config)
+                if what:
+                    loaded.append(f"{what} ({task.slug})")
+            for version in scored_against_now(task)[:max(0, PREPARED_VERSIONS - prepared)]:
+                # GoldVersion.load keeps the compiled gold (a few per process), and with it what
+                # prepare_gold prepared, for the runs this worker scores next.
+                task.kind_impl.prepare_gold(version.load(), task.kind_config)
+                prepared += 1
+                loaded.append(f"gold version {version.number} ({task.slug})")
         except Exception:  # a broken configuration must not keep every other task from being scored
             log.exception("could not load what task %s needs for scoring", task.slug)
     return loaded
+
+
+# Compiled golds GoldVersion.load keeps per process (tasks.models._compiled_gold): the worker
+# prepares no more versions than stay kept, or the first would be dropped for the last.
+PREPARED_VERSIONS = 4
+
+
+def scored_against_now(task: Task) -> list[GoldVersion]:
+    """The gold versions an upload to ``task`` is scored against now: those of its phases open to
+    runs, or its latest version when it has no phases (tasks.submissions.current_gold_for)."""
+    phases = list(task.phases.select_related("gold_version"))
+    if not phases:
+        latest = task.latest_gold()
+        return [latest] if latest is not None else []
+    versions = {phase.gold_version_id: phase.gold_version for phase in phases
+                if phase.takes_runs and phase.is_open() and phase.gold_version is not None}
+    return list(versions.values())
 
 
 def next_run() -> tuple[int, int, bool] | None:

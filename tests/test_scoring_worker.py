@@ -191,3 +191,65 @@ def test_the_worker_lowers_its_cpu_priority_before_loading_anything(monkeypatch,
     settings.EVALSERVER_SCORING_WORKER_NICE = 7
     call_command("scoring_worker", parent_pid=os.getpid(), stdout=io.StringIO())
     assert steps == [("nice", 7), ("warm_up",), ("run",)]
+
+
+@pytest.mark.django_db
+def test_the_worker_prepares_the_gold_versions_uploads_are_scored_against_when_it_starts(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """warm_up loads each response task's pipeline and prepares the gold versions runs are scored
+    against now (an open phase's, or the latest without phases): the first run after a start
+    prepares nothing, and its scores are those of a worker that prepared nothing before it."""
+    from collections import OrderedDict
+
+    from fixtures import response_demo
+    from scoring.kinds import get_kind
+    from scoring.kinds.response import bleu as bleu_module
+    from scoring.kinds.response import kind as response_kind
+    from tasks import organising, worker
+    from tasks.models import Phase, _compiled_gold
+
+    task = organising.create_task("warm-response", "response", "Warm responses", kind="response")
+    gold = response_demo.generate_gold(12, seed=3)
+    with committing():
+        first = organising.load_gold_version(task, orjson.dumps(gold), "v1.json")
+        latest = organising.load_gold_version(task, orjson.dumps(response_demo.generate_gold(12, seed=4)), "v2.json")
+    # No phases: the latest version. An open development phase on version 1: version 1 alone; a
+    # final phase (never takes runs) and an ended phase add nothing.
+    assert worker.scored_against_now(task) == [latest]
+    now = timezone.now()
+    Phase.objects.create(task=task, name="dev", kind=Phase.DEVELOPMENT, gold_version=first,
+                         starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=1))
+    Phase.objects.create(task=task, name="old", kind=Phase.DEVELOPMENT, gold_version=latest,
+                         starts_at=now - timedelta(days=9), ends_at=now - timedelta(days=2))
+    Phase.objects.create(task=task, name="final", kind=Phase.FINAL, gold_version=latest,
+                         starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=1))
+    assert worker.scored_against_now(task) == [first]
+    assert worker.scored_against_now(world.task) == [world.task.latest_gold()]  # the DQ/ND task: no phases
+
+    def forget() -> None:
+        """What a new worker process holds: no compiled gold, nothing shared by content."""
+        _compiled_gold.cache_clear()
+        monkeypatch.setattr(response_kind, "_GOLDS", OrderedDict())
+        monkeypatch.setattr(response_kind, "_SHARED", OrderedDict())
+
+    forget()
+    prepared: list[str] = []
+    real_bleu, real_rows = bleu_module.prepare_references, response_kind.rows_from_tagged
+    monkeypatch.setattr(bleu_module, "prepare_references",
+                        lambda *args, **kwargs: prepared.append("bleu") or real_bleu(*args, **kwargs))
+    monkeypatch.setattr(response_kind, "rows_from_tagged",
+                        lambda *args, **kwargs: prepared.append("posscore") or real_rows(*args, **kwargs))
+    loaded = worker.warm_up()
+    assert f"gold version 1 ({task.slug})" in loaded and f"gold version 2 ({task.slug})" not in loaded
+    # BLEU's and deltaBLEU's n-gram tables and POSSCORE's reference rows of version 1.
+    assert sorted(prepared) == ["bleu", "bleu", "posscore"]
+    kind, config = get_kind("response"), task.kind_config
+    content = response_demo.generate_runs(gold, seed=5)["strong"]
+    warm = kind.score(kind.parse_run(content, first.load(), config), first.load(), config)
+    assert sorted(prepared) == ["bleu", "bleu", "posscore"]  # the first run prepared nothing more
+    forget()
+    cold = kind.score(kind.parse_run(content, first.load(), config), first.load(), config)
+    assert sorted(prepared) == ["bleu"] * 4 + ["posscore"] * 2  # a worker that prepared nothing before
+    assert warm.headlines == cold.headlines
+    for key, values in cold.per_item.items():
+        assert (warm.per_item[key] == values).all(), key

@@ -332,6 +332,13 @@ class Kind(ABC):
         a few words, or "" when the kind needs nothing."""
         return ""
 
+    def prepare_gold(self, gold: Any, config: Any) -> None:
+        """Prepare now, and keep with the compiled ``gold``, what scoring a run against it will
+        prepare the first time (a background worker calls it when it starts, for the gold versions
+        uploads are scored against, so that the first upload after a start waits no longer than the
+        next). By default nothing: a kind whose compiled gold is all it needs."""
+        return None
+
     def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
         """The few figures of a gold version's provenance (``GoldVersion.provenance``: how a version
         was made when not uploaded as it is) that a list of versions and the API show, or None.

@@ -1265,13 +1265,7 @@ class ResponseKind(Kind):
         statistics: dict[str, np.ndarray] = {}
         settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
         warnings = list(run.warnings)
-        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
-                    for key in config.measures if key in BLEU_KEYS]
-        if gold.has_extended:
-            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
-                                                                      "parrot)"}))
-        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
-                      for key, options, _ in families}
+        families, references = self._bleu_references(gold, config)
         with ExitStack() as cleanup:
             posscore_blocks: list[Any] = []
             if config.needs_posscore:
@@ -1336,6 +1330,30 @@ class ResponseKind(Kind):
         # Decided on the scored items alone, so scoring a subset is scoring the restricted files.
         return any(run.run.nuggets[position] is not None for position in positions) or any(
             gold.gold.alternatives[item] for item in gold_items)
+
+    @staticmethod
+    def _bleu_references(gold: CompiledResponseGold, config: ResponseConfig
+                         ) -> tuple[list[tuple[str, Any, dict[str, str]]], dict[str, Any]]:
+        """The BLEU-family measures a run against ``gold`` gets (with vBLEU on a gold vBLEU
+        extended) and their prepared references, kept with the gold after the first call."""
+        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
+                    for key in config.measures if key in BLEU_KEYS]
+        if gold.has_extended:
+            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
+                                                                      "parrot)"}))
+        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
+                      for key, options, _ in families}
+        return families, references
+
+    def prepare_gold(self, gold: CompiledResponseGold, config: ResponseConfig) -> None:
+        """The BLEU family's n-gram tables and POSSCORE's reference vectors from the stored tags
+        (about a second for 1,500 items with 3 references each): what the first run against a gold
+        version prepares. BERTScore's reference encodings are left to the first run that needs
+        them: encoding a large gold's references can take minutes, and a worker that spent them
+        at its start would keep every queued run waiting."""
+        self._bleu_references(gold, config)
+        if config.needs_posscore:
+            self._posscore(gold, config)
 
     @staticmethod
     def _posscore(gold: CompiledResponseGold, config: ResponseConfig
