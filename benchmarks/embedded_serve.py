@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -202,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         left = [pid for pid in processes if process_alive(pid)]
         print(f"{args.server:9s} SIGTERM: stopped in {time.monotonic() - started:.1f} s, exit status "
               f"{server.returncode}, {len(processes)} processes, left running: {left or 'none'}", flush=True)
+        # The workers' own account: what the scoring worker loaded and prepared when it started, each
+        # run's time in it (the rest of an upload's time is the queue, storing and the API's answers),
+        # and each statistics computation's.
+        for line in log_path.read_text(errors="replace").splitlines():
+            if re.search(r"scoring worker ready|run \d+: done in|generation \d+ finished in", line):
+                print(f"  server log: {line.strip()[:300]}", flush=True)
         return 1 if missed or left else 0
     finally:
         if server is not None and server.poll() is None:

@@ -26,6 +26,7 @@ import os
 import signal
 import threading
 import time
+from datetime import UTC, datetime
 from types import FrameType
 
 import orjson
@@ -67,10 +68,13 @@ def warm_up() -> list[str]:
     no upload waits for either; returns what was loaded. A task whose resources cannot be loaded is
     logged and left to fail its runs with the reason, as before."""
     loaded, seen = [], set()
-    # The tasks that received a run last come first: when more versions take runs than a process
-    # keeps, the busiest are the ones prepared.
-    tasks = Task.objects.annotate(last_run=Max("runs__created_at")).order_by(F("last_run").desc(nulls_last=True),
-                                                                             "pk")
+    # The tasks most recently active (a run received, or a gold version loaded: a new task waits for
+    # its first run) come first: when more versions take runs than a process keeps, those are prepared.
+    # (Two queries: one join of runs and versions would pair every run with every version.)
+    tasks = list(Task.objects.annotate(last_run=Max("runs__created_at")))
+    last_gold = dict(GoldVersion.objects.order_by().values_list("task_id").annotate(Max("created_at")))
+    tasks.sort(key=lambda task: (max((at for at in (task.last_run, last_gold.get(task.pk)) if at is not None),
+                                     default=datetime.min.replace(tzinfo=UTC)), -task.pk), reverse=True)
     prepared = 0
     for task in tasks:
         try:
@@ -91,9 +95,10 @@ def warm_up() -> list[str]:
     return loaded
 
 
-# Compiled golds GoldVersion.load keeps per process (tasks.models._compiled_gold): the worker
-# prepares no more versions than stay kept, or the first would be dropped for the last.
-PREPARED_VERSIONS = 4
+# Compiled golds GoldVersion.load keeps per process (tasks.models._compiled_gold: 8): the worker
+# prepares fewer, so that the first are not dropped for the last, nor at the first other version a
+# run or a page needs.
+PREPARED_VERSIONS = 6
 
 
 def scored_against_now(task: Task) -> list[GoldVersion]:

@@ -253,3 +253,13 @@ def test_the_worker_prepares_the_gold_versions_uploads_are_scored_against_when_i
     assert warm.headlines == cold.headlines
     for key, values in cold.per_item.items():
         assert (warm.per_item[key] == values).all(), key
+    # Past the versions a process keeps, the most recently active tasks first: this task's versions
+    # were loaded after the DQ/ND task's, which has no run.
+    monkeypatch.setattr(worker, "PREPARED_VERSIONS", 1)
+    forget()
+    loaded = worker.warm_up()
+    assert [what for what in loaded if what.startswith("gold version")] == [f"gold version 1 ({task.slug})"]
+    upload(world, run_bytes(world.gold, 0.3))  # a run received: the DQ/ND task is now the most recent
+    forget()
+    loaded = worker.warm_up()
+    assert [what for what in loaded if what.startswith("gold version")] == [f"gold version 1 ({world.task.slug})"]
