@@ -26,6 +26,16 @@ with ``--statistics thread`` (the shape before, and before BLEU overlapped POSSC
 own statistics, due 5 s after the run before, probably ran in the scoring worker in between). The
 round before measured 1.43 alone and 2.95 under a 503-run board's statistics in that same process.
 
+Measured 2026-11-27, fourth round (the same command, 3 runs; the machine noisier than the third
+round's: the CI command took 17 min against 13.4), p95 in ms: board JSON plain 65-105, page
+195-242, gzip from the Python readers 234-255 (314-326 with their decompression), from wrk 47-103.
+The 503-run board's statistics now take 18-33 s in the statistics worker under the readers' load
+(Kendall's tau by Knight's count: benchmarks/board_statistics.py), so they have ended before the
+response uploads begin. The 1,500-item response run on the board (s): before the worker prepared the
+gold versions at its start, 2.74 and 2.88 the first after the start (2.68 in the worker), 1.38-2.39
+after; with it, 1.54 the first after the start (1.43 in the worker: the server log's "run N: done in",
+which the benchmark now prints) and 1.39-1.50 after.
+
     .venv/bin/python benchmarks/embedded_serve.py                      # dev.py serve (gunicorn)
     .venv/bin/python benchmarks/embedded_serve.py --server runserver   # the old embedded server
 """
