@@ -1604,8 +1604,8 @@ def _tau_b_rows_numpy(means_a: np.ndarray, means_b: np.ndarray) -> np.ndarray:
 def _tau_b_kernel(a, b, out):
     """Kendall's tau-b of ``a[r]`` against ``b[r]`` for every row r, into ``out[r]`` (Numba).
 
-    Knight's algorithm (Knight 1966, JASA 61(314)): order the runs by (a, b) with a stable
-    merge sort; n1 counts the pairs tied in a and n3 those tied in both. In that order a pair
+    Knight's algorithm (Knight 1966, JASA 61(314)): order the runs by (a, b) with stable sorts;
+    n1 counts the pairs tied in a and n3 those tied in both. In that order a pair
     is discordant exactly when its b values are strictly inverted (within a tie in a, b
     ascends), so a second merge sort of b counts the discordant pairs D as it merges; n2
     counts the pairs tied in b. With n0 = k (k - 1) / 2 pairs, the numerator sum s_a s_b is
@@ -1634,38 +1634,9 @@ def _tau_b_kernel(a, b, out):
         if undefined or k < 2:
             out[r] = np.nan
             continue
-        order = np.arange(k)
-        spare = np.empty(k, dtype=np.int64)
-        width = 1
-        while width < k:
-            lo = 0
-            while lo < k:
-                mid = min(lo + width, k)
-                hi = min(lo + 2 * width, k)
-                i = lo
-                j = mid
-                t = lo
-                while i < mid and j < hi:
-                    p = order[i]
-                    q = order[j]
-                    if x[q] < x[p] or (x[q] == x[p] and y[q] < y[p]):
-                        spare[t] = q
-                        j += 1
-                    else:
-                        spare[t] = p
-                        i += 1
-                    t += 1
-                while i < mid:
-                    spare[t] = order[i]
-                    i += 1
-                    t += 1
-                while j < hi:
-                    spare[t] = order[j]
-                    j += 1
-                    t += 1
-                lo += 2 * width
-            order, spare = spare, order
-            width *= 2
+        # By (a, b): a stable sort by a of the runs sorted by b.
+        by_b = np.argsort(y, kind="mergesort")
+        order = by_b[np.argsort(x[by_b], kind="mergesort")]
         tied_a = 0
         tied_both = 0
         run_a = 1
@@ -1687,10 +1658,8 @@ def _tau_b_kernel(a, b, out):
                 run_both = 1
         tied_a += run_a * (run_a - 1) // 2
         tied_both += run_both * (run_both - 1) // 2
-        ys = np.empty(k)
+        ys = y[order]
         other = np.empty(k)
-        for t in range(k):
-            ys[t] = y[order[t]]
         discordant = 0
         width = 1
         while width < k:
