@@ -463,10 +463,8 @@ def _check_inflation(value: Any) -> float:
 
 
 def _mc_standard_errors(pvalues: np.ndarray, n_permutations: int, inflation: float) -> np.ndarray:
-    """``sqrt(inflation p (1 - p) / B)``; the binomial's own order of operations when the inflation
-    is 1, so that results of the full test stay bit for bit what they were."""
-    if inflation == 1.0:
-        return np.sqrt(pvalues * (1.0 - pvalues) / n_permutations)
+    """``sqrt(inflation p (1 - p) / B)``. Multiplying by an inflation of 1 is exact, so the full
+    test's errors stay bit for bit the binomial ``sqrt(p (1 - p) / B)``."""
     return np.sqrt(inflation * (pvalues * (1.0 - pvalues)) / n_permutations)
 
 
