@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Q
 
+from scoring.exports import whitespace_free
 from scoring.kinds import MeasureGroup, MeasureSpec, grouped
 from tasks import access, cachekeys
 from tasks.models import GoldVersion, Phase, Run, Score, Task
@@ -43,6 +45,35 @@ class Board:
 
     def column(self, key: str) -> MeasureSpec | None:
         return next((column for column in self.columns if column.key == key), None)
+
+    def labels(self) -> dict[int, str]:
+        """Each run's label, unique on this board (``run_labels``)."""
+        return run_labels(self.rows)
+
+
+def run_labels(rows: Iterable[Mapping[str, Any]]) -> dict[int, str]:
+    """The name every export, the p-value page and the charts give each run of ``rows`` (board
+    rows: ``id``, ``team``, ``name``): "team/run", and where that repeats (a team may reuse a
+    run name: the runs differ by id) "team/run (#id)", the number of the run's page
+    (``/runs/<id>/``). Labels are compared as the whitespace-separated exports write them
+    (``whitespace_free``), so "A/x y" and "A/x_y" are told apart there too. Only repeated
+    labels get the number, so a board without repeats reads as before."""
+    plain = {row["id"]: f"{row['team']}/{row['name']}" for row in rows}
+    labels = dict(plain)
+    numbered: set[int] = set()
+    while True:
+        holders: dict[str, list[int]] = {}
+        for run_id, label in labels.items():
+            holders.setdefault(whitespace_free(label), []).append(run_id)
+        # A run name may itself end in " (#7)": a numbered label can then meet a plain one, which
+        # gets its number in the next round. Two numbered labels never meet (they end in their
+        # distinct ids), so every round numbers at least one more run and the loop ends.
+        repeated = [run_id for ids in holders.values() if len(ids) > 1 for run_id in ids if run_id not in numbered]
+        if not repeated:
+            return labels
+        for run_id in repeated:
+            labels[run_id] = f"{plain[run_id]} (#{run_id})"
+            numbered.add(run_id)
 
 
 board_cache_key = cachekeys.board

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -339,9 +339,10 @@ def _narrow_intervals(bars: list[dict[str, Any]], low: float, high: float) -> di
 
 # Intervals on the task page -------------------------------------------------------------------------
 def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]],
-                   column: MeasureSpec) -> dict[str, Any] | None:
+                   column: MeasureSpec, labels: Mapping[int, str]) -> dict[str, Any] | None:
     """Geometry of an SVG interval chart (mean and 95% interval per run, in the table's order)
-    from a measure's stored summary (``leaderboard.statistics.measure_summary``); None without one."""
+    from a measure's stored summary (``leaderboard.statistics.measure_summary``); None without one.
+    ``labels``: the board's run labels (``Board.labels``)."""
     if entry is None:
         return None
     where = {run_id: i for i, run_id in enumerate(entry["run_ids"])}
@@ -365,7 +366,7 @@ def interval_chart(entry: dict[str, Any] | None, rows: list[dict[str, Any]],
     bars = []
     for number, row in enumerate(shown):
         i = where[row["id"]]
-        bars.append({"label": f"{row['team']} / {row['name']}", "y": 14 + number * step,
+        bars.append({"label": labels[row["id"]], "y": 14 + number * step,
                      "low": x(entry["ci_low"][i]), "high": x(entry["ci_high"][i]), "mean": x(entry["means"][i]),
                      "value": entry["means"][i], "value_low": entry["ci_low"][i], "value_high": entry["ci_high"][i],
                      "top": row["id"] in top_group, "baseline": row["is_baseline"]})

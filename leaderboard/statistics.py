@@ -180,7 +180,7 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
                                                         seed=seed, lower_is_better=lower_is_better, corpus=corpus))
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
-    labels = {str(row["id"]): f"{row['team']}/{row['name']}" for row in board.rows}
+    labels = {str(run_id): label for run_id, label in board.labels().items()}
     kind_meta = kind_comparisons(task, board, labels, seed, permutations)
     if kind_meta:
         meta["kind"] = kind_meta

@@ -4,6 +4,7 @@ themselves are ``leaderboard.views``."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from scoring.stats import TukeyHSDResult, alpha_suffix, asl_curve
 from tasks import access, cachekeys
 from tasks.models import Run, Task
 from tasks.runfiles import download_name
+
+logger = logging.getLogger(__name__)
 
 
 def _statistics_for(request: HttpRequest, slug: str) -> tuple[access.BoardAccess, Board, Any]:
@@ -263,11 +266,11 @@ def _statistics_status(task: Task, phase: Any, board: Board, record: Any) -> dic
 
 
 def _run_labels(record: Any, board: Board, run_ids: list[int]) -> list[str]:
-    """Names of the runs the statistics compared, as far as the board still shows them: a run
-    hidden or withdrawn since (a recomputation is then on its way) is not named any more."""
-    shown = {row["id"] for row in board.rows}
-    return [record.run_labels.get(str(run_id), str(run_id)) if run_id in shown else "(a run no longer on the board)"
-            for run_id in run_ids]
+    """Labels of the runs the statistics compared (``Board.labels``, the exports' names), as far
+    as the board still shows them: a run hidden or withdrawn since (a recomputation is then on
+    its way) is not named any more."""
+    labels = board.labels()
+    return [labels.get(run_id, "(a run no longer on the board)") for run_id in run_ids]
 
 
 @require_GET
@@ -300,12 +303,33 @@ def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:
 @require_GET
 def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> HttpResponse:
     view, board, record = _statistics_for(request, slug)
-    task, phase = view.task, view.phase
+    task = view.task
     stored = None
     if record is not None and key != "all":
         stored = record.measure(key, pairwise=kind in ("pvalues.txt", "pvalues.csv"))
     if record is None or (key != "all" and stored is None):
         raise Http404("no statistics for this measure yet")
+    try:
+        made = _export(request, view, board, record, stored, key, kind)
+    except ValueError as error:
+        # The export functions refuse what they cannot write faithfully (two runs under one
+        # name, say); the reader learns why instead of getting a server error.
+        logger.warning("export %s of %s on %s refused: %s", kind, key, task.slug, error)
+        return HttpResponse(f"cannot export {kind} of {key} because {error}\n", status=409,
+                            content_type="text/plain; charset=utf-8")
+    if isinstance(made, HttpResponse):
+        return made
+    body, content_type = made
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{download_name(key)}-{kind}"'
+    return response
+
+
+def _export(request: HttpRequest, view: access.BoardAccess, board: Board, record: Any, stored: Any, key: str,
+            kind: str) -> tuple[str, str] | HttpResponse:
+    """The body and content type of one export of ``statistics_export``, or the response that
+    refuses it (403, 404, 400); ValueError when the export functions cannot write it."""
+    task, phase = view.task, view.phase
     needs_matrix = kind in ("matrix.csv", "matrix.txt", "runs.txt")
     if needs_matrix and not _matrices_allowed(view, board):
         return render(request, "403.html", status=403)
@@ -323,35 +347,33 @@ def statistics_export(request: HttpRequest, slug: str, key: str, kind: str) -> H
         matrices = gather_matrices(board, column.group)
         if key not in matrices.by_key:
             raise Http404("no per-item scores for this measure")
-        names = _run_names(board)
+        names = board.labels()
         labels = [names.get(run_id, str(run_id)) for run_id in matrices.run_ids]
         gold = task.gold_versions.get(number=board.gold_version).load()
         ids = list(gold.item_ids)
         if board.scope == "live" and phase is not None and phase.live_subset() is not None:
             ids = [ids[i] for i in phase.live_subset()]
         if kind == "matrix.csv":
-            body, content_type = exports.matrix_csv(ids, labels, matrices.by_key[key]), "text/csv"
+            made = exports.matrix_csv(ids, labels, matrices.by_key[key]), "text/csv"
         else:
             matrix_text, names_text = exports.discpower_files(labels, matrices.by_key[key])
-            body, content_type = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
+            made = (matrix_text if kind == "matrix.txt" else names_text), "text/plain"
         access.log_access(request, task, f"{kind} of {key} ({board.scope}, gold v{board.gold_version})")
-    elif kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
+        return made
+    if kind in ("pvalues.txt", "pvalues.csv") and stored is not None:
         entry = _on_board(stored.entry(), board)
-        names = _run_names(board)
+        names = board.labels()
         labels = [names[run_id] for run_id in entry["run_ids"]]
         result = _result_from(entry, record)
-        body = exports.pvalue_lines(labels, result) if kind == "pvalues.txt" else exports.pvalue_csv(labels, result)
-        content_type = "text/plain" if kind == "pvalues.txt" else "text/csv"
-    elif kind == "means.tex":
+        if kind == "pvalues.txt":
+            return exports.pvalue_lines(labels, result), "text/plain"
+        return exports.pvalue_csv(labels, result), "text/csv"
+    if kind == "means.tex":
         keys = _latex_measures(board, record, request.GET.get("measures", ""))
         if isinstance(keys, HttpResponse):
             return keys
-        body, content_type = _latex(view.task, board, record, keys), "text/x-tex"
-    else:
-        raise Http404("unknown export")
-    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{download_name(key)}-{kind}"'
-    return response
+        return _latex(view.task, board, record, keys), "text/x-tex"
+    raise Http404("unknown export")
 
 
 def _on_board(entry: dict[str, Any], board: Board) -> dict[str, Any]:
@@ -368,10 +390,6 @@ def _on_board(entry: dict[str, Any], board: Board) -> dict[str, Any]:
     return {**entry, "run_ids": [entry["run_ids"][i] for i in keep], "means": [entry["means"][i] for i in keep],
             **{name: np.asarray(entry[name])[rows] for name in ("pvalues", "differences", "effect_sizes", "mc_se")},
             **{name: [entry[name][i] for i in keep] for name in ("ci_low", "ci_high") if name in entry}}
-
-
-def _run_names(board: Board) -> dict[int, str]:
-    return {row["id"]: f"{row['team']}/{row['name']}" for row in board.rows}
 
 
 def _result_from(entry: dict, record: Any) -> Any:
@@ -406,7 +424,7 @@ def _latex_measures(board: Board, record: Any, chosen: str) -> list[str] | HttpR
 
 def _latex(task: Task, board: Board, record: Any, keys: list[str]) -> str:
     summaries = record.summaries()
-    names = _run_names(board)
+    names = board.labels()
     # Runs hidden or withdrawn since the computation are left out, not named by their ids.
     run_ids = sorted({run_id for key in keys for run_id in summaries[key]["run_ids"]} & set(names))
     settings = "; ".join(f"{label}: {value}" for label, value in task.kind_impl.describe_settings(board.settings))

@@ -215,7 +215,7 @@ def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str,
     alpha = summary["alpha"] if summary else None
     phase_name = phase.name if phase else None
     table = board_table(rows, columns, sort_key, group, phase_name, top_group, alpha, show) if rows else ""
-    chart = interval_chart(summary, rows, sorted_column) if sorted_column else None
+    chart = interval_chart(summary, rows, sorted_column, board.labels()) if sorted_column else None
     return render_to_string("leaderboard/board_section.html", {
         "task": task, "phase": phase, "board": board, "group": group, "organiser": organiser,
         "table": table, "top_group": top_group, "alpha": alpha, "chart": chart,
@@ -421,7 +421,8 @@ def board_breakdown(task: Task, board: Board) -> dict[str, Any] | None:
     found = dict(Score.objects.filter(run_id__in=[row["id"] for row in board.rows], scope=board.scope,
                                       gold_version_id=board.gold_version_id)
                  .values_list("run_id", f"details__{spec[0]}"))
-    rows = [(f"{row['team']} / {row['name']}", found.get(row["id"]) or {}) for row in board.rows]
+    labels = board.labels()
+    rows = [(labels[row["id"]], found.get(row["id"]) or {}) for row in board.rows]
     labels = sorted({label for _, values in rows for label in values})
     if not labels:
         return None
