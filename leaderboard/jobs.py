@@ -29,10 +29,14 @@ log = logging.getLogger(__name__)
 
 
 @receiver(boards_changed)
-def _boards_changed(sender: type, task_id: int, run_ids: list[int] | None = None, **kwargs: Any) -> None:
+def _boards_changed(sender: type, task_id: int, run_ids: list[int] | None = None,
+                    phase_ids: list[int] | None = None, **kwargs: Any) -> None:
     # A change to some runs asks only the boards that show them (a test-phase upload used to start
-    # a 16.6 s computation of the development board, which nothing had changed).
-    boards = None if run_ids is None else boards_showing(task_id, run_ids)
+    # a 16.6 s computation of the development board, which nothing had changed); a change to some
+    # boards (a publication, a phase's end) only those boards.
+    boards: list[int | None] | None = None if run_ids is None else boards_showing(task_id, run_ids)
+    if phase_ids is not None:
+        boards = list(phase_ids) if boards is None else [board for board in boards if board in set(phase_ids)]
     if boards != []:
         schedule_statistics(task_id, boards)
 

@@ -16,8 +16,8 @@ from tasks.models import Phase, Task
 
 # Sent once a change to a task's boards has committed, with ``task_id``: scores, a run's
 # visibility, a team's name, a phase added or removed, a publication; and ``run_ids`` when the
-# change is to those runs only (None: anything on the task's boards may have changed), so that
-# the boards not showing them keep their statistics.
+# change is to those runs only, or ``phase_ids`` when it is to those phases' boards only (None:
+# anything on the task's boards may have changed), so that the other boards keep their statistics.
 boards_changed = Signal()
 
 # Sent when a phase's results are published or withdrawn, with ``phase``, inside the saving
@@ -42,19 +42,31 @@ def touch_scores(task: Task) -> None:
     forget_task(task.slug)
 
 
-def board_changed(task: Task, run_ids: list[int] | None = None) -> None:
+def board_changed(task: Task, run_ids: list[int] | None = None, phase_ids: list[int] | None = None) -> None:
     """Something the task's boards show changed (scores, a run's visibility, a team's name, a
     publication): new board cache keys at once, and ``boards_changed`` once the change commits
     (the significance statistics, which name the runs they compare, are computed again, debounced,
-    for the boards that show ``run_ids`` when the change is to those runs only)."""
+    for the boards that show ``run_ids`` when the change is to those runs only, for the boards of
+    ``phase_ids`` when it is to those boards only)."""
     touch_scores(task)
-    task_id, runs = task.pk, (list(run_ids) if run_ids is not None else None)
-    transaction.on_commit(lambda: boards_changed.send(sender=Task, task_id=task_id, run_ids=runs))
+    task_id = task.pk
+    runs = list(run_ids) if run_ids is not None else None
+    phases = list(phase_ids) if phase_ids is not None else None
+    transaction.on_commit(lambda: boards_changed.send(sender=Task, task_id=task_id, run_ids=runs, phase_ids=phases))
+
+
+def boards_on_gold(phase: Phase) -> list[int]:
+    """The phases whose boards a publication or the end of ``phase`` changes: those on its gold
+    version. What a board shows depends on other phases only through the test phases on its own
+    gold (``tasks.access.board_rule``: whether their results are published and count); a board on
+    another gold (a development phase's, say) shows the same runs and scores as before."""
+    return list(Phase.objects.filter(task_id=phase.task_id, gold_version_id=phase.gold_version_id)
+                .values_list("pk", flat=True))
 
 
 def phase_published(phase: Phase) -> None:
     """A phase's results were published or withdrawn (from the dashboard, the admin or code)."""
     publication_changed.send(sender=Phase, phase=phase)
     # Boards of other phases on the same gold change too (a test board leaves its live subset
-    # when the final phase is published): new board cache keys.
-    board_changed(Task.objects.get(pk=phase.task_id))
+    # when the final phase is published); the other boards do not, and keep their statistics.
+    board_changed(Task.objects.get(pk=phase.task_id), phase_ids=boards_on_gold(phase))

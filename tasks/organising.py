@@ -18,7 +18,7 @@ from django.utils import timezone
 from scoring.kinds import KINDS
 from scoring.validation import ValidationFailed, parse_json
 from tasks import blobs
-from tasks.changes import board_changed, touch_scores
+from tasks.changes import board_changed, boards_on_gold, touch_scores
 from tasks.datafiles import store_gold_source
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring, send_scoring
@@ -50,7 +50,10 @@ def phase_problems(phase: Phase) -> list[str]:
 
 def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[Phase]:
     """End these open phases now (their ``ends_at`` becomes the present moment), so that no run
-    can arrive in them any more. Returns the phases that were open and are now closed."""
+    can arrive in them any more. Returns the phases that were open and are now closed.
+
+    The end is recorded for the phase clock too (``clock_state``): the caller (``set_publication``)
+    asks for the boards' statistics, and the clock's next look must not ask again for the same end."""
     now = now or timezone.now()
     closed = []
     for phase in phases:
@@ -58,7 +61,8 @@ def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[
             continue
         # A phase opened this very microsecond still ends after it starts (the database insists).
         phase.ends_at = max(now, phase.starts_at + timedelta(microseconds=1))
-        phase.save(update_fields=["ends_at"])  # save(): the signals renew cached lookups and boards
+        phase.clock_state = "ended"
+        phase.save(update_fields=["ends_at", "clock_state"])  # save(): the signals renew cached lookups and boards
         log.info("phase %s of %s closed for submissions at %s", phase.name, phase.task.slug, phase.ends_at)
         closed.append(phase)
     return closed
@@ -91,6 +95,10 @@ def set_publication(phase: Phase, publish: bool, close_first: bool = False) -> l
             phase.save(update_fields=["results_published"])
             log.info("results of phase %s of %s %s", phase.name, phase.task.slug,
                      "published" if publish else "withdrawn")
+        elif closed:
+            # Ticked already, waiting for submissions to close: closing them makes it count. (When
+            # the flag changes, its signal asks for these boards; asking twice computed them twice.)
+            board_changed(phase.task, phase_ids=boards_on_gold(phase))
     return closed
 
 

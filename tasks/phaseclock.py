@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
-from tasks.changes import board_changed
+from tasks.changes import board_changed, boards_on_gold
 from tasks.errors import Rejected
 from tasks.models import AccessLog, Phase, Run
 
@@ -60,7 +60,8 @@ def advance(now: datetime | None = None) -> list[str]:
                 done.append(what)
                 if state == "ended":
                     with transaction.atomic():
-                        board_changed(phase.task)  # the final statistics, for what the boards show now
+                        # The final statistics, for what the boards on its gold show now.
+                        board_changed(phase.task, phase_ids=boards_on_gold(phase))
             phase.clock_state = state
         if phase.publish_at is not None and phase.publish_at <= now and not phase.results_published:
             try:
