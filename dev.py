@@ -2,6 +2,7 @@
 """Set up and run the project with nothing but Python 3.11+.
 
     python3 dev.py serve   # virtualenv, dependencies, database, demo task; gunicorn at http://127.0.0.1:8000
+    python3 dev.py serve 0.0.0.0:8080   # another address (else GUNICORN_BIND, else 127.0.0.1:8000)
     python3 dev.py test    # the whole test suite (uses PostgreSQL, Redis, RabbitMQ on localhost if running)
     python3 dev.py test --quick    # without the tests marked slow; --sqlite: on SQLite even where PostgreSQL runs
 
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import venv
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -54,14 +56,28 @@ def reachable(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+DEFAULT_ADDRESS = "127.0.0.1:8000"
+
+
+def serve_address(args: list[str], environ: Mapping[str, str]) -> str:
+    """Where ``serve`` listens: the address given (``dev.py serve 0.0.0.0:8080``), else
+    GUNICORN_BIND, else loopback. gunicorn's ``--bind`` wins over gunicorn.conf.py's GUNICORN_BIND,
+    so without this a GUNICORN_BIND set for ``dev.py serve`` was silently ignored (issue 37)."""
+    if len(args) > 1:
+        sys.exit(f"dev.py serve takes at most one address (HOST:PORT), not {len(args)} arguments: {' '.join(args)}")
+    if args:
+        return args[0]
+    return environ.get("GUNICORN_BIND", "").strip() or DEFAULT_ADDRESS
+
+
 def serve(args: list[str]) -> None:
+    address = serve_address(args, os.environ)
     ensure_environment()
     # The quickstart serves plain HTTP on loopback: HTTPS-only cookies would make sign-in impossible.
     os.environ.setdefault("DJANGO_SECURE", "false")
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
     manage("demo")
-    address = args[0] if args else "127.0.0.1:8000"
     say(f"serving http://{address}/ with gunicorn, a background scoring worker and a statistics worker "
         "(Ctrl-C stops all three)")
     # The production server (gunicorn.conf.py: a process per core, 2 threads each, static files by

@@ -1,4 +1,4 @@
-"""Settings, read from environment variables (see README, "Configuration").
+"""Settings, read from environment variables (see docs/operators/configuration.md).
 
 Every variable has an embedded default that needs no running service: SQLite in ``var/``,
 runs scored by a background worker beside gunicorn (or in-process), a cache in files in ``var/``.

@@ -1,7 +1,8 @@
 """A task's data section (issue 17, item 1): participants' data made from the gold by the kind,
 never the gold; the run format; a sample run; organisers' files; who may download what.
 
-The expectations are written here from the rules as the README states them, not read from
+The expectations are written here from the rules as the documentation states them (docs/participants/index.md,
+"Data"; docs/organisers/index.md, "Data sections"), not read from
 ``tasks.access``: organisers always; the format and the task's own files for everyone who can see
 the task; a phase's data (participants' data, sample run, the phase's files) from the phase's
 start, and, for a phase "for registered teams only", to signed-in members of a team only.

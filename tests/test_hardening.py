@@ -159,12 +159,13 @@ def test_values_it_can_read(tmp_path: Path) -> None:
                                      "IPv4Network('172.16.0.0/12'))")
 
 
-def test_every_variable_the_settings_read_is_in_the_readme() -> None:
+def test_every_variable_the_settings_read_is_documented() -> None:
     source = (ROOT / "evalserver" / "settings.py").read_text()
     names = set(re.findall(r'env(?:_\w+|\.\w+)\(\s*"([A-Z][A-Z0-9_]+)"', source))
     assert {"DJANGO_SECURE", "EVALSERVER_TRUSTED_PROXIES", "DATABASE_URL"} <= names
-    readme = (ROOT / "README.md").read_text()
-    assert sorted(name for name in names if f"`{name}`" not in readme) == []
+    # The configuration page of the documentation site (it left the README, issue 38).
+    page = (ROOT / "docs" / "operators" / "configuration.md").read_text()
+    assert sorted(name for name in names if f"`{name}`" not in page) == []
 
 
 @pytest.mark.django_db

@@ -1,9 +1,13 @@
-"""Every command the README shows works as written (issue 17, item 2).
+"""Every command the README and the documentation site show works as written (issue 17, item 2;
+issue 38, item 3).
 
-The README's ``sh`` blocks are parsed here, so a command added to or changed in the README is
-tested without touching this file; plain blocks are synopses (``score RUN.json GOLD.json
-[--alpha A] ...``) and are not run. The commands run in README order, in one bash session (a
-reader's terminal: ``export`` and variables carry over), on what a newcomer has:
+The ``sh`` blocks of README.md and of every page of the site (``docs/``, in the order of
+``mkdocs.yml``'s navigation) are parsed here, so a command added to or changed in any of them is
+tested without touching this file; plain and ``console`` blocks are synopses (``score RUN.json
+GOLD.json [--alpha A] ...``) and transcripts, and are not run. The commands run in that order,
+README first, in one bash session (a reader's terminal: ``export`` and variables carry over); a
+command shown again on a later page (the same text) is run once, where it first appears. They run
+on what a newcomer has:
 
 * a fresh copy of the repository (the files git tracks or would track, as they are in the
   working tree, so an uncommitted README change is what is tested), with its own empty ``var/``:
@@ -17,13 +21,14 @@ reader's terminal: ``export`` and variables carry over), on what a newcomer has:
   and ``dev.py``'s stamp of the installed ``pyproject.toml``, so that ``dev.py`` does not install.
 
 Two kinds of commands are not run as a plain step, each named here and required to be in the
-README (an entry the README dropped fails the test):
+documents (an entry they dropped fails the test):
 
 * ``SERVERS``: ``python3 dev.py serve`` serves until stopped: the test starts it in the
   background, waits until it answers, runs the rest, and stops it. It listens on a free port,
   which replaces ``127.0.0.1:8000`` in every command (another server may hold 8000);
 * ``NOT_RUN``: ``python3 dev.py test`` runs the whole suite, this test included; it is exactly
-  the command CI runs (``.ci/run``), which the test checks.
+  the command CI runs (``.ci/run``), which the test checks. The reliability page's reruns take
+  minutes (the suite runs those tests itself).
 
 A command works when it exits with status 0 (and says nothing of a Python traceback).
 """
@@ -50,10 +55,18 @@ from tests.conftest import IN_CI
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
 RUNNABLE_LANGUAGES = ("sh",)
 README_ADDRESS = "127.0.0.1:8000"
 SERVERS = {"python3 dev.py serve"}
-NOT_RUN = {"python3 dev.py test": "runs the whole suite, this test included; .ci/run runs exactly this command"}
+NOT_RUN = {
+    "python3 dev.py test": "runs the whole suite, this test included; .ci/run runs exactly this command",
+    "DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalserver_faults .venv/bin/pytest -q tests/test_faults.py "
+    "tests/test_load.py": "the fault and load tests, which the suite runs itself (marked slow and services)",
+    ".venv/bin/python benchmarks/reliability_report.py": "the reliability report takes about 6 minutes",
+    ".venv/bin/python benchmarks/reliability_report.py --quick": "the quick report still takes about 5 minutes",
+}
 SERVER_START_SECONDS = 420
 SCRIPT_SECONDS = 900
 
@@ -61,11 +74,12 @@ SCRIPT_SECONDS = 900
 @dataclass(frozen=True)
 class Command:
     text: str  # as written, continuation lines joined with their backslashes
-    line: int  # where it starts in README.md
+    line: int  # where it starts in its document
+    source: str = "README.md"  # the document, relative to the repository
 
 
-def readme_commands(text: str) -> list[Command]:
-    """The commands of the README's runnable blocks, in order: comment-only and blank lines
+def readme_commands(text: str, source: str = "README.md") -> list[Command]:
+    """The commands of a document's runnable blocks, in order: comment-only and blank lines
     dropped, a line ending in a backslash joined with the next (as the shell does)."""
     commands: list[Command] = []
     language = None
@@ -75,7 +89,7 @@ def readme_commands(text: str) -> list[Command]:
         fence = re.match(r"^```\s*(\S*)", line)
         if fence:
             if language is not None and pending:
-                raise ValueError(f"README.md:{start}: a command ends with a backslash at the end of its block")
+                raise ValueError(f"{source}:{start}: a command ends with a backslash at the end of its block")
             language = None if language is not None else fence.group(1)
             continue
         if language not in RUNNABLE_LANGUAGES:
@@ -86,9 +100,36 @@ def readme_commands(text: str) -> list[Command]:
             start = number
         pending.append(line)
         if not line.endswith("\\"):
-            commands.append(Command("\n".join(pending), start))
+            commands.append(Command("\n".join(pending), start, source))
             pending = []
     return commands
+
+
+def site_pages(mkdocs_yml: str) -> list[str]:
+    """The pages of the site in the order of its navigation (``nav:`` in mkdocs.yml), as paths
+    under docs/. mkdocs build --strict (tests/test_docs_site.py) fails on a page left out of it."""
+    nav = mkdocs_yml.split("\nnav:\n", 1)[1]
+    return re.findall(r"^\s*-\s*(?:[^:\n]+:\s*)?(\S+\.md)\s*$", nav, re.MULTILINE)
+
+
+def unique_commands(documents: list[tuple[str, str]]) -> list[Command]:
+    """Every document's commands in order, a command whose text was already collected left out:
+    a page may repeat the README's first upload, which is run once, where it first appears."""
+    seen: set[str] = set()
+    commands = []
+    for source, text in documents:
+        for command in readme_commands(text, source):
+            if command.text not in seen:
+                seen.add(command.text)
+                commands.append(command)
+    return commands
+
+
+def documented_commands() -> list[Command]:
+    """The commands of README.md, then of the site's pages in navigation order."""
+    documents = [("README.md", README.read_text())]
+    documents += [(f"docs/{page}", (DOCS / page).read_text()) for page in site_pages(MKDOCS.read_text())]
+    return unique_commands(documents)
 
 
 def test_the_readme_parser_joins_continuations_and_skips_synopses_and_comments() -> None:
@@ -98,10 +139,29 @@ def test_the_readme_parser_joins_continuations_and_skips_synopses_and_comments()
                                      Command("third", 16)]
     with pytest.raises(ValueError, match="README.md:3: a command ends with a backslash"):
         readme_commands("```sh\nx\nfirst \\\n```\n")
+    with pytest.raises(ValueError, match="docs/cli.md:3: a command ends with a backslash"):
+        readme_commands("```sh\nx\nfirst \\\n```\n", "docs/cli.md")
 
 
-def test_every_exception_is_still_in_the_readme() -> None:
-    commands = {command.text.split("#")[0].strip() for command in readme_commands(README.read_text())}
+def test_the_pages_are_read_in_navigation_order_and_a_repeated_command_runs_once() -> None:
+    nav = ("site_name: x\nnav:\n  - Home: index.md\n  - Participants:\n      - participants/index.md\n"
+           "      - Runs, validation: participants/runs.md\n  - Tools: cli.md\n")
+    assert site_pages(nav) == ["index.md", "participants/index.md", "participants/runs.md", "cli.md"]
+    readme = "```sh\nfirst\nsecond --x \\\n  --y\n```\n"
+    page = "intro\n\n```sh\nsecond --x \\\n  --y\nthird\nfirst   # again, with a comment\n```\n"
+    assert unique_commands([("README.md", readme), ("docs/p.md", page)]) == [
+        Command("first", 2), Command("second --x \\\n  --y", 3), Command("third", 6, "docs/p.md"),
+        Command("first   # again, with a comment", 7, "docs/p.md")]
+    # The real site: every page in the navigation exists, and the README comes first.
+    pages = site_pages(MKDOCS.read_text())
+    assert {"index.md", "participants/index.md", "organisers/index.md", "operators/index.md",
+            "developers/index.md", "cli.md", "reliability.md"} <= set(pages)
+    assert all((DOCS / page).is_file() for page in pages)
+    assert documented_commands()[0].source == "README.md"
+
+
+def test_every_exception_is_still_in_the_documents() -> None:
+    commands = {command.text.split("#")[0].strip() for command in documented_commands()}
     assert SERVERS <= commands, SERVERS - commands
     assert set(NOT_RUN) <= commands, set(NOT_RUN) - commands
     ci = (ROOT / ".ci" / "run").read_text()
@@ -203,8 +263,8 @@ def test_every_readme_command_works_as_written(tmp_path: Path) -> None:
             _unavailable(f"{tool} is not installed")
     if sys.prefix == sys.base_prefix:
         _unavailable("the tests do not run in a virtualenv, whose packages the fresh copy's .venv would use")
-    commands = readme_commands(README.read_text())
-    assert len(commands) >= 15, "the README's sh blocks were not found"
+    commands = documented_commands()
+    assert len(commands) >= 15, "the documents' sh blocks were not found"
     clone, home = tmp_path / "clone", tmp_path / "home"
     clone.mkdir()
     home.mkdir()
@@ -223,7 +283,7 @@ def test_every_readme_command_works_as_written(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)
         output, _ = process.communicate()
-        pytest.fail(f"the README's commands took more than {SCRIPT_SECONDS} s:\n{output.decode()[-4000:]}")
+        pytest.fail(f"the documents' commands took more than {SCRIPT_SECONDS} s:\n{output.decode()[-4000:]}")
     finally:
         server = clone / "server.pid"
         if server.exists():  # the server this test started, by its process id
@@ -243,7 +303,7 @@ def test_every_readme_command_works_as_written(tmp_path: Path) -> None:
     for index, command in enumerate(commands):
         status, body = results.get(index, ("not reached", ""))
         if status not in ("0", "skipped") or "Traceback (most recent call last)" in body:
-            problems.append(f"README.md:{command.line}: {shlex.quote(command.text)} -> {status}\n{body[-3000:]}")
+            problems.append(f"{command.source}:{command.line}: {shlex.quote(command.text)} -> {status}\n{body[-3000:]}")
     server_log = clone / "server.log"
     if problems and server_log.exists():
         problems.append("server log:\n" + server_log.read_text()[-3000:])

@@ -4,7 +4,7 @@ Validation reports *every* problem with its JSON path (``[12].nugget[3]: ...``),
 ``MAX_ERRORS`` lines, and raises ``ValidationFailed`` carrying them all. Nothing is scored
 from a file with any error.
 
-Rules (also in the README):
+Rules (also in docs/participants/runs.md):
 - a run or gold file is a JSON list of objects, UTF-8 without a byte-order mark;
 - dialogue ids are non-empty strings or integers (an integer is read as its decimal string, so
   ``17`` and ``"17"`` are the same dialogue), unique; a run's ids must all be in the gold, and a
