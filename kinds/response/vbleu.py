@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,7 +42,8 @@ from django.utils import timezone
 
 from kinds.response.models import PoolJob, ReferencePool
 from scoring.kinds.response import vbleu
-from scoring.kinds.response.kind import task_vectors
+from scoring.kinds.response.bleu import TokenizerUnavailable
+from scoring.kinds.response.kind import task_tokenizer, task_vectors
 from scoring.validation import ValidationFailed, parse_json
 from tasks import blobs, leases
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
@@ -229,7 +230,9 @@ def build_vbleu_version(
         pool = read_stored_pool(source, progress)
     else:
         pool = validate_pool(source, progress, label=pool_label)
-    retrieval = retrieval or vbleu.RetrievalSettings()
+    # The pool steps tokenise in the task's language, as its BLEU does (the one setting the caller
+    # does not choose: 13a on Japanese made whole clauses single tokens).
+    retrieval = replace(retrieval or vbleu.RetrievalSettings(), tokenizer=task_tokenizer(task.kind_config))
     rater = None if ratings is not None else rater or vbleu.RaterSettings()
     vectors = None
     if rater is not None and not rater.needs_encoder:
@@ -250,7 +253,7 @@ def build_vbleu_version(
                                       sentence_encoder=encoder)
     except ValidationFailed as error:
         raise Rejected(error.errors) from None
-    except ValueError as error:
+    except (ValueError, TokenizerUnavailable) as error:  # RaterAtChance is a ValueError
         raise Rejected([str(error)]) from None
     provenance = {"extends": base.number, "source": origin, "vbleu": extension.provenance}
     if progress is not None:

@@ -138,8 +138,8 @@ from scoring.validation import ValidationFailed
 
 __all__ = ["GENERIC_REPLY", "PACKAGE_MODEL", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun",
            "ResponseConfig", "ResponseKind", "encoder_model_path", "resource_path", "set_resource_locator",
-           "set_tagging_processes", "set_vector_directory", "store_vector_table", "task_encoder", "task_vectors",
-           "vector_table_path"]
+           "set_tagging_processes", "set_vector_directory", "store_vector_table", "task_encoder", "task_tokenizer",
+           "task_vectors", "vector_table_path"]
 
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
 # Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
@@ -571,6 +571,12 @@ def task_vectors(config: ResponseConfig) -> VectorTable:
     """The word vectors a task configuration names (its uploaded table, or its pipeline's), looked up
     as POSSCORE looks them up; vBLEU's automatic rater takes its features from them."""
     return _vector_table(config)
+
+
+def task_tokenizer(config: ResponseConfig) -> str:
+    """The sacrebleu tokeniser of the task's language (``LANGUAGES``), BLEU's: vBLEU's and vBERTScore's
+    pool steps (retrieval, dedupe, the rater's overlap and length features) tokenise with it too."""
+    return config.bleu.tokenizer
 
 
 def task_encoder(config: ResponseConfig) -> E5Encoder:

@@ -10,7 +10,8 @@ command and the admin page call ``read_pool``, ``build_index``, ``extend_gold`` 
    pool with any problem.
 2. **Retrieval** (``build_index``, ``PoolIndex.retrieve``): BM25 (bm25s, a sparse-matrix index)
    between the item's last context utterance and the pool's utterances, both tokenised as BLEU
-   tokenises (sacrebleu 13a, lower-cased); the responses of the top k pairs (default 15) and the
+   tokenises in the task's language (sacrebleu's 13a, zh or ja-mecab, lower-cased; ``tokenizer``);
+   the responses of the top k pairs (default 15) and the
    utterance itself as a "parrot" reference (seed 001 section 3.2). Ties are broken by pool order;
    pairs sharing no token with the utterance (score 0) are never retrieved; with ``dedupe`` a
    response that repeats, token for token, a reference of the item or an earlier retrieved one is
@@ -20,7 +21,9 @@ command and the admin page call ``read_pool``, ``build_index``, ``extend_gold`` 
    (utterance, response) pairs of the pool, negatives the same utterances with responses of other
    pairs; a scikit-learn feed-forward network over features from the task's word vectors gives
    P(appropriate), and the weight is ``2P - 1`` (RESPONSE-SPEC.md; the seed's own mapping,
-   ``mapping="seed001"``, is offered too). Its held-out accuracy and seed are reported.
+   ``mapping="seed001"``, is offered too). Its held-out accuracy and seed are reported, and a
+   rater no better than chance is refused (``check_rater``: one-sided binomial test, level
+   ``CHANCE_LEVEL``).
 4. **Extension** (``extend_gold``): the JSON of a new gold, every item's original references
    followed by the retrieved ones with their weights (and where they came from), plus a
    provenance dict (pool checksum, retrieval and rater settings, accuracy, seed). Same inputs and
@@ -59,7 +62,7 @@ from typing import BinaryIO, Protocol
 import numpy as np
 import orjson
 
-from scoring.kinds.response.bleu import tokenize
+from scoring.kinds.response.bleu import TOKENIZERS, tokenize
 from scoring.kinds.response.formats import load_response_gold
 from scoring.kinds.response.nlp import VectorTable
 from scoring.validation import MAX_TEXT_CHARS, Problems, ValidationFailed, parse_json, quoted
@@ -74,6 +77,7 @@ __all__ = [
     "EmbeddingIndex",
     "Extension",
     "Pool",
+    "RaterAtChance",
     "PoolEncodings",
     "PoolIndex",
     "Progress",
@@ -84,6 +88,8 @@ __all__ = [
     "SentenceLookup",
     "build_index",
     "canonical_sha256",
+    "chance_p_value",
+    "check_rater",
     "default_sentence_encoder",
     "encode_pool",
     "encodings_key",
@@ -307,7 +313,11 @@ class RetrievalSettings:
 
     ``k``: pool pairs per item (seed 001: 15); ``k1``, ``b``, ``method``: BM25 (bm25s's Lucene
     variant by default: idf = ln(1 + (N - df + 0.5) / (df + 0.5))); ``lowercase``: tokens as BLEU
-    compares them (13a, lower-cased); ``parrot``: add the utterance itself; ``dedupe``: pass over a
+    compares them (lower-cased); ``tokenizer``: sacrebleu's tokeniser of the task's language, BLEU's
+    (``13a`` English, ``zh``, ``ja-mecab``: MeCab with ipadic, as Tsuta et al. 2023 section 5.2
+    tokenised their Japanese pool for retrieval), for retrieval, dedupe and the rater's overlap and
+    length features alike; 13a on Japanese split only at punctuation, so whole clauses were
+    single tokens and BM25 found almost nothing; ``parrot``: add the utterance itself; ``dedupe``: pass over a
     response that repeats a reference of the item or an earlier retrieved one. ``retriever``:
     ``"bm25"`` (the default) or ``"embedding"``: the pool pairs whose utterance's sentence vector
     (multilingual-e5-small, ``PoolEncodings``) has the largest cosine with the item's last context
@@ -322,11 +332,14 @@ class RetrievalSettings:
     parrot: bool = True
     dedupe: bool = True
     retriever: str = "bm25"
+    tokenizer: str = "13a"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
         _check(problems, self.retriever in RETRIEVERS,
                f"retriever must be one of {', '.join(RETRIEVERS)}, not {self.retriever!r}")
+        _check(problems, self.tokenizer in TOKENIZERS,
+               f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {self.tokenizer!r}")
         _check(problems, _is_int(self.k) and 1 <= self.k <= 100, f"k must be an integer from 1 to 100, not {self.k!r}")
         _check(problems, _is_number(self.k1) and self.k1 > 0, f"k1 must be a positive number, not {self.k1!r}")
         _check(problems, _is_number(self.b) and 0 <= self.b <= 1, f"b must be a number in [0, 1], not {self.b!r}")
@@ -338,9 +351,10 @@ class RetrievalSettings:
             raise ValueError("; ".join(problems))
 
     def to_dict(self) -> dict[str, object]:
-        # The default retriever is left out: a BM25 extension records the settings (and so the
-        # provenance bytes) it did before embeddings existed; from_dict reads its absence as BM25.
-        return _without_default(asdict(self), "retriever", "bm25")
+        # The default retriever and tokeniser are left out: an English BM25 extension records the
+        # settings (and so the provenance bytes) it did before embeddings and languages existed;
+        # from_dict reads their absence as BM25 and 13a.
+        return _without_default(_without_default(asdict(self), "retriever", "bm25"), "tokenizer", "13a")
 
     @property
     def needs_encoder(self) -> bool:
@@ -387,7 +401,7 @@ class PoolIndex:
         self.model = model
 
     def _tokens(self, text: str) -> list[str]:
-        return tokenize(text, self.settings.lowercase)
+        return tokenize(text, self.settings.lowercase, self.settings.tokenizer)
 
     def scores(self, utterance: str) -> np.ndarray:
         """BM25 score of every pool pair (float32, pool order) against an utterance."""
@@ -537,7 +551,7 @@ class EmbeddingIndex(PoolIndex):
 
 def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress: Progress | None = None,
                 lookup: SentenceLookup | None = None) -> PoolIndex:
-    """Tokenise every pool utterance (13a) and build bm25s's sparse BM25 index over them; with
+    """Tokenise every pool utterance (the settings' tokeniser) and build bm25s's sparse BM25 index over them; with
     ``settings.retriever == "embedding"``, the index of the pool's sentence vectors (``lookup``: the
     pool's ``SentenceLookup``, whose encodings must be of this pool)."""
     settings = settings or RetrievalSettings()
@@ -559,7 +573,7 @@ def build_index(pool: Pool, settings: RetrievalSettings | None = None, progress:
     vocabulary: dict[str, int] = {}
     documents: list[list[int]] = []
     for row, utterance in enumerate(pool.utterances):
-        tokens = tokenize(utterance, settings.lowercase)
+        tokens = tokenize(utterance, settings.lowercase, settings.tokenizer)
         documents.append([vocabulary.setdefault(token, len(vocabulary)) for token in tokens])
         report(row + 1)
     model = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method, backend="numpy")
@@ -856,11 +870,12 @@ FEATURES = (
 
 
 class _Embedder:
-    """Unit means of a vector table's word vectors over 13a tokens, with the tokens kept for overlap."""
+    """Unit means of a vector table's word vectors over the task's BLEU tokens, with the tokens kept for overlap."""
 
-    def __init__(self, vectors: VectorTable, lowercase: bool) -> None:
+    def __init__(self, vectors: VectorTable, lowercase: bool, tokenizer: str = "13a") -> None:
         self.vectors = vectors
         self.lowercase = lowercase
+        self.tokenizer = tokenizer
         self.data = np.asarray(vectors.data, dtype=np.float32)
         self._rows: dict[str, int] = {}
 
@@ -876,7 +891,7 @@ class _Embedder:
     def __call__(self, texts: Sequence[str], chunk: int = 50_000) -> tuple[list[list[str]], np.ndarray]:
         from scipy import sparse
 
-        tokens = [tokenize(text, self.lowercase) for text in texts]
+        tokens = [tokenize(text, self.lowercase, self.tokenizer) for text in texts]
         units = np.zeros((len(texts), self.data.shape[1]), dtype=np.float32)
         for start in range(0, len(texts), chunk):
             part = tokens[start : start + chunk]
@@ -905,19 +920,20 @@ ENCODER_FEATURES = (
 
 
 class _EncoderEmbedder:
-    """The rater's texts as the encoder's unit sentence vectors (``SentenceLookup``), with 13a tokens
-    kept for the overlap and length features: the word-vector rater's features, from the encoder."""
+    """The rater's texts as the encoder's unit sentence vectors (``SentenceLookup``), with the task's
+    BLEU tokens kept for the overlap and length features: the word-vector rater's features, from the encoder."""
 
-    def __init__(self, lookup: SentenceLookup, lowercase: bool) -> None:
+    def __init__(self, lookup: SentenceLookup, lowercase: bool, tokenizer: str = "13a") -> None:
         self.lookup = lookup
         self.lowercase = lowercase
+        self.tokenizer = tokenizer
 
     @property
     def dimension(self) -> int:
         return self.lookup.dimension
 
     def __call__(self, texts: Sequence[str]) -> tuple[list[list[str]], np.ndarray]:
-        return [tokenize(text, self.lowercase) for text in texts], self.lookup(texts)
+        return [tokenize(text, self.lowercase, self.tokenizer) for text in texts], self.lookup(texts)
 
 
 def _overlap(first: list[str], second: list[str]) -> float:
@@ -937,6 +953,9 @@ class Rater:
     feature_scale: np.ndarray
     model: object
     report: dict[str, object] = field(default_factory=dict)
+    # (correct, examples) on the held-out split: what check_rater tests (not in the provenance,
+    # whose bytes stay what they were; the rounded accuracy and the example count are there).
+    held_out: tuple[int, int] = (0, 0)
 
     def _raw_features(self, u_tokens: Sequence[list[str]], u_units: np.ndarray, r_tokens: Sequence[list[str]],
                       r_units: np.ndarray) -> np.ndarray:
@@ -988,7 +1007,7 @@ class Rater:
             "classifier": f"scikit-learn MLPClassifier, one hidden layer of {self.settings.hidden} ReLU units, "
                           "Adam, features standardised",
             "features": source["features"],
-            "tokens": f"sacrebleu 13a{', lower-cased' if self.embedder.lowercase else ''}",
+            "tokens": f"sacrebleu {self.embedder.tokenizer}{', lower-cased' if self.embedder.lowercase else ''}",
             **{name: value for name, value in source.items() if name != "features"},
             "settings": self.settings.to_dict(),
             **self.report,
@@ -1042,8 +1061,10 @@ def _split(n: int, settings: RaterSettings) -> tuple[int, int, int]:
 
 
 def train_rater(pool: Pool, vectors: VectorTable | None, settings: RaterSettings | None = None, lowercase: bool = True,
-                progress: Progress | None = None, lookup: SentenceLookup | None = None) -> Rater:
+                progress: Progress | None = None, lookup: SentenceLookup | None = None, tokenizer: str = "13a"
+                ) -> Rater:
     """Train the automatic rater on the pool itself; ``Rater.report`` has the held-out accuracy.
+    ``lowercase`` and ``tokenizer``: how texts are tokenised (the retrieval's: BLEU's in the task's language).
 
     Its features come from ``vectors`` (the task's word vectors) or, with ``settings.features ==
     "encoder"``, from ``lookup`` (the pool's ``SentenceLookup``): the same network and features either way.
@@ -1079,10 +1100,10 @@ def train_rater(pool: Pool, vectors: VectorTable | None, settings: RaterSettings
     with threadpool_limits(1):
         embedder: _Embedder | _EncoderEmbedder
         if settings.needs_encoder:
-            embedder = _EncoderEmbedder(lookup, lowercase)
+            embedder = _EncoderEmbedder(lookup, lowercase, tokenizer)
             dimensions = min(settings.dimensions, embedder.dimension)
         else:
-            embedder = _Embedder(vectors, lowercase)
+            embedder = _Embedder(vectors, lowercase, tokenizer)
             dimensions = min(settings.dimensions, vectors.shape[1])
         data: dict[str, tuple] = {}
         for name, rows in splits.items():
@@ -1134,6 +1155,8 @@ def train_rater(pool: Pool, vectors: VectorTable | None, settings: RaterSettings
         held_out_p = model.predict_proba(x_held_out)[:, 1]
     report.end(epochs)
     rater.model = model
+    correct = int(np.count_nonzero((held_out_p >= 0.5) == (y_held_out == 1)))
+    rater.held_out = (correct, len(y_held_out))
     accuracy = float(np.mean((held_out_p >= 0.5) == (y_held_out == 1)))
     rater.report = {
         "pairs": {"train": training, "validation": validation, "held_out": held_out},
@@ -1145,6 +1168,46 @@ def train_rater(pool: Pool, vectors: VectorTable | None, settings: RaterSettings
         "seed": settings.seed,
     }
     return rater
+
+
+# A trained rater is kept only if its held-out accuracy beats chance (0.5: the held-out examples are
+# half true pairs, half shuffled) by a one-sided exact binomial test at this level. A refusal, not a
+# warning: a rater at chance gives weights 2P - 1 that are noise around 0, and a new gold version
+# built on them re-scores every run silently; nothing is stored, and the message says what to do.
+CHANCE_LEVEL = 0.01
+
+
+class RaterAtChance(ValueError):
+    """The automatic rater is no better than chance on its held-out pairs (``check_rater``)."""
+
+
+_TOKENIZER_LANGUAGES = {"13a": "English", "zh": "Chinese", "ja-mecab": "Japanese"}
+
+
+def chance_p_value(correct: int, examples: int) -> float:
+    """P(at least ``correct`` of ``examples`` right by guessing): the one-sided exact binomial test
+    of the held-out accuracy against 0.5."""
+    from scipy.stats import binomtest
+
+    return float(binomtest(correct, examples, 0.5, alternative="greater").pvalue)
+
+
+def check_rater(rater: Rater, tokenizer: str = "13a", level: float = CHANCE_LEVEL) -> None:
+    """Raise ``RaterAtChance`` unless the rater's held-out accuracy is better than chance: the
+    one-sided exact binomial test of its correct held-out examples against 0.5 must give p < ``level``."""
+    correct, examples = rater.held_out
+    p_value = chance_p_value(correct, examples)
+    if p_value < level:
+        return
+    pairs = rater.report.get("pairs", {})
+    raise RaterAtChance(
+        f"the automatic rater is no better than chance, so its weights would be noise and nothing was stored: "
+        f"it classed {correct} of {examples} held-out examples right (accuracy {correct / examples:.3f}; half are "
+        f"true pool pairs, half shuffled, so guessing scores 0.5), and a one-sided binomial test against 0.5 gives "
+        f"p = {p_value:.3g}, not below {level:g}. Its tokens were sacrebleu's {tokenizer} "
+        f"({_TOKENIZER_LANGUAGES.get(tokenizer, tokenizer)}): check that the pool and the task are in the same "
+        f"language, give a larger pool (it trained on {pairs.get('train', 0):,} true pairs), or rate the "
+        f"retrieved references by hand (human ratings)")
 
 
 # ---------------------------------------------------------------------------------------- extension
@@ -1377,8 +1440,9 @@ def extend_gold(
             vectors = pipeline_vectors(load_pipeline())
         clock = time.perf_counter()
         trained = train_rater(pool, None if rater_settings.needs_encoder else vectors, rater_settings,
-                              retrieval.lowercase, progress, lookup)
+                              retrieval.lowercase, progress, lookup, retrieval.tokenizer)
         timings["rater"] = time.perf_counter() - clock
+        check_rater(trained, retrieval.tokenizer)
         clock = time.perf_counter()
         flat_u = [queries[item] for item, candidates in enumerate(found) for _ in candidates]
         flat_r = [candidate.text for candidates in found for candidate in candidates]
@@ -1423,7 +1487,8 @@ def extend_gold(
         retrieval_provenance = {
             "library": "bm25s (sparse BM25 index)",
             "query": "the item's last context utterance",
-            "tokens": f"sacrebleu 13a{', lower-cased' if retrieval.lowercase else ''}, no stop words, no stemming",
+            "tokens": f"sacrebleu {retrieval.tokenizer}{', lower-cased' if retrieval.lowercase else ''}, "
+                      "no stop words, no stemming",
             "ties": "pool order",
             "settings": retrieval.to_dict(),
         }

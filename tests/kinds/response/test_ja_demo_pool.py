@@ -33,7 +33,8 @@ def test_the_japanese_pool_extends_the_demo_gold_and_vbertscore_grades_the_demo_
     provenance = json.loads((tmp_path / "provenance.json").read_text(encoding="utf-8"))
     assert provenance["method"].startswith("vBERTScore references")
     assert provenance["retrieval"]["settings"]["retriever"] == "embedding"
-    # The rater on encoder features tells true pairs from shuffled ones (chance: 0.5); measured 0.879.
+    # The rater on encoder features tells true pairs from shuffled ones (chance: 0.5); measured 0.871
+    # on ja-mecab tokens (0.879 on 13a tokens, before issue 37).
     assert provenance["rater"]["held_out_accuracy"] >= 0.8
     assert provenance["references_added"] > 0
     kind = ResponseKind()
@@ -42,7 +43,7 @@ def test_the_japanese_pool_extends_the_demo_gold_and_vbertscore_grades_the_demo_
     runs = response_demo_ja.generate_runs(gold, seed=999)
     scores = {name: kind.score(kind.parse_run(run, compiled, config), compiled, config).headlines
               for name, run in runs.items()}
-    # Measured on this data: vBERTScore 0.449, 0.268, -0.043 (BERTScore on the original references:
+    # Measured on this data: vBERTScore 0.430, 0.248, -0.046 (BERTScore on the original references:
     # 0.197, 0.136, -0.002): the added references separate the runs more than the originals alone.
     assert scores["strong"]["vbertscore"] > scores["medium"]["vbertscore"] + 0.1 > scores["weak"]["vbertscore"] + 0.2
     assert (scores["strong"]["vbertscore"] - scores["weak"]["vbertscore"]

@@ -485,3 +485,23 @@ def test_an_attempt_that_lost_its_claim_stops_before_storing_anything(task_with_
     assert (job.status, job.claim_token, job.finished_at) == (PoolJob.RUNNING, "someone-else", None)
     assert GoldVersion.objects.filter(task=task_with_runs["task"]).count() == 1
     assert ReferencePool.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_rater_no_better_than_chance_fails_the_job_with_the_reason_on_its_page(task_with_runs, settings, tmp_path):
+    # Issue 37: a Japanese pool for this English task; its 13a tokens and English vectors tell the
+    # rater nothing, and the job says so instead of storing a version weighted by noise.
+    from fixtures import response_demo_ja
+    from kinds.response.models import PoolJob, ReferencePool
+    from tasks.models import GoldVersion
+
+    pool = response_demo_ja.write_pool(tmp_path / "pool.jsonl").read_bytes()
+    client = organiser_client(task_with_runs)
+    assert post_form(client, pool).status_code == 302
+    job = PoolJob.objects.get()
+    assert job.status == PoolJob.FAILED and len(job.errors) == 1
+    assert job.errors[0].startswith("the automatic rater is no better than chance")
+    assert ReferencePool.objects.count() == 0 and GoldVersion.objects.filter(task=task_with_runs["task"]).count() == 1
+    page = client.get(f"/pool-jobs/{job.pk}/").content.decode()
+    assert "Nothing was stored:" in page and "one-sided binomial test against 0.5" in page
+    assert '<li class="stage failed" data-stage="rater">' in page

@@ -12,6 +12,7 @@ byte, so organisers can inspect it before loading it and scientists can reproduc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import tempfile
@@ -251,7 +252,7 @@ class Command(BaseCommand):
         bytes written are ``Extension.gold_json()``, which ``build_vbleu_version`` loads as the new
         version. Written to a temporary file and renamed: never half-written."""
         from scoring.kinds import get_kind
-        from scoring.kinds.response.kind import task_vectors
+        from scoring.kinds.response.kind import task_tokenizer, task_vectors
 
         problems = [f"--{flag.replace('_', '-')}: belongs to a task on the server, not to --out"
                     for flag in ("phase", "label", "from_version") if options[flag]]
@@ -294,6 +295,8 @@ class Command(BaseCommand):
                 problems += [f"{options['gold']}: {line}" for line in error.errors]
         if problems:
             self._fail(problems)
+        # The configuration's language decides the pool steps' tokens, as on the server (build_vbleu_version).
+        retrieval = dataclasses.replace(retrieval, tokenizer=task_tokenizer(config))
         try:
             pool = vbleu.read_pool(pool_path, progress=ProgressBar(self.stderr))
             vectors = task_vectors(config) if ratings is None and not rater.needs_encoder else None
