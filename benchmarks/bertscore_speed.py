@@ -5,7 +5,8 @@
 
 - encoder: load time (sha256 check and dequantising the 4-bit layers) and the process's peak RSS;
 - encoding: texts per second over distinct agent replies and user utterances of ``tests/dialogues.py``
-  (the cost is per text: references once per gold version, responses once per run);
+  (the cost is per text: references once per gold version, responses once per run), and the same
+  texts' forward passes in padded batches as before issue 37.12 (the cost of never padding);
 - matching: items per second of eq. 11-12 over already-encoded texts (one candidate against three
   references, as a gold with weighted references has);
 - a pool: encoding its utterances and responses (what retrieval by embeddings and a rater on encoder
@@ -32,12 +33,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scoring.kinds.response import bertscore  # noqa: E402
 from scoring.kinds.response import vbleu as vb  # noqa: E402
-from scoring.kinds.response.encoder import E5Encoder  # noqa: E402
+from scoring.kinds.response.encoder import DEFAULT_PREFIX, E5Encoder  # noqa: E402
 from tests.dialogues import dialogues, pool_pairs  # noqa: E402
 
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+PADDED_BATCH_TOKENS = 4096
+
+
+def padded_batches_cpu(model: E5Encoder, texts: list[str]) -> float:
+    """CPU seconds of the forward passes ``encode`` made before it stopped padding: texts sorted by
+    length into padded batches of at most ``PADDED_BATCH_TOKENS`` tokens (the before of the ratio)."""
+    sequences, _ = model._sequences(texts, DEFAULT_PREFIX)
+    batches: list[list[list[int]]] = [[]]
+    for sequence in sorted(sequences, key=len):
+        if batches[-1] and len(sequence) * (len(batches[-1]) + 1) > PADDED_BATCH_TOKENS:
+            batches.append([])
+        batches[-1].append(sequence)
+    started = time.process_time()
+    for batch in batches:
+        model.forward(batch)
+    return time.process_time() - started
 
 
 def main() -> None:
@@ -61,6 +80,10 @@ def main() -> None:
     print(f"encoding: {len(texts)} distinct texts (mean {np.mean(tokens):.1f} tokens) in {seconds:.1f} s wall, "
           f"{cpu:.1f} s CPU = {len(texts) / seconds:.1f} texts/s wall, {rate:.1f} texts per CPU second; "
           f"peak RSS {peak_mb():.0f} MB")
+    padded = padded_batches_cpu(model, texts)
+    print(f"unpadded against padded batches: texts of one token count per pass (what encode does, batch-independent "
+          f"bits) {cpu:.1f} s CPU; the same texts in padded batches of at most {PADDED_BATCH_TOKENS} tokens (how "
+          f"they were encoded before issue 37.12) {padded:.1f} s CPU; ratio unpadded / padded {cpu / padded:.3f}")
 
     rng = np.random.default_rng(0)
     picks = rng.integers(0, len(encoded), size=(options.items, 4))

@@ -77,7 +77,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -170,6 +170,21 @@ LANGUAGES: dict[str, dict[str, str]] = {
 # token (a Chinese gold under 13a), or fewer than half of the reference tokens with a vector.
 MAX_SINGLE_TOKEN_SHARE = 0.5
 MIN_VECTOR_COVERAGE = 0.5
+# The script of a reference text (docs/response.md, "The gold's script", has the measurements): its
+# units are Chinese characters, kana and Latin words (URLs and e-mail addresses left out); it is
+# written in Chinese characters (CJK) when they and kana are at least CJK_TEXT_SHARE of its units, and
+# is Japanese when kana are at least KANA_TEXT_SHARE of those. More than FOREIGN_REFUSE_SHARE of the
+# classified reference texts in another language than the task's refuses the gold; at least
+# FOREIGN_WARN_SHARE warns.
+CJK_TEXT_SHARE = 0.5
+KANA_TEXT_SHARE = 0.1
+FOREIGN_REFUSE_SHARE = 0.5
+FOREIGN_WARN_SHARE = 0.1
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
+_KANA = re.compile("[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9d]")
+_LATIN_WORD = re.compile("[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]+")
+# ASCII only: Chinese and Japanese put no space after a link, so \S+ would swallow the sentence.
+_URL_OR_MAIL = re.compile(r"(?:https?://|www\.)[!-~]+|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.IGNORECASE)
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
 GOLD_FORMAT = "evalserver-response-gold/1"
@@ -938,9 +953,9 @@ class ParsedResponseRun:
         """The responses' token vectors at ``positions``: every response encoded once per run and layer.
 
         A response that is the text of a reference takes that reference's vectors (``known``: the gold's,
-        same encoder, layer and prefix) instead of being encoded again: the same text must give the same
-        vectors, and encoded in another batch float32 rounding differs in the last bits, so a reply
-        copied from its reference scored 1 - 1e-9 instead of 1."""
+        same encoder, layer and prefix) instead of being encoded again, which saves the encoding; the
+        bits are the same either way, since the encoder never pads a text into a batch (padded, a text
+        had other last bits, and a reply copied from its reference scored 1 - 1e-9)."""
         key = (encoder.sha256, layer)
         if key not in self._encoded:
             known = known or {}
@@ -1000,6 +1015,49 @@ def _retrieval_of(data: object) -> str | None:
             if isinstance(reference, dict) and reference.get("origin") == "pool" and "cosine" in reference:
                 return "embedding"
     return None
+
+
+def text_language(text: str) -> str | None:
+    """The language a text's script points to: "zh" (Chinese characters, no or few kana), "ja"
+    (Chinese characters with kana), "en" (Latin words), or None (no letters: digits, punctuation,
+    emoji, a URL alone). Latin words count as one unit each, like a Chinese character, since either
+    is about one word's worth of meaning; URLs and e-mail addresses are left out (a Chinese reply with
+    a link is still Chinese)."""
+    text = _URL_OR_MAIL.sub(" ", text)
+    han, kana, latin = len(_HAN.findall(text)), len(_KANA.findall(text)), len(_LATIN_WORD.findall(text))
+    cjk = han + kana
+    if not cjk + latin:
+        return None
+    if cjk < CJK_TEXT_SHARE * (cjk + latin):
+        return "en"
+    return "ja" if kana >= KANA_TEXT_SHARE * cjk else "zh"
+
+
+def _script_problems(gold: ResponseGold, config: ResponseConfig) -> tuple[list[str], list[str]]:
+    """Problems and warnings about reference texts written in another script than the task's
+    language: a Chinese gold under the English preset was scored silently (8.3 13a tokens a
+    reference against 49.3 under zh, yet only 5.7% of STC-3's Chinese references a single token)."""
+    texts = [text for references in gold.references for text, _ in references]
+    counts = Counter(language for language in map(text_language, texts) if language is not None)
+    classified = sum(counts.values())
+    foreign = classified - counts[config.language]
+    if not foreign:
+        return [], []
+    task = LANGUAGES[config.language]["name"]
+    language, most = max(((code, n) for code, n in counts.items() if code != config.language), key=lambda c: c[1])
+    preset = "response" if language == "en" else f"response-{language}"
+    looks = ", ".join(f"{counts[code]:,} {LANGUAGES[code]['name']}" for code in LANGUAGES
+                      if code != config.language and counts[code])
+    sentence = (f"references: {foreign:,} of the {classified:,} reference texts with letters are written in "
+                f"another script than the task's language, {task} ({looks}: Chinese characters without kana "
+                "count as Chinese, with kana as Japanese, Latin words as English)")
+    if foreign > FOREIGN_REFUSE_SHARE * classified:
+        return [f"{sentence}, so its tokeniser and tagger would score them silently wrong: set the task's "
+                f"\"language\" to \"{language}\" ({LANGUAGES[language]['name']}; preset {preset})"], []
+    if foreign >= FOREIGN_WARN_SHARE * classified:
+        return [], [f"{sentence}: they are scored with the {task} tokeniser and tagger; if the gold is "
+                    f"{LANGUAGES[language]['name']}, set the task's \"language\" to \"{language}\" (preset {preset})"]
+    return [], []
 
 
 def _single_token_problems(gold: ResponseGold, config: ResponseConfig) -> list[str]:
@@ -1102,7 +1160,11 @@ class ResponseKind(Kind):
         if without_context:
             warnings.append(f"{without_context} of the {len(gold)} context(s) have no utterances: the echo "
                             "baseline answers them with the generic reply")
-        problems = _single_token_problems(gold, config)
+        # The script says which language the gold is in; the token count still catches a language
+        # written without spaces that none of the scripts above covers (Thai under 13a).
+        problems, script_warnings = _script_problems(gold, config)
+        warnings += script_warnings
+        problems = problems or _single_token_problems(gold, config)
         compiled = CompiledResponseGold(gold, warnings=warnings,
                                         retrieval=_retrieval_of(data) if gold.extended else None)
         if config.needs_posscore and not problems:

@@ -167,7 +167,9 @@ class _JiebaTagger:
             words.append(word)
             spaces.append(False)
             tags.append(flag)
-        pos = ["PUNCT" if flag == "x" and all(not ch.isalnum() for ch in word) else JIEBA_UPOS.get(flag, "X")
+        # A token without a letter or digit is punctuation whatever jieba's flag: its dictionary tags
+        # runs of ASCII dots ("....", "...") as numerals (m), which would make them POS words.
+        pos = ["PUNCT" if all(not ch.isalnum() for ch in word) else JIEBA_UPOS.get(flag, "X")
                for word, flag in zip(words, tags)]
         return Doc(self.vocab, words=words, spaces=spaces, tags=tags, pos=pos)
 
