@@ -10,7 +10,7 @@
 
 ``--speed``: 10,000 items x 100 runs x 21 measures and 4,000 x 30 x 20 at B = 10,000 (the data of
 benchmarks/tukey_speed.py), in one process after compiling: the full test, the recombined method
-of this checkout and, with ``--against REV``, the recombined method of ``scoring/stats.py`` at git
+of this checkout and, with ``--against REV``, the recombined method of ``scoring.stats`` at git
 revision REV (loaded as a separate module), each once per size. Prints wall seconds and CPU
 seconds of the process (all threads: ``time.process_time``, less sensitive to other load than
 wall time), the ratios, the load average, and how each recombined method's p-values differ
@@ -83,6 +83,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.tukey_speed import make_matrices  # noqa: E402
 from scoring import stats  # noqa: E402
+from scoring.stats import recombined as recombined_method  # noqa: E402  # use_plan patches its plan
 
 SIZES = [(10_000, 100, 21, 10.0), (4_000, 30, 20, 5.0)]
 B_FULL = 10_000
@@ -108,17 +109,32 @@ def compare(exact: dict, other: dict, n_permutations: int) -> str:
 
 
 def load_revision(revision: str):
-    """scoring/stats.py as it was at git revision ``revision``, as a module of its own."""
-    source = subprocess.run(["git", "show", f"{revision}:scoring/stats.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
+    """scoring.stats as it was at git revision ``revision``, as a module of its own: the single file
+    scoring/stats.py, or, since issue 38, the package scoring/stats/ (its imports of ``scoring.stats``
+    pointed at the copy)."""
+    def show(path: str) -> str:
+        return subprocess.run(["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+
     folder = Path(tempfile.mkdtemp(prefix="tukey_old_"))
-    path = folder / "stats_old.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("stats_old", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["stats_old"] = module
-    spec.loader.exec_module(module)
-    return module
+    if subprocess.run(["git", "cat-file", "-e", f"{revision}:scoring/stats.py"], cwd=ROOT,
+                      capture_output=True).returncode == 0:
+        path = folder / "stats_old.py"
+        path.write_text(show("scoring/stats.py"))
+        spec = importlib.util.spec_from_file_location("stats_old", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["stats_old"] = module
+        spec.loader.exec_module(module)
+        return module
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{revision}:scoring/stats/"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    (folder / "stats_old").mkdir()
+    for name in names:
+        if name.endswith(".py"):
+            source = show(f"scoring/stats/{name}").replace("scoring.stats", "stats_old")
+            (folder / "stats_old" / name).write_text(source)
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("stats_old")
 
 
 def timed(call):
@@ -141,7 +157,7 @@ def speed(against: str | None) -> None:
     print(f"# B = {B_FULL:,}, numba, {len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}")
     for n, k, m, target in SIZES:
         matrices = make_matrices(n, k, m)
-        groups, divisor, pool = stats._recombine_plan(n, k, B_FULL)
+        groups, divisor, pool = recombined_method._recombine_plan(n, k, B_FULL)
         print(f"{n:,} x {k} x {m} measures (recombined plan: G = {groups}, D = {divisor}, P = {pool})", flush=True)
         results: dict[str, tuple] = {}
         for name, call in methods.items():
@@ -181,14 +197,14 @@ def model(k: int, groups: int, divisor: int) -> float:
 
 def use_plan(groups: int | None, divisor: int | None) -> None:
     """Force the recombined plan (for measurement only)."""
-    shipped = stats._recombine_plan
+    shipped = recombined_method._recombine_plan
 
     def plan(n_dialogues: int, n_runs: int, n_permutations: int) -> tuple[int, int, int]:
         g, d, _ = shipped(n_dialogues, n_runs, n_permutations)
         g, d = groups or g, divisor or d
         return g, d, max(1, -(-n_permutations // d))
 
-    stats._recombine_plan = plan
+    recombined_method._recombine_plan = plan
 
 
 def spread(method: str, matrices: dict, n_permutations: int, seeds: int) -> np.ndarray:
@@ -209,7 +225,7 @@ def validate(n: int, k: int, measures: int, n_permutations: int, seeds: int) -> 
     binomial = p * (1 - p) / n_permutations
     var_exact, var_rec = exact.var(axis=0, ddof=1)[inside], recombined.var(axis=0, ddof=1)[inside]
     gap = np.abs(recombined.mean(axis=0) - p)[inside] / np.sqrt((var_exact + var_rec) / seeds)
-    groups, divisor, pool = stats._recombine_plan(n, k, n_permutations)
+    groups, divisor, pool = recombined_method._recombine_plan(n, k, n_permutations)
     print(f"# {n:,} x {k}, {measures} measures, B = {n_permutations:,}, {seeds} seeds per method; recombined: "
           f"G = {groups}, D = {divisor}, P = {pool}; {int(inside.sum())} pairs with 0.01 < mean p < 0.99")
     print(f"variance over seeds / binomial p(1-p)/B: exact {np.mean(var_exact / binomial[inside]):.3f}, recombined "
@@ -265,7 +281,7 @@ def null(n: int, k: int, n_permutations: int, datasets: int) -> None:
         for method, found in smallest.items():
             result = stats.randomised_tukey_hsd({"m": x}, n_permutations, seed=dataset, method=method)["m"]
             found.append(float(result.pvalues.min()))
-    groups, divisor, pool = stats._recombine_plan(n, k, n_permutations)
+    groups, divisor, pool = recombined_method._recombine_plan(n, k, n_permutations)
     print(f"# null: {datasets} datasets of {n:,} x {k} normal scores, B = {n_permutations:,}; recombined: "
           f"G = {groups}, D = {divisor}, P = {pool}")
     for method, found in smallest.items():

@@ -14,6 +14,7 @@ from django.utils import timezone
 from leaderboard import jobs as statistics_jobs
 from leaderboard.models import TaskStatistics
 from scoring import exports, stats
+from scoring.stats import recombined
 from tasks import submissions
 from tasks.models import AccessLog, Phase, Run, ScoreVector
 from tests.conftest import World, committing, run_bytes
@@ -364,9 +365,10 @@ def test_a_board_computed_by_the_recombined_method_shows_its_wider_monte_carlo_e
     url = f"/tasks/{board.task.slug}/statistics/quality.A.rsnod/pvalues/"
     before = Client().get(url)
     assert before.status_code == 200 and 'id="recombined"' not in before.content.decode()  # the full test
-    monkeypatch.setattr(stats, "RECOMBINE_MIN_CELLS", 0)
-    monkeypatch.setattr(stats, "RECOMBINE_MIN_DIALOGUES", 0)
-    monkeypatch.setattr(stats, "RECOMBINE_MIN_DIVISOR", 1)
+    # The size rule is read where it is defined.
+    monkeypatch.setattr(recombined, "RECOMBINE_MIN_CELLS", 0)
+    monkeypatch.setattr(recombined, "RECOMBINE_MIN_DIALOGUES", 0)
+    monkeypatch.setattr(recombined, "RECOMBINE_MIN_DIVISOR", 1)
     board_statistics.compute_now(board.task.pk)
     record = TaskStatistics.objects.get(task=board.task, phase=None)
     entry = record.measure("quality.A.rsnod", pairwise=True).entry()
@@ -374,7 +376,7 @@ def test_a_board_computed_by_the_recombined_method_shows_its_wider_monte_carlo_e
     expected = stats.randomised_tukey_hsd({"m": matrix}, n_permutations=200, seed=board.task.statistics_seed,
                                           method="recombined")["m"]
     # One group of 30 dialogues (G = min(64, 30 // 16) = 1), pools of all 200 steps (D = 1), 5 runs.
-    assert stats._recombine_plan(30, 5, 200) == (1, 1, 200)
+    assert recombined._recombine_plan(30, 5, 200) == (1, 1, 200)
     inflation = 1 + 0.8 / 4 ** (1 / 3)
     assert entry["mc_variance_inflation"] == pytest.approx(inflation, rel=1e-15)
     assert np.array_equal(entry["pvalues"], expected.pvalues)

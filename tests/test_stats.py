@@ -22,11 +22,15 @@ from scoring.stats import (
     delta_required,
     discriminative_power,
     kendall_tau_with_ci,
+    kernels,
     meta_evaluate,
+    meta_evaluation,
     randomised_tukey_hsd,
     residual_variance,
+    stream,
     tukey_hsd_loop,
 )
+from scoring.stats import tukey as tukey_module
 
 needs_numba = pytest.mark.skipif(not stats.numba_available(), reason="numba is not installed")
 
@@ -117,7 +121,7 @@ def test_two_runs_counts_exactly_the_sign_flips_of_fishers_test():
     observed = abs(diffs.mean())
     count = 0
     for b in range(n_permutations):
-        signs = np.array([1.0 if stats._row_permutation(seed, b, d, n, 2) == [0, 1] else -1.0 for d in range(n)])
+        signs = np.array([1.0 if stream._row_permutation(seed, b, d, n, 2) == [0, 1] else -1.0 for d in range(n)])
         count += abs((signs * diffs).mean()) >= observed
     assert 0.01 < count / n_permutations < 0.5  # a p-value in the interesting range
     for backend in ("numpy", "numba") if stats.numba_available() else ("numpy",):
@@ -157,7 +161,7 @@ def test_ties_are_counted_as_in_exact_arithmetic(monkeypatch):
     for b in range(n_permutations):
         permuted = [[Fraction(0)] * k for _ in range(n)]
         for d in range(n):
-            for c, target in enumerate(stats._row_permutation(seed, b, d, n, k)):
+            for c, target in enumerate(stream._row_permutation(seed, b, d, n, k)):
                 permuted[d][target] = exact[d][c]
         col = [sum(permuted[d][j] for d in range(n)) / n for j in range(k)]
         spread = max(col) - min(col)
@@ -169,7 +173,8 @@ def test_ties_are_counted_as_in_exact_arithmetic(monkeypatch):
         np.testing.assert_array_equal(tukey(x, n_permutations, seed, backend=backend).pvalues, expected)
     np.testing.assert_array_equal(tukey_hsd_loop(x, n_permutations, seed).pvalues, expected)
     # Without the tolerance, round-off drops some of those ties: the test can tell.
-    monkeypatch.setattr(stats, "_tie_tolerance", lambda matrix: 0.0)
+    # Patched where randomised_tukey_hsd looks it up.
+    monkeypatch.setattr(tukey_module, "_tie_tolerance", lambda matrix: 0.0)
     assert not np.array_equal(tukey(x, n_permutations, seed).pvalues, expected)
 
 
@@ -244,7 +249,7 @@ def test_memory_does_not_grow_with_the_number_of_permutations():
     assert peaks[6000] < peaks[1000] + 2 * 8 * 6000 * 4 + 200_000, peaks
     # One chunk at a time: a chunk's permutation indices and one measure's weights (8 bytes a
     # cell each) plus the stream's scratch, not two chunks' worth.
-    assert peaks[6000] < 3 * 8 * stats._NUMPY_CELLS_PER_CHUNK, peaks
+    assert peaks[6000] < 3 * 8 * stream._NUMPY_CELLS_PER_CHUNK, peaks
 
 
 @needs_numba
@@ -270,23 +275,23 @@ def test_rejection_sampling_path_matches_across_implementations():
     # Rows of seed 0, k = 30 whose first word for dice batch 3 or 5 is rejected (found by a
     # search over row ids b * n + d); with n = 2 they are step row_id // 2, dialogue row_id % 2.
     k = 30
-    batches = stats._dice_batches(k)
+    batches = stream._dice_batches(k)
     for row_id, batch in ((52077, 3), (170845, 5), (824183, 5)):
         first, stop, product, threshold = batches[batch]
-        state = stats._mix64((0 + (row_id + 1) * stats._GAMMA) & stats._MASK64)
-        z = stats._mix64((state + (batch // 2 + 1) * stats._GAMMA) & stats._MASK64)
-        word = z >> 32 if batch % 2 else z & stats._MASK32
-        assert (word * product) & stats._MASK32 < threshold  # it really is rejected
+        state = stream._mix64((0 + (row_id + 1) * stream._GAMMA) & stream._MASK64)
+        z = stream._mix64((state + (batch // 2 + 1) * stream._GAMMA) & stream._MASK64)
+        word = z >> 32 if batch % 2 else z & stream._MASK32
+        assert (word * product) & stream._MASK32 < threshold  # it really is rejected
         step, dialogue = divmod(row_id, 2)
-        expected = stats._row_permutation(0, step, dialogue, 2, k)
+        expected = stream._row_permutation(0, step, dialogue, 2, k)
         assert sorted(expected) == list(range(k))
-        assert stats._permutations_numpy(0, step, 1, 2, k)[dialogue].tolist() == expected
+        assert stream._permutations_numpy(0, step, 1, 2, k)[dialogue].tolist() == expected
     if stats.numba_available():
         x = np.random.default_rng(0).normal(size=(2, k))
         centred = [x - x.mean(axis=1, keepdims=True)]
         n_steps = 824183 // 2 + 1
         np.testing.assert_array_equal(
-            stats._ranges_numba(centred, 0, n_steps, None), stats._ranges_numpy(centred, 0, n_steps, None)
+            kernels._ranges_numba(centred, 0, n_steps, None), stream._ranges_numpy(centred, 0, n_steps, None)
         )
 
 
@@ -294,16 +299,17 @@ def test_rejection_sampling_path_matches_across_implementations():
 def test_vectorised_permutations_match_the_pure_python_stream(n_runs):
     # 70,000 runs puts a die larger than 2^16 in a batch of its own.
     n_steps, n_dialogues = (1, 2) if n_runs > 1000 else (3, 4)
-    perms = stats._permutations_numpy(seed=12345, first_step=5, n_steps=n_steps, n_dialogues=n_dialogues, n_runs=n_runs)
+    perms = stream._permutations_numpy(seed=12345, first_step=5, n_steps=n_steps, n_dialogues=n_dialogues,
+                                       n_runs=n_runs)
     for s, d in itertools.product(range(n_steps), range(n_dialogues)):
-        expected = stats._row_permutation(12345, 5 + s, d, n_dialogues, n_runs)
+        expected = stream._row_permutation(12345, 5 + s, d, n_dialogues, n_runs)
         assert perms[s * n_dialogues + d].tolist() == expected
         assert sorted(expected) == list(range(n_runs))
 
 
 def test_permutations_are_uniform():
     # All 24 permutations of 4 runs, from 24,000 rows: chi-square against uniform.
-    perms = stats._permutations_numpy(seed=3, first_step=0, n_steps=1000, n_dialogues=24, n_runs=4)
+    perms = stream._permutations_numpy(seed=3, first_step=0, n_steps=1000, n_dialogues=24, n_runs=4)
     codes = perms @ np.array([64, 16, 4, 1])
     _, counts = np.unique(codes, return_counts=True)
     assert len(counts) == 24
@@ -472,7 +478,7 @@ def test_vectorised_tau_b_equals_scipy_including_ties(form: str):
     rng = np.random.default_rng(8)
     a = rng.integers(0, 4, size=(50, 7)).astype(float)  # many ties
     b = rng.integers(0, 4, size=(50, 7)).astype(float)
-    ours = stats._tau_b_rows(a, b) if form == "shipped" else stats._tau_b_rows_numpy(a, b)
+    ours = meta_evaluation._tau_b_rows(a, b) if form == "shipped" else meta_evaluation._tau_b_rows_numpy(a, b)
     for row in range(50):
         reference = kendalltau(a[row], b[row]).statistic
         if np.isnan(reference):
@@ -498,9 +504,9 @@ def test_knights_tau_b_equals_the_pairwise_sum_bit_for_bit(k: int, monkeypatch: 
     if k > 1:
         b[9, :2] = np.inf
         a[11, 0], a[11, -1] = -np.inf, np.inf
-    shipped = stats._tau_b_rows(a, b)
-    monkeypatch.setattr(stats, "_TAU_BLOCK_CELLS", 5 * k * (k - 1) // 2)
-    pairwise = stats._tau_b_rows_numpy(a, b)
+    shipped = meta_evaluation._tau_b_rows(a, b)
+    monkeypatch.setattr(meta_evaluation, "_TAU_BLOCK_CELLS", 5 * k * (k - 1) // 2)
+    pairwise = meta_evaluation._tau_b_rows_numpy(a, b)
     assert np.array_equal(shipped, pairwise, equal_nan=True)
     assert np.isnan(shipped[5]) and (k == 1 or (np.isnan(shipped[9]) and not np.isnan(shipped[11])))
     if k > 1:

@@ -12,7 +12,7 @@ import pytest
 
 from scoring import stats
 from scoring.kinds.response import bleu
-from scoring.stats import _row_permutation  # the permutation stream, to draw the same steps in the loop
+from scoring.stats.stream import _row_permutation  # the permutation stream, to draw the same steps in the loop
 
 # The spec's worked example: BLEU with N = 1, rows (num1, den1, hyp_len, ref_len).
 RUN_A = [(3, 4, 4, 4), (2, 2, 2, 3), (0, 1, 1, 2)]

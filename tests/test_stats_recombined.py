@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from scoring import stats
-from scoring.stats import _mix64, _row_permutation, randomised_tukey_hsd
+from scoring.stats import randomised_tukey_hsd
+from scoring.stats import recombined as recombined_method
+from scoring.stats.stream import _mix64, _row_permutation
 
 needs_numba = pytest.mark.skipif(not stats.numba_available(), reason="numba is not installed")
 
@@ -59,23 +61,23 @@ def test_the_plan_takes_the_largest_pool_divisor_within_the_inflation_budget() -
     # i.e. (16 D)^3 <= (k - 1) G^3; P = ceil(B / D). Worked by hand:
     assert (stats.INFLATION_SCALE, stats.INFLATION_BUDGET) == (Fraction(4, 5), Fraction(1, 20))
     # 99 * 64^3 = 25,952,256 lies between 288^3 (D = 18) and 304^3 (D = 19); 18 * 555 < 10,000.
-    assert stats._recombine_plan(10_000, 100, 10_000) == (64, 18, 556)
+    assert recombined_method._recombine_plan(10_000, 100, 10_000) == (64, 18, 556)
     # 29 * 64^3 = 7,602,176 lies between 192^3 (D = 12) and 208^3; 12 * 833 < 10,000.
-    assert stats._recombine_plan(4_000, 30, 10_000) == (64, 12, 834)
+    assert recombined_method._recombine_plan(4_000, 30, 10_000) == (64, 12, 834)
     # 15 * 20^3 = 120,000 lies between 48^3 (D = 3) and 64^3.
-    assert stats._recombine_plan(320, 16, 24) == (20, 3, 8)
+    assert recombined_method._recombine_plan(320, 16, 24) == (20, 3, 8)
     # 4 * 64^3 = 1,048,576 lies between 96^3 (D = 6) and 112^3.
-    assert stats._recombine_plan(100_000, 5, 10_000) == (64, 6, 1667)
+    assert recombined_method._recombine_plan(100_000, 5, 10_000) == (64, 6, 1667)
     # 1 * 32^3 = 32,768 lies between 32^3 (D = 2) and 48^3.
-    assert stats._recombine_plan(512, 2, 1_000_000) == (32, 2, 500_000)
+    assert recombined_method._recombine_plan(512, 2, 1_000_000) == (32, 2, 500_000)
 
 
 @pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=needs_numba)])
 def test_both_backends_draw_the_steps_of_the_definition(backend: str) -> None:
     x = scores(320, 16, seed=3)
-    assert stats._recombine_plan(320, 16, 24) == (20, 3, 8)
+    assert recombined_method._recombine_plan(320, 16, 24) == (20, 3, 8)
     centred = np.ascontiguousarray((x - x.mean(axis=1, keepdims=True))[:, :, None])
-    ranges = stats._recombined_ranges(centred, seed=7, n_permutations=24, use_numba=backend == "numba")
+    ranges = recombined_method._recombined_ranges(centred, seed=7, n_permutations=24, use_numba=backend == "numba")
     assert np.allclose(ranges[0], reference_ranges(x, seed=7, n_permutations=24, groups=20, pool=8),
                        rtol=0, atol=1e-12)
 
@@ -87,11 +89,11 @@ def test_chunks_of_steps_and_blocks_of_groups_do_not_change_the_p_values(
     # Same seed, same p-values, however the steps are cut into chunks (here 7 steps of 2 x 5
     # sums) and the groups into blocks (here pools of 3 groups of 100 entries at a time).
     matrices = {"a": scores(600, 5, seed=1, effects=[0, 0.05, 0.1, 0.1, 0.2]), "b": scores(600, 5, seed=2)}
-    assert stats._recombine_plan(600, 5, 300) == (37, 3, 100)
+    assert recombined_method._recombine_plan(600, 5, 300) == (37, 3, 100)
     whole = randomised_tukey_hsd(matrices, 300, seed=4, method="recombined", backend=backend)
-    monkeypatch.setattr(stats, "_RECOMBINE_CELLS_PER_CHUNK", 70)
+    monkeypatch.setattr(recombined_method, "_RECOMBINE_CELLS_PER_CHUNK", 70)
     chunked = randomised_tukey_hsd(matrices, 300, seed=4, method="recombined", backend=backend)
-    monkeypatch.setattr(stats, "_RECOMBINE_POOL_BYTES", 3 * 100 * 5 * 2 * 8)
+    monkeypatch.setattr(recombined_method, "_RECOMBINE_POOL_BYTES", 3 * 100 * 5 * 2 * 8)
     blocked = randomised_tukey_hsd(matrices, 300, seed=4, method="recombined", backend=backend)
     for name in matrices:
         assert np.array_equal(whole[name].pvalues, chunked[name].pvalues)
@@ -110,7 +112,7 @@ def test_numba_and_numpy_give_the_same_p_values() -> None:
 def test_its_p_values_are_the_full_tests_within_monte_carlo_error() -> None:
     # Run effects that put p-values across (0, 1); 800 dialogues make 50 groups of 16, and 30
     # runs a pool divisor of 9 (P = 445 entries per group for B = 4,000).
-    assert stats._recombine_plan(800, 30, 4000) == (50, 9, 445)
+    assert recombined_method._recombine_plan(800, 30, 4000) == (50, 9, 445)
     x = scores(800, 30, seed=9, effects=list(np.linspace(0.0, 0.2, 30)))
     n_permutations = 4000
     full = randomised_tukey_hsd({"m": x}, n_permutations, seed=1, method="exact")["m"].pvalues
@@ -133,10 +135,10 @@ def test_the_size_rule_keeps_small_inputs_on_the_full_test() -> None:
     # plan's pool divisor is at least 4: both sizes of issue 28, not 2 runs over 512 dialogues
     # (D = 2: too little saved to be worth the dependence).
     assert 10_000 * 10_000 * 100 * 21 >= stats.RECOMBINE_MIN_CELLS
-    assert stats._choose_method("auto", 10_000, 100, 10_000, 21) == "recombined"
-    assert stats._choose_method("auto", 4_000, 30, 10_000, 20) == "recombined"
-    assert stats._choose_method("auto", 512, 2, 1_000_000, 4) == "exact"
-    assert stats._choose_method("auto", 400, 100, 10_000, 21) == "exact"  # fewer than 512 dialogues
+    assert recombined_method._choose_method("auto", 10_000, 100, 10_000, 21) == "recombined"
+    assert recombined_method._choose_method("auto", 4_000, 30, 10_000, 20) == "recombined"
+    assert recombined_method._choose_method("auto", 512, 2, 1_000_000, 4) == "exact"
+    assert recombined_method._choose_method("auto", 400, 100, 10_000, 21) == "exact"  # fewer than 512 dialogues
     with pytest.raises(ValueError, match="method must be"):
         randomised_tukey_hsd({"m": x}, 10, method="fast")
 
@@ -184,7 +186,7 @@ def test_recombined_corpus_p_values_carry_the_inflation_too() -> None:
     rows = np.stack([rng.integers(0, 10, size=(600, 5)), np.full((600, 5), 10)], axis=2).astype(float)
     ratio = {"r": stats.CorpusMeasure(rows, lambda sums: sums[..., 0] / sums[..., 1])}
     recombined = stats.corpus_tukey_hsd(ratio, n_permutations=300, seed=4, method="recombined")["r"]
-    assert stats._recombine_plan(600, 5, 300) == (37, 3, 100)
+    assert recombined_method._recombine_plan(600, 5, 300) == (37, 3, 100)
     inflation = 1 + 0.8 * 3 / (37 * 4 ** (1 / 3))
     assert recombined.mc_variance_inflation == pytest.approx(inflation, rel=1e-15)
     p = recombined.pvalues

@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 
 from scoring import compare, stats
 from scoring.kinds import KINDS, register
+from scoring.stats import stream
 from tests.conftest import committing
 from tests.toy_kind import ToyKind
 
@@ -137,7 +138,7 @@ def test_a_toy_kind_goes_through_uploads_scores_board_statistics_and_exports(toy
     for b in range(500):
         totals = np.zeros((k, 2))
         for d in range(6):
-            perm = stats._row_permutation(toy["task"].statistics_seed, b, d, 6, k)
+            perm = stream._row_permutation(toy["task"].statistics_seed, b, d, 6, k)
             for c in range(k):
                 totals[perm[c]] += (guessed[d, c], VALUES[d])
         figures = totals[:, 0] / totals[:, 1]
