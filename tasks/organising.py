@@ -57,12 +57,13 @@ def phase_overlaps(phase: Phase) -> list[str]:
         return []
     others = (Phase.objects.filter(task_id=phase.task_id, starts_at__lt=phase.ends_at, ends_at__gt=phase.starts_at)
               .exclude(kind=Phase.FINAL).exclude(pk=phase.pk).order_by("starts_at"))
-    return [f"the {phase.name} phase overlaps the {other.name} phase ({other.kind}) from "
+    return [f"the {phase.name} phase overlaps the {other.name} phase"
+            f"{f' ({other.kind})' if other.name != other.kind else ''} from "
             f"{max(phase.starts_at, other.starts_at):%Y-%m-%d %H:%M} to "
             f"{min(phase.ends_at, other.ends_at):%Y-%m-%d %H:%M} UTC: while both are open, every upload must "
             "name its phase (the upload form's Phase choice, the API's phase field, the command-line client's "
-            "--phase); one that names none is refused with the open phases listed. Tell participants, or end "
-            f"the {other.name} phase when this one opens"
+            "--phase); one that names none is refused with the open phases listed. Tell participants, or let "
+            "the phases follow one another"
             for other in others]
 
 

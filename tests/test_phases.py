@@ -374,10 +374,10 @@ def test_organisers_are_warned_when_phases_overlap(world: World) -> None:
     call_command("create_phase", world.task.slug, "test", "--kind", "test", "--starts", "2030-02-15T00:00",
                  "--ends", "2030-03-15T00:00", stdout=io.StringIO(), stderr=err)
     assert err.getvalue() == (
-        "warning: the test phase overlaps the development phase (development) from 2030-02-15 00:00 to 2030-03-01 "
+        "warning: the test phase overlaps the development phase from 2030-02-15 00:00 to 2030-03-01 "
         "00:00 UTC: while both are open, every upload must name its phase (the upload form's Phase choice, the "
         "API's phase field, the command-line client's --phase); one that names none is refused with the open "
-        "phases listed. Tell participants, or end the development phase when this one opens\n")
+        "phases listed. Tell participants, or let the phases follow one another\n")
     # The dashboard's phase form says the same when a phase is edited into an overlap.
     client = Client()
     client.force_login(world.organiser)
@@ -388,7 +388,7 @@ def test_organisers_are_warned_when_phases_overlap(world: World) -> None:
         follow=True)
     page = answer.content.decode()
     assert answer.status_code == 200, page
-    assert ("The development phase overlaps the test phase (test) from 2030-02-15 00:00 to 2030-03-01 00:00 UTC: "
+    assert ("The development phase overlaps the test phase from 2030-02-15 00:00 to 2030-03-01 00:00 UTC: "
             "while both are open") in page
 
 
