@@ -648,6 +648,8 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
         fields.append(("description", description))
     if args.priority is not None:
         fields.append(("priority", str(args.priority)))
+    if args.phase is not None:
+        fields.append(("phase", args.phase))
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     attempt = 0
     while True:
@@ -1007,7 +1009,8 @@ def build_parser() -> argparse.ArgumentParser:
         "then validated completely by the server, which lists every problem (exit status 2). A valid run is "
         "queued for scoring; --wait waits for the scores (exit status 1 if scoring fails).",
         "submit stc3-zh TEAM-run1.json --name TEAM-run1 --priority 1 --wait",
-        "submit stc3-zh TEAM-run2.json --description-file method.txt --private"))
+        "submit stc3-zh TEAM-run2.json --description-file method.txt --private",
+        "submit stc3-zh TEAM-test-run1.json --phase test --priority 1"))
     submit.add_argument("task", metavar="TASK", help="the task's short name (see the 'tasks' command)")
     submit.add_argument("run_file", metavar="RUN.json", help="the run file")
     submit.add_argument("--name", help="run name shown on the leaderboard (default: the file name)")
@@ -1016,6 +1019,9 @@ def build_parser() -> argparse.ArgumentParser:
     described.add_argument("--description-file", metavar="FILE", help="read the description from a UTF-8 file")
     submit.add_argument("--priority", metavar="K", type=positive_int,
                         help="1 for your primary run, 2, 3, ... for the others")
+    submit.add_argument("--phase", metavar="NAME",
+                        help="the phase the run is for, by its name (needed while several phases of the task are "
+                             "open; default: the only open one)")
     submit.add_argument("--private", action="store_true",
                         help="keep the run off the public leaderboard (your team and the organisers see it)")
     submit.add_argument("--wait", action="store_true", help="wait for the scores and print them")

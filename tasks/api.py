@@ -126,6 +126,7 @@ _run_response = inline_serializer("RunStatus", {
     # Upload answers only: the team's earlier runs with the very same file, and the sentence saying so.
     "identical_to": serializers.ListField(child=serializers.DictField(), required=False),
     "identical_note": serializers.CharField(required=False),
+    "phase": serializers.CharField(required=False, allow_null=True),  # upload answers: where the run went
 })
 _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=serializers.CharField())})
 
@@ -134,7 +135,9 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     summary="Upload a run",
     description="Multipart form with `file` (a run JSON file), optional `name`, `description`, `priority` "
                 "(1 = primary; unique among your team's runs of the phase that are not withdrawn or failed, else 409) "
-                "and `public` (true/false). The file is validated at once: every problem is listed and nothing "
+                "`public` (true/false) and `phase` (a phase's name: needed while several phases of the task are "
+                "open, when an upload that names none is refused with the open phases listed; the answer's "
+                "`phase` says where the run went). The file is validated at once: every problem is listed and nothing "
                 "is stored. A valid run is queued for scoring; the answer says how much quota is left and names "
                 "your team's earlier runs whose file is byte for byte the same (`identical_to`, `identical_note`). "
                 "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
@@ -142,7 +145,10 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
     request={"multipart/form-data": inline_serializer("RunUpload", {
         "file": serializers.FileField(), "name": serializers.CharField(required=False),
         "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
-        "public": serializers.BooleanField(required=False)})},
+        "public": serializers.BooleanField(required=False),
+        "phase": serializers.CharField(required=False, help_text=(
+            "the phase's name; may be left out while only one phase is open, and must be given while several "
+            "are (an upload that names none is then refused with the open phases listed)"))})},
     responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 409: _errors,
                411: _errors, 413: _errors, 415: _errors, 429: _errors, 503: _errors},
 )
@@ -154,13 +160,14 @@ def upload_run(request: Request, slug: str) -> Response:
     # The request's size (and a Content-Length that is not a number) was checked before its body
     # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
-    run = submit_run(task, request.user, submission_from_request(request, API_FORM),
-                     phase_for_upload(task, request.user))
+    submission = submission_from_request(request, API_FORM)
+    run = submit_run(task, request.user, submission, phase_for_upload(task, request.user, submission.phase))
     copies = identical_runs(run)
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
                      "warnings": run.warnings, "identical_to": identical_payload(run, copies),
                      "identical_note": identical_note(run, copies),
-                     "quota": quota_status(task, request.user),
+                     "phase": run.phase.name if run.phase_id else None,
+                     "quota": quota_status(task, request.user, run.phase),
                      "submissions": submission_status(task, request.user)},
                     status=status.HTTP_202_ACCEPTED)
 

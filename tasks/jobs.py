@@ -177,7 +177,8 @@ def _score_claimed(run_id: int, attempt: int) -> str:
         # The file passed validation at upload: failing now means the gold it is scored against
         # changed, which is not the team's doing.
         version = run.gold_version.number if run.gold_version_id else "?"
-        _finish_failed(run, [f"the run does not validate against gold version {version} (the organisers "
+        whose = f" of the {run.phase.name} phase" if run.phase_id else ""
+        _finish_failed(run, [f"the run does not validate against gold version {version}{whose} (the organisers "
                              "changed the gold); it does not count against your quota:", *error.errors])
         return "failed: invalid against the gold"
     except NonFiniteScore as error:

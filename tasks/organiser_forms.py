@@ -18,7 +18,7 @@ from tasks import access
 from tasks.errors import Rejected
 from tasks.models import Phase, Task
 from tasks.organiser import _get_task_for_organiser, _param
-from tasks.organising import load_gold_version, phase_problems
+from tasks.organising import load_gold_version, phase_overlaps, phase_problems
 
 # The form's fields and how each is read; booleans are checkboxes (absent: off).
 NUMBERS = ("daily_quota", "total_quota", "live_subset_size", "live_subset_seed")
@@ -145,4 +145,6 @@ def phase_form(request: HttpRequest, slug: str) -> HttpResponse:
                                      f"{phase.starts_at:%Y-%m-%d %H:%M} to {phase.ends_at:%Y-%m-%d %H:%M} UTC)")
     messages.success(request, f"The {phase.name} phase is {verb}: {phase.starts_at:%Y-%m-%d %H:%M} to "
                               f"{phase.ends_at:%Y-%m-%d %H:%M} UTC, gold version {phase.gold_version.number}.")
+    for warning in phase_overlaps(phase):
+        messages.warning(request, warning[0].upper() + warning[1:] + ".")
     return redirect("organiser-dashboard", slug=task.slug)

@@ -48,6 +48,25 @@ def phase_problems(phase: Phase) -> list[str]:
     return problems
 
 
+def phase_overlaps(phase: Phase) -> list[str]:
+    """Warnings for ``phase`` (new or edited): each other phase of the task that takes runs during
+    part of the same time. Overlaps are allowed (a development phase may stay open beside the test
+    phase), but while both are open an upload must name its phase (``phase_for_upload``), which
+    participants must be told: what ``create_phase`` and the dashboard's phase form print."""
+    if not phase.takes_runs or not (phase.task_id and phase.starts_at and phase.ends_at):
+        return []
+    others = (Phase.objects.filter(task_id=phase.task_id, starts_at__lt=phase.ends_at, ends_at__gt=phase.starts_at)
+              .exclude(kind=Phase.FINAL).exclude(pk=phase.pk).order_by("starts_at"))
+    return [f"the {phase.name} phase overlaps the {other.name} phase"
+            f"{f' ({other.kind})' if other.name != other.kind else ''} from "
+            f"{max(phase.starts_at, other.starts_at):%Y-%m-%d %H:%M} to "
+            f"{min(phase.ends_at, other.ends_at):%Y-%m-%d %H:%M} UTC: while both are open, every upload must "
+            "name its phase (the upload form's Phase choice, the API's phase field, the command-line client's "
+            "--phase); one that names none is refused with the open phases listed. Tell participants, or let "
+            "the phases follow one another"
+            for other in others]
+
+
 def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[Phase]:
     """End these open phases now (their ``ends_at`` becomes the present moment), so that no run
     can arrive in them any more. Returns the phases that were open and are now closed.

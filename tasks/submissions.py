@@ -92,24 +92,64 @@ def validation_slot(size_bytes: int = 0) -> Iterator[None]:
 
 # Phases and quotas ------------------------------------------------------------------------
 
-def open_phase(task: Task, at: datetime | None = None) -> Phase | None:
+def open_phases(task: Task, at: datetime | None = None) -> list[Phase]:
+    """The phases of ``task`` that take runs at ``at`` (now), earliest start first."""
     at = at or timezone.now()
-    return task.phases.filter(starts_at__lte=at, ends_at__gt=at).exclude(kind=Phase.FINAL).order_by(
-        "starts_at").first()
+    return list(task.phases.filter(starts_at__lte=at, ends_at__gt=at).exclude(kind=Phase.FINAL).select_related(
+        "gold_version").order_by("starts_at", "pk"))
 
 
-def phase_for_upload(task: Task, user: Any) -> Phase | None:
-    """The open phase of a task with phases (an upload outside every phase is refused); None for a
-    task without phases, which accepts runs at any time."""
+def open_phase(task: Task, at: datetime | None = None) -> Phase | None:
+    """The phase an upload that names none goes to: the only open one (None when none is open, or
+    when several are, where the upload has to name one: ``phase_for_upload``)."""
+    found = open_phases(task, at)
+    return found[0] if len(found) == 1 else None
+
+
+# How each way of uploading names a phase, for the refusals that ask for one.
+PHASE_FIELD_HINT = ("name one with the upload's phase field (the form's Phase choice, the API's 'phase' field, "
+                    "the command-line client's --phase)")
+
+
+def phase_for_upload(task: Task, user: Any, requested: str | None = None) -> Phase | None:
+    """The phase an upload goes to: the one it names (``requested``, exactly a phase's name), else
+    the only open one. An upload that names no phase while several are open is refused, listing
+    them: sent to either silently, a test-set run scored on the development gold failed with
+    "not in the gold data" and cost a slot of the wrong quota (issue 43). None for a task without
+    phases, which accepts runs at any time."""
+    requested = (requested or "").strip()
     if not task.phases.exists():
+        if requested:
+            raise Rejected([f"phase: {task.slug} has no phases (it accepts runs at any time); leave the phase "
+                            f"empty, not {requested!r}"])
         return None
-    phase = open_phase(task)
-    if phase is None:
-        upcoming = task.phases.filter(starts_at__gt=timezone.now()).order_by("starts_at").first()
+    now = timezone.now()
+    taking = open_phases(task, now)
+    if requested:
+        phase = task.phases.filter(name=requested).select_related("gold_version").first()
+        if phase is None:
+            names = ", ".join(task.phases.order_by("starts_at").values_list("name", flat=True))
+            raise Rejected([f"phase: {task.slug} has no phase named {requested!r}; its phases are {names}"])
+        if phase not in taking:
+            reason = ("a final phase takes no runs" if not phase.takes_runs
+                      else f"it opens at {phase.starts_at:%Y-%m-%d %H:%M} UTC" if phase.starts_at > now
+                      else f"it ended at {phase.ends_at:%Y-%m-%d %H:%M} UTC")
+            open_now = (f"; open now: {', '.join(other.name for other in taking)}" if taking
+                        else "; no phase is open now")
+            raise Rejected([f"phase: the {phase.name} phase of {task.slug} is not open for submissions ({reason})"
+                            f"{open_now}"], status=403)
+        return phase
+    if len(taking) > 1:
+        listed = "; ".join(f"{phase.name} ({phase.kind}, gold version {phase.gold_version.number}, until "
+                           f"{phase.ends_at:%Y-%m-%d %H:%M} UTC)" for phase in taking)
+        raise Rejected([f"phase: {len(taking)} phases of {task.slug} are open: {listed}. Nothing was stored: "
+                        f"{PHASE_FIELD_HINT}"])
+    if not taking:
+        upcoming = task.phases.filter(starts_at__gt=now).order_by("starts_at").first()
         hint = (f"; the next phase, {upcoming.name}, opens at {upcoming.starts_at:%Y-%m-%d %H:%M} UTC"
                 if upcoming else "; the submission period is over")
         raise Rejected([f"no phase of {task.slug} is open for submissions now{hint}"], status=403)
-    return phase
+    return taking[0]
 
 
 def day_start(at: datetime) -> datetime:
@@ -178,9 +218,11 @@ def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[
     }
 
 
-def quota_status(task: Task, user: Any) -> dict[str, Any] | None:
+def quota_status(task: Task, user: Any, phase: Phase | None = None) -> dict[str, Any] | None:
+    """The team's quota in ``phase`` (default: the only open phase; none while several are open,
+    as no upload goes to a phase it does not name then)."""
     team = participant_team(user)
-    phase = open_phase(task)
+    phase = phase or open_phase(task)
     if team is None or phase is None:
         return None
     # Runs the team cannot submit yet (not approved, terms not accepted) are not "runs left":
@@ -209,6 +251,11 @@ def submission_status(task: Task, user: Any) -> dict[str, Any]:
     if not task.phases.exists():
         return {"open": True, "phase": None, "reason": "this task has no phases: it accepts runs at any time, "
                                                        "with no quota"}
+    taking = open_phases(task)
+    if len(taking) > 1:
+        # Open, but an upload names its phase (phase_for_upload): "phases" lists the choices.
+        return {"open": True, "phase": None, "phases": [phase.name for phase in taking],
+                "reason": f"{len(taking)} phases are open; {PHASE_FIELD_HINT}"}
     try:
         phase = phase_for_upload(task, user)
     except Rejected as rejected:
@@ -250,7 +297,7 @@ API_FORM = UploadForm(public_when_absent=True,
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
-TEXT_FIELDS = ("priority", "public", "name", "description")
+TEXT_FIELDS = ("priority", "public", "name", "description", "phase")
 
 
 def submission_from_request(request: Any, form: UploadForm) -> Submission:
@@ -269,7 +316,8 @@ def submission_from_request(request: Any, form: UploadForm) -> Submission:
     if errors:
         raise Rejected(errors)
     return Submission(content=upload.read(), filename=upload.name, name=fields.get("name", ""),
-                      description=fields.get("description", ""), is_public=public in TRUE_WORDS, priority=priority)
+                      description=fields.get("description", ""), is_public=public in TRUE_WORDS, priority=priority,
+                      phase=str(fields.get("phase", "")))
 
 
 def clean_text(value: str | None, field: str, max_length: int, errors: list[str], single_line: bool) -> str:
@@ -301,6 +349,7 @@ class Submission:
     description: str = ""
     is_public: bool = True
     priority: int | None = None
+    phase: str = ""  # the phase's name, or empty: the only open phase (phase_for_upload)
 
 
 def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | None = None) -> Run:
@@ -344,6 +393,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             parsed = task.kind_impl.parse_run_file(submission.content, gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
+        errors.append(checked_against(task, phase, version))
         parsed = None
     if errors:
         raise Rejected(errors)
@@ -373,6 +423,20 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             forget_run_file(sha)
         raise
     return run
+
+
+def checked_against(task: Task, phase: Phase | None, version: GoldVersion) -> str:
+    """The last line of a refusal of the file's content: which gold (version, phase) it was read
+    against, and the other open phases, so that a run sent to the wrong phase says so."""
+    if phase is None:
+        return f"the file was checked against gold version {version.number} of {task.slug} (its latest)"
+    others = [other for other in open_phases(task) if other.pk != phase.pk]
+    line = (f"the file was checked against gold version {version.number} of {task.slug}, the gold of its "
+            f"{phase.name} phase ({phase.kind})")
+    if others:
+        listed = ", ".join(f"{other.name} (gold version {other.gold_version.number})" for other in others)
+        line += f"; also open: {listed}; to send the run there, {PHASE_FIELD_HINT}"
+    return line
 
 
 def _filename_run_name(filename: str) -> str:

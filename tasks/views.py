@@ -32,7 +32,7 @@ from tasks.submissions import (
     check_priority_free,
     identical_note,
     identical_runs,
-    open_phase,
+    open_phases,
     participant_team,
     phase_for_upload,
     quota_status,
@@ -137,15 +137,17 @@ class PasswordResetCompleteView(auth_views.PasswordResetCompleteView):
            block=False)
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
-    phase = open_phase(task)
+    taking = open_phases(task)
+    phase = taking[0] if len(taking) == 1 else None
     closed = ""
-    if phase is None and task.phases.exists():
+    if not taking and task.phases.exists():
         try:
             phase_for_upload(task, request.user)
         except Rejected as rejected:
             closed = rejected.errors[0]
     context: dict[str, Any] = {"task": task, "team": participant_team(request.user), "phase": phase,
-                               "closed": closed, "quota": quota_status(task, request.user),
+                               "open_phases": taking if len(taking) > 1 else [], "closed": closed,
+                               "quota": quota_status(task, request.user),
                                "max_bytes": settings.RUN_UPLOAD_MAX_BYTES,
                                "terms_needed": not task.terms_accepted_by(request.user)}
     if request.method == "GET":
@@ -154,10 +156,11 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
         context.update(errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
         return render(request, "tasks/upload.html", context, status=429)
     try:
-        run = submit_run(task, request.user, submission_from_request(request, WEB_FORM),
-                         phase_for_upload(task, request.user))
+        submission = submission_from_request(request, WEB_FORM)
+        run = submit_run(task, request.user, submission, phase_for_upload(task, request.user, submission.phase))
     except Rejected as rejected:
         context.update(errors=rejected.errors, form_name=request.POST.get("name", ""),
+                       form_phase=request.POST.get("phase", ""),
                        form_description=request.POST.get("description", ""),
                        form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
                        quota=quota_status(task, request.user))

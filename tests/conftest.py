@@ -8,13 +8,61 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+# The checkout's var/: a running demo's database, uploads and demo-logins.txt, which the README's
+# commands read. The test settings place everything elsewhere (evalserver/settings_test.py); this
+# guard makes a write that still aims here fail at once, in the test that made it.
+CHECKOUT_VAR = Path(__file__).resolve().parent.parent / "var"
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _aimed_at_checkout_var(path: Any) -> bool:
+    if isinstance(path, int):  # a file descriptor: its opening was checked
+        return False
+    try:
+        target = os.path.abspath(os.fsdecode(path))
+    except TypeError:
+        return False
+    return target == str(CHECKOUT_VAR) or target.startswith(str(CHECKOUT_VAR) + os.sep)
+
+
+def _refuse_checkout_var_writes(event: str, args: tuple) -> None:
+    """An audit hook (PEP 578): writing, creating, renaming or removing anything under the
+    checkout's var/ raises PermissionError, and SQLite may not open a database there."""
+    if event == "open":
+        path, mode, flags = args
+        writing = any(letter in mode for letter in "wax+") if isinstance(mode, str) else bool(flags & _WRITE_FLAGS)
+        paths = (path,) if writing else ()
+    elif event in ("os.mkdir", "os.remove", "os.rmdir", "os.truncate", "os.chmod", "os.utime", "shutil.rmtree",
+                   "sqlite3.connect"):
+        paths = args[:1]
+    elif event in ("os.rename", "os.symlink", "os.link"):
+        paths = args[:2]
+    else:
+        return
+    for path in paths:
+        if _aimed_at_checkout_var(path):
+            raise PermissionError(f"a test tried to {event.removeprefix('os.')} {os.fsdecode(path)!s}: tests write "
+                                  "only in their own folders, never in the checkout's var/ (a running demo's "
+                                  "files); use tmp_path or settings.VAR_DIR, which the test settings place in a "
+                                  "folder of the run's own")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Audit hooks cannot be removed; one per process is enough (pytest_configure runs once).
+    if not getattr(sys, "_evalserver_var_guard", False):
+        sys.addaudithook(_refuse_checkout_var_writes)
+        sys._evalserver_var_guard = True  # type: ignore[attr-defined]
 
 
 def reachable(port: int, host: str = "127.0.0.1") -> bool:

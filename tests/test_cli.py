@@ -717,3 +717,25 @@ def test_submit_says_when_the_file_is_identical_to_an_earlier_run_of_the_team(se
     # Another team's identical file is nobody else's business.
     rival = cli("submit", SLUG, str(path), server=served.url, token=served.world.bob_token)
     assert rival.returncode == 0 and "identical" not in rival.stderr
+
+
+def test_submit_names_the_phase_while_two_are_open(served: Served, tmp_path: Path) -> None:
+    """Issue 43: with the development phase still open beside the test phase, an upload that names
+    no phase is refused with both listed; --phase sends it where it belongs."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tasks.models import Phase, Run
+
+    now = timezone.now()
+    version = served.world.gold_version
+    for name, kind in (("development", Phase.DEVELOPMENT), ("test", Phase.TEST)):
+        Phase.objects.create(task=served.world.task, name=name, kind=kind, gold_version=version,
+                             starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1))
+    path = write_run(tmp_path, served.world)
+    refused = cli("submit", SLUG, str(path), server=served.url, token=served.world.alice_token)
+    assert refused.returncode == 2
+    assert "  phase: 2 phases of demo-task are open: development (development, gold version 1, until" in refused.stderr
+    run_id = submit(served, path, "--phase", "test", "--description", "m")
+    assert Run.objects.get(pk=run_id).phase.name == "test"

@@ -262,5 +262,5 @@ def test_a_run_that_no_longer_validates_fails_server_side_and_frees_its_quota(wo
     with committing():
         organising.load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json", phases=[phase])
     _assert_failed_once_server_side(run, "is not in the gold data of this task", phase, attempts=2)
-    assert run.errors[0] == ("the run does not validate against gold version 2 (the organisers changed the "
-                             "gold); it does not count against your quota:")
+    assert run.errors[0] == ("the run does not validate against gold version 2 of the dev phase (the organisers "
+                             "changed the gold); it does not count against your quota:")

@@ -255,3 +255,154 @@ def test_concurrent_uploads_never_exceed_the_quota() -> None:
         thread.join(timeout=60)
     assert sorted(outcomes) == ["429"] * 8 + ["accepted"] * 4
     assert Run.objects.filter(phase=phase).count() == 4
+
+
+def overlapping_phases(world: World) -> tuple[Phase, Phase, list]:
+    """Issue 43's situation: the development phase (gold version 1) still open when the test phase
+    (gold version 2, other dialogues) opens."""
+    from tasks.organising import load_gold_version
+
+    test_gold = [{**dialogue, "id": f"test-{dialogue['id']}"} for dialogue in world.gold[:12]]
+    with committing():
+        version = load_gold_version(world.task, orjson.dumps(test_gold), "test-gold.json", world.organiser)
+    now = timezone.now()
+    development = Phase.objects.create(task=world.task, name="development", kind=Phase.DEVELOPMENT,
+                                       gold_version=world.gold_version, starts_at=now - timedelta(days=30),
+                                       ends_at=now + timedelta(days=2))
+    test = Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=version,
+                                starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=5))
+    return development, test, test_gold
+
+
+@pytest.mark.django_db
+def test_an_upload_naming_no_phase_while_two_are_open_is_refused_with_both_listed(world: World) -> None:
+    development, test, test_gold = overlapping_phases(world)
+    response = api_upload(world, run_bytes(test_gold))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        f"phase: 2 phases of demo-task are open: development (development, gold version 1, until "
+        f"{development.ends_at:%Y-%m-%d %H:%M} UTC); test (test, gold version 2, until {test.ends_at:%Y-%m-%d %H:%M} "
+        "UTC). Nothing was stored: name one with the upload's phase field (the form's Phase choice, the API's "
+        "'phase' field, the command-line client's --phase)"]
+    assert not Run.objects.filter(team__isnull=False).exists()
+    # The API's task status says so too, and lists the choices.
+    status = APIClient(HTTP_AUTHORIZATION=f"Token {world.alice_token}").get(
+        f"/api/v1/tasks/{world.task.slug}/my-runs/").json()
+    assert status["submissions"]["open"] is True and status["submissions"]["phases"] == ["development", "test"]
+
+
+@pytest.mark.django_db
+def test_an_upload_naming_its_phase_goes_there_and_is_scored_on_its_gold(world: World) -> None:
+    _, test, test_gold = overlapping_phases(world)
+    response = api_upload(world, run_bytes(test_gold), description="a method", phase="test")
+    assert response.status_code == 202, response.json()
+    run = Run.objects.get(team__isnull=False)
+    assert (run.phase, run.gold_version.number, run.status) == (test, 2, Run.DONE)
+    assert response.json()["phase"] == "test"
+    assert (response.json()["quota"]["phase"], response.json()["quota"]["total_remaining"]) == ("test", 199)
+    # The development phase takes development runs as before, when named.
+    response = api_upload(world, run_bytes(world.gold), phase="development")
+    assert response.status_code == 202 and response.json()["phase"] == "development"
+
+
+@pytest.mark.django_db
+def test_a_run_sent_to_the_wrong_phase_is_told_which_phase_and_gold_it_was_read_against(world: World) -> None:
+    _, _, test_gold = overlapping_phases(world)
+    errors = api_upload(world, run_bytes(test_gold), phase="development").json()["errors"]
+    assert errors[0] == f'[0].id: dialogue "{test_gold[0]["id"]}" is not in the gold data of this task'
+    assert errors[-1] == (
+        "the file was checked against gold version 1 of demo-task, the gold of its development phase (development); "
+        "also open: test (gold version 2); to send the run there, name one with the upload's phase field (the "
+        "form's Phase choice, the API's 'phase' field, the command-line client's --phase)")
+    assert not Run.objects.filter(team__isnull=False).exists()
+
+
+@pytest.mark.django_db
+def test_a_phase_that_does_not_exist_or_is_not_open_is_refused_by_name(world: World) -> None:
+    development, test, test_gold = overlapping_phases(world)
+    final = Phase.objects.create(task=world.task, name="final", kind=Phase.FINAL, gold_version=test.gold_version,
+                                 starts_at=test.starts_at, ends_at=test.ends_at)
+    response = api_upload(world, run_bytes(test_gold), phase="Test")  # names are exact
+    assert (response.status_code, response.json()["errors"]) == (
+        400, ["phase: demo-task has no phase named 'Test'; its phases are development, test, final"])
+    response = api_upload(world, run_bytes(test_gold), phase=final.name)
+    assert (response.status_code, response.json()["errors"]) == (
+        403, ["phase: the final phase of demo-task is not open for submissions (a final phase takes no runs); "
+              "open now: development, test"])
+    Phase.objects.filter(pk=development.pk).update(ends_at=timezone.now() - timedelta(minutes=1))
+    ended = Phase.objects.get(pk=development.pk).ends_at
+    response = api_upload(world, run_bytes(world.gold), phase="development")
+    assert (response.status_code, response.json()["errors"]) == (
+        403, [f"phase: the development phase of demo-task is not open for submissions (it ended at "
+              f"{ended:%Y-%m-%d %H:%M} UTC); open now: test"])
+    # With one phase open, naming none goes there, as before.
+    assert api_upload(world, run_bytes(test_gold), description="m").json()["phase"] == "test"
+
+
+@pytest.mark.django_db
+def test_the_upload_form_asks_for_the_phase_while_several_are_open(world: World) -> None:
+    development, test, test_gold = overlapping_phases(world)
+    client = Client()
+    client.force_login(world.alice)
+    page = client.get(f"/tasks/{world.task.slug}/upload/").content.decode()
+    assert '<select name="phase" id="id_phase" required>' in page
+    assert (f'<option value="test">test (test phase, gold version 2, open until {test.ends_at:%Y-%m-%d %H:%M} UTC)'
+            '</option>') in page
+    assert "2 phases are open now. Choose the one this run is for" in page
+    refused = client.post(f"/tasks/{world.task.slug}/upload/",
+                          {"file": SimpleUploadedFile("run.json", run_bytes(test_gold))})
+    assert refused.status_code == 400 and "phase: 2 phases of demo-task are open" in refused.content.decode()
+    with committing():
+        client.post(f"/tasks/{world.task.slug}/upload/", {"file": SimpleUploadedFile("run.json", run_bytes(test_gold)),
+                                                          "phase": "test", "description": "m"})
+    assert Run.objects.get(team__isnull=False).phase == test
+
+
+@pytest.mark.django_db
+def test_organisers_are_warned_when_phases_overlap(world: World) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    err = io.StringIO()
+    call_command("create_phase", world.task.slug, "development", "--starts", "2030-01-01T00:00",
+                 "--ends", "2030-03-01T00:00", stdout=io.StringIO(), stderr=err)
+    assert err.getvalue() == ""  # alone: nothing to say
+    call_command("create_phase", world.task.slug, "final", "--kind", "final", "--starts", "2030-02-01T00:00",
+                 "--ends", "2030-04-01T00:00", stdout=io.StringIO(), stderr=err)
+    assert err.getvalue() == ""  # a final phase takes no runs: no upload has to choose
+    call_command("create_phase", world.task.slug, "test", "--kind", "test", "--starts", "2030-02-15T00:00",
+                 "--ends", "2030-03-15T00:00", stdout=io.StringIO(), stderr=err)
+    assert err.getvalue() == (
+        "warning: the test phase overlaps the development phase from 2030-02-15 00:00 to 2030-03-01 "
+        "00:00 UTC: while both are open, every upload must name its phase (the upload form's Phase choice, the "
+        "API's phase field, the command-line client's --phase); one that names none is refused with the open "
+        "phases listed. Tell participants, or let the phases follow one another\n")
+    # The dashboard's phase form says the same when a phase is edited into an overlap.
+    client = Client()
+    client.force_login(world.organiser)
+    answer = client.post(f"/organiser/{world.task.slug}/phase/?phase=development", {
+        "name": "development", "kind": "development", "gold_version": world.gold_version.number,
+        "starts_at": "2030-01-01T00:00", "ends_at": "2030-03-01T00:00", "daily_quota": 20, "total_quota": 200,
+        "live_subset_seed": 0},
+        follow=True)
+    page = answer.content.decode()
+    assert answer.status_code == 200, page
+    assert ("The development phase overlaps the test phase from 2030-02-15 00:00 to 2030-03-01 00:00 UTC: "
+            "while both are open") in page
+
+
+@pytest.mark.django_db
+def test_a_run_failed_by_a_gold_change_names_its_phase_and_gold_version(world: World) -> None:
+    from tasks.organising import load_gold_version
+
+    add_phase(world, "development", Phase.DEVELOPMENT)
+    response = api_upload(world, run_bytes(world.gold))
+    assert response.status_code == 202
+    phase = Phase.objects.get(name="development")
+    with committing():
+        load_gold_version(world.task, orjson.dumps(world.gold[:20]), "smaller.json", phases=[phase])
+    run = Run.objects.get(team__isnull=False)
+    assert run.status == Run.FAILED
+    assert run.errors[0] == ("the run does not validate against gold version 2 of the development phase (the "
+                             "organisers changed the gold); it does not count against your quota:")

@@ -189,7 +189,8 @@ def test_an_upload_of_empty_objects_is_refused_by_its_shape(world: World) -> Non
     assert response.status_code == 400
     assert response.json()["errors"] == [
         "$: the run has more than 130 entries (entry [130] starts at line 1 column 392) but the gold has 30 "
-        "dialogues; nothing after it was read"]
+        "dialogues; nothing after it was read",
+        "the file was checked against gold version 1 of demo-task (its latest)"]
     # On the old code orjson built three million dicts (about 300 MB) before any check.
     assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) / 1024 < 60
 
@@ -259,4 +260,4 @@ def test_a_large_upload_does_not_wait_for_a_slot(world: World, settings) -> None
         release.set()
         holder.join()
     assert _upload(world, b"[" + b" " * (submissions.LARGE_UPLOAD_BYTES + 1) + b"]").json()["errors"] == [
-        "$: the list of dialogues is empty"]
+        "$: the list of dialogues is empty", "the file was checked against gold version 1 of demo-task (its latest)"]

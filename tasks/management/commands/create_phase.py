@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tasks.models import Phase, Task
-from tasks.organising import phase_problems
+from tasks.organising import phase_overlaps, phase_problems
 
 
 def _utc(text: str) -> datetime:
@@ -75,3 +75,5 @@ class Command(BaseCommand):
         phase.save()
         self.stdout.write(f"{task.slug}: phase {phase.name} ({phase.kind}) on gold v{version.number}, "
                           f"{phase.starts_at:%Y-%m-%d %H:%M} to {phase.ends_at:%Y-%m-%d %H:%M} UTC")
+        for warning in phase_overlaps(phase):
+            self.stderr.write(f"warning: {warning}")
