@@ -290,8 +290,10 @@ def unpacked(name: str, content: bytes, budget: _Budget | None = None, depth: in
         return
     try:
         if kind in ("gzip", "bzip2", "xz"):
-            opener = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
-            with opener(io.BytesIO(content)) as stream:  # type: ignore[operator]
+            raw = io.BytesIO(content)
+            stream = (gzip.GzipFile(fileobj=raw) if kind == "gzip" else bz2.BZ2File(raw) if kind == "bzip2"
+                      else lzma.LZMAFile(raw))
+            with stream:
                 inner = budget.take(stream, name)
             yield from unpacked(re.sub(r"\.(gz|bz2|xz|tgz)$", "", name) or name, inner, budget, depth + 1)
         elif kind == "zip":
