@@ -426,6 +426,34 @@ def gold_problems(task: Task, name: str, content: bytes) -> list[str]:
     return problems
 
 
+def stored_file_problems(data_file: DataFile) -> list[str]:
+    """``gold_problems`` of a file already in a data section (added before the guard compared
+    content, or before a gold version that it holds was loaded): what the organisers' dashboard
+    and ``check_data_files`` show. Kept in the cache until the file or the secret gold changes."""
+    from django.core.cache import cache
+
+    secret = _secret_versions()
+    state = orjson.dumps([[version.pk, version.source_sha256, version.task.config] for version in secret],
+                         option=orjson.OPT_SORT_KEYS)
+    key = f"data-file-gold:{data_file.task_id}:{data_file.sha256}:{hashlib.sha256(state).hexdigest()[:32]}"
+    problems = cache.get(key)
+    if problems is None:
+        try:
+            content = blobs.read("data", data_file.sha256)
+        except FileNotFoundError:
+            return []  # nothing left to publish; the data page says the file is missing
+        problems = gold_problems(data_file.task, data_file.name, content)
+        cache.set(key, problems, timeout=None)
+    return problems
+
+
+def remove_data_file(data_file: DataFile) -> None:
+    """Take a file out of the task's data section: its stored copy goes once no entry shares it
+    (``tasks.signals``); the caller records who removed it (``tasks.access.log_access``)."""
+    with transaction.atomic():
+        data_file.delete()
+
+
 NEVER = ("gold annotations are never published as a data file. Participants get the items without annotations "
          "from the participant-data.json the server makes for each phase.")
 

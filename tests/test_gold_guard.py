@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import lzma
+import re
 import tarfile
 import zipfile
 from datetime import timedelta
@@ -23,13 +24,16 @@ from typing import Any
 
 import orjson
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
 from django.utils import timezone
 
 from fixtures import metric_demo, response_demo
 from fixtures.synthetic import generate_gold
 from tasks import blobs, datafiles
 from tasks.errors import Rejected
-from tasks.models import DataFile, GoldVersion, Phase, Task
+from tasks.models import AccessLog, DataFile, GoldVersion, Phase, Task
 from tasks.organising import create_task, load_gold_version
 from tests.conftest import World, committing
 
@@ -290,3 +294,75 @@ def test_each_kind_names_the_annotations_of_its_items() -> None:
                                                for r in item["references"]]}
     assert sorted(response.hidden_annotations(spaced, rconfig)) == sorted(records)
     assert list(response.hidden_annotations({"id": item["id"], "context": item.get("context", [])}, rconfig)) == []
+
+
+# Files already stored: the dashboard and the command show them; organisers remove them --------------
+
+def stored(task: Task, name: str, content: bytes) -> DataFile:
+    """A file added before the guard compared content: stored as add_data_file stores, unchecked."""
+    sha = blobs.store("data", content).sha256
+    return DataFile.objects.create(task=task, name=name, sha256=sha, size=len(content))
+
+
+@pytest.mark.django_db
+def test_the_dashboard_marks_a_stored_leak_and_the_organiser_removes_it(world: World, test_gold: Any) -> None:
+    import html
+
+    gold, _ = test_gold
+    leaking = stored(world.task, "train.json", json.dumps(generate_gold(10, seed=5) + gold[:1], indent=2).encode())
+    stored(world.task, "guidelines.txt", b"read me")
+    url = f"/tasks/{world.task.slug}/data/train.json"
+    assert Client().get(url).status_code == 200  # the leak as the audit found it: anyone downloads it
+    organiser = Client()
+    organiser.force_login(world.organiser)
+    page = re.sub(r"<[^>]+>", "", html.unescape(organiser.get(f"/organiser/{world.task.slug}/").content.decode()))
+    assert (f"Leaks gold: holds the hidden annotations of 1 dialogue ({gold[0]['id']}) of {TEST_VERSION}"
+            in page)
+    assert page.count("Leaks gold:") == 1
+    # Without the confirmation nothing is removed.
+    organiser.post(f"/organiser/{world.task.slug}/", {"action": "remove-data-file", "name": "train.json"})
+    assert DataFile.objects.filter(pk=leaking.pk).exists()
+    done = organiser.post(f"/organiser/{world.task.slug}/", {"action": "remove-data-file", "name": "train.json",
+                                                            "confirm": "yes"}, follow=True)
+    assert "train.json is removed from the data section" in html.unescape(done.content.decode())
+    assert not DataFile.objects.filter(pk=leaking.pk).exists()
+    assert Client().get(url).status_code == 404
+    assert organiser.get(url).status_code == 404
+    assert AccessLog.objects.filter(task=world.task, user=world.organiser).values_list("what", flat=True).get() == (
+        f"removed the data file train.json (SHA-256 {leaking.sha256[:12]}, which held secret gold annotations)")
+
+
+@pytest.mark.django_db
+def test_participants_and_strangers_cannot_remove_a_data_file(world: World) -> None:
+    stored(world.task, "guidelines.txt", b"read me")
+    anonymous = Client().post(f"/organiser/{world.task.slug}/", {"action": "remove-data-file",
+                                                                 "name": "guidelines.txt", "confirm": "yes"})
+    assert anonymous.status_code == 302 and "/login" in anonymous["Location"]
+    participant = Client()
+    participant.force_login(world.alice)
+    refused = participant.post(f"/organiser/{world.task.slug}/", {"action": "remove-data-file",
+                                                                  "name": "guidelines.txt", "confirm": "yes"})
+    assert refused.status_code in (403, 404)
+    assert DataFile.objects.filter(name="guidelines.txt").exists()
+    assert Client().get(f"/tasks/{world.task.slug}/data/guidelines.txt").status_code == 200
+
+
+@pytest.mark.django_db
+def test_check_data_files_lists_and_removes_stored_leaks(world: World, test_gold: Any) -> None:
+    gold, _ = test_gold
+    stored(world.task, "test.json.gz", gzip.compress(json.dumps(gold[:4]).encode()))
+    stored(world.task, "guidelines.txt", b"read me")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="--remove") as failed:
+        call_command("check_data_files", stdout=out)
+    assert failed.value.returncode == 1
+    ids = [dialogue["id"] for dialogue in gold[:4]]
+    assert out.getvalue() == (
+        f"demo-task: test.json.gz: {leak(4, 'dialogues', ids, TEST_VERSION)}\n"
+        "2 data file(s) checked, 1 holding secret gold annotations\n")
+    out = io.StringIO()
+    with committing():
+        call_command("check_data_files", "demo-task", "--remove", stdout=out)
+    assert out.getvalue().splitlines()[1:] == ["demo-task: test.json.gz: removed",
+                                               "2 data file(s) checked, 1 holding secret gold annotations, removed"]
+    assert list(DataFile.objects.values_list("name", flat=True)) == ["guidelines.txt"]
