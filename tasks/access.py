@@ -87,14 +87,13 @@ def test_results_hidden(phases: list[Phase], gold_version_id: int | None) -> boo
 
 def gold_is_secret(phases: list[Phase], gold_version_id: int, now: datetime | None = None) -> bool:
     """Whether a gold version's annotations are still hidden, so that no data file may hold them
-    (``tasks.datafiles.gold_problems``): until every phase on it has ended and, for a test or final
-    phase, its results are published (``publication_counts``). A development phase's gold may be
-    published once that phase has ended (its teams see its references then: ``may_see_references``);
-    a version no phase uses stays hidden (a test gold loaded before its phase is made)."""
+    (``tasks.datafiles.gold_problems``): until every phase on it has ended with its results
+    published (``publication_counts``; a development phase's box ticked by the organisers, their
+    deliberate release of a development gold). A version no phase uses stays hidden (a test gold
+    loaded before its phase is made; a version a phase has moved away from)."""
     now = now or timezone.now()
     on = [phase for phase in phases if phase.gold_version_id == gold_version_id]
-    return not on or not all(phase.ends_at <= now and (phase.kind not in TEST_KINDS
-                                                       or publication_counts(phases, phase, now)) for phase in on)
+    return not on or not all(phase.ends_at <= now and publication_counts(phases, phase, now) for phase in on)
 
 
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:

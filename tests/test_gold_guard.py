@@ -220,12 +220,15 @@ def test_gold_becomes_publishable_once_its_phases_have_ended_with_published_resu
     assert refusal(world.task, "test.json", content)  # ended, results not published
     Phase.objects.filter(pk=phase.pk).update(results_published=True)
     add(world.task, "test.json", content)  # ended and published: the organisers may release it
-    # The development gold: hidden while its phase is open, the organisers' to publish after.
+    # The development gold: hidden while its phase is open and after it ends, until the organisers
+    # release it by marking the phase's results published.
     dev_content = json.dumps(world.gold).encode()
     dev = make_phase(world.task, world.gold_version, Phase.DEVELOPMENT, ended=False)
     assert refusal(world.task, "dev.json", dev_content)
     Phase.objects.filter(pk=dev.pk).update(starts_at=timezone.now() - timedelta(days=9),
                                            ends_at=timezone.now() - timedelta(hours=1))
+    assert refusal(world.task, "dev.json", dev_content)
+    Phase.objects.filter(pk=dev.pk).update(results_published=True)
     add(world.task, "dev.json", dev_content)
 
 
