@@ -85,6 +85,17 @@ def test_results_hidden(phases: list[Phase], gold_version_id: int | None) -> boo
     return bool(tests) and not any(publication_counts(phases, phase) for phase in tests)
 
 
+def gold_is_secret(phases: list[Phase], gold_version_id: int, now: datetime | None = None) -> bool:
+    """Whether a gold version's annotations are still hidden, so that no data file may hold them
+    (``tasks.datafiles.gold_problems``): until every phase on it has ended with its results
+    published (``publication_counts``; a development phase's box ticked by the organisers, their
+    deliberate release of a development gold). A version no phase uses stays hidden (a test gold
+    loaded before its phase is made; a version a phase has moved away from)."""
+    now = now or timezone.now()
+    on = [phase for phase in phases if phase.gold_version_id == gold_version_id]
+    return not on or not all(phase.ends_at <= now and publication_counts(phases, phase, now) for phase in on)
+
+
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
     """The test and final phases whose gold the run is scored against, and the run's own phase
     if it is one: the run's scores are then scores on *test data*."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import logging
 import re
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from scoring.kinds import get_kind
-from scoring.validation import parse_json
+from scoring.validation import ValidationFailed, parse_json
 from tasks import blobs
 from tasks.errors import Rejected
 from tasks.models import GENERATED_DATA_FILES, DataFile, GoldVersion, Phase, Task, validate_data_file_name
@@ -218,22 +219,243 @@ def data_file_problems(task: Task, name: str, phase: Phase | None, description: 
     return problems
 
 
-def gold_problems(task: Task, sha256: str) -> list[str]:
-    """A data file whose bytes are a gold file (any version's upload or the source kept for the
-    participants' data, of any task) would publish the annotations: the reason it is refused."""
-    from django.db.models import Q
+# Gold annotations in a data file ------------------------------------------------------------
+#
+# A data file may not hold the annotations of any item of a gold version that is still secret
+# (``tasks.access.gold_is_secret``), of this task or another: compared by content, through each
+# kind's ``hidden_annotations``, so that the gold re-indented, with its keys in another order,
+# compressed, inside a training file or cut down to one item is found as surely as its bytes.
 
-    found = GoldVersion.objects.filter(Q(sha256=sha256) | Q(source_sha256=sha256)).select_related("task").order_by(
-        "task_id", "number")
+# Archives inside archives are unpacked this deep; the members of all of them counted together.
+ARCHIVE_DEPTH = 3
+MAX_ARCHIVE_MEMBERS = 10_000
+IDS_NAMED = 3
+
+
+class Unreadable(Exception):
+    """A data file the guard cannot read through (a bomb, a damaged or encrypted archive): refused,
+    since what cannot be checked could hold the gold."""
+
+
+@dataclass
+class _Budget:
+    left: int
+    members: int = MAX_ARCHIVE_MEMBERS
+
+    def take(self, stream: IO[bytes], what: str) -> bytes:
+        # Never more than the budget plus one byte is decompressed: a bomb stops there.
+        content = stream.read(self.left + 1)
+        if len(content) > self.left:
+            limit = settings.EVALSERVER_DATA_FILE_MAX_BYTES
+            raise Unreadable(f"unpacked, {what} holds more than {limit:,} bytes, the largest data file accepted "
+                             "(EVALSERVER_DATA_FILE_MAX_BYTES): the server reads every file it publishes for gold "
+                             "annotations, so an archive may hold at most that much")
+        self.left -= len(content)
+        return content
+
+    def member(self, what: str) -> None:
+        self.members -= 1
+        if self.members < 0:
+            raise Unreadable(f"{what} holds more than {MAX_ARCHIVE_MEMBERS:,} files")
+
+
+def _compression(content: bytes) -> str:
+    if content[:2] == b"\x1f\x8b":
+        return "gzip"
+    if content[:3] == b"BZh":
+        return "bzip2"
+    if content[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if content[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if content[257:262] == b"ustar":
+        return "tar"
+    return ""
+
+
+def unpacked(name: str, content: bytes, budget: _Budget | None = None, depth: int = 0) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every file a data file holds: itself, or what its gzip, bzip2, xz, zip
+    or tar compression holds (archives in archives up to ``ARCHIVE_DEPTH``), at most
+    ``EVALSERVER_DATA_FILE_MAX_BYTES`` unpacked in all; ``Unreadable`` otherwise."""
+    import bz2
+    import gzip
+    import lzma
+    import tarfile
+    import zipfile
+
+    budget = budget if budget is not None else _Budget(settings.EVALSERVER_DATA_FILE_MAX_BYTES)
+    kind = _compression(content)
+    if not kind or depth >= ARCHIVE_DEPTH:
+        yield name, content
+        return
+    try:
+        if kind in ("gzip", "bzip2", "xz"):
+            raw = io.BytesIO(content)
+            stream = (gzip.GzipFile(fileobj=raw) if kind == "gzip" else bz2.BZ2File(raw) if kind == "bzip2"
+                      else lzma.LZMAFile(raw))
+            with stream:
+                inner = budget.take(stream, name)
+            yield from unpacked(re.sub(r"\.(gz|bz2|xz|tgz)$", "", name) or name, inner, budget, depth + 1)
+        elif kind == "zip":
+            with zipfile.ZipFile(io.BytesIO(content)) as archive:
+                for info in archive.infolist():
+                    if info.is_dir():
+                        continue
+                    budget.member(name)
+                    if info.flag_bits & 0x1:
+                        raise Unreadable(f"{info.filename} in {name} is encrypted: the server cannot read it "
+                                         "for gold annotations")
+                    with archive.open(info) as stream:
+                        inner = budget.take(stream, f"{info.filename} in {name}")
+                    yield from unpacked(f"{name}/{info.filename}", inner, budget, depth + 1)
+        else:
+            with tarfile.open(fileobj=io.BytesIO(content), mode="r:") as archive:
+                for member in archive:
+                    if not member.isfile():
+                        continue
+                    budget.member(name)
+                    stream = archive.extractfile(member)
+                    inner = budget.take(stream, f"{member.name} in {name}") if stream is not None else b""
+                    yield from unpacked(f"{name}/{member.name}", inner, budget, depth + 1)
+    except Unreadable:
+        raise
+    except (OSError, EOFError, ValueError, lzma.LZMAError, zipfile.BadZipFile, tarfile.TarError,
+            NotImplementedError, RuntimeError) as error:
+        raise Unreadable(f"{name} looks like a {kind} file but cannot be unpacked ({error}): the server reads "
+                         "every file it publishes for gold annotations and cannot read this one") from None
+
+
+def json_documents(content: bytes) -> Iterator[object]:
+    """The JSON a file holds: the whole file as one document, or else each line of a JSON Lines
+    file that is one; nothing for a file that is not JSON (a PDF, a script)."""
+    content = content.removeprefix(b"\xef\xbb\xbf")
+    if content.lstrip()[:1] not in (b"[", b"{"):
+        return
+    try:
+        yield parse_json(content, "data file")
+        return
+    except ValidationFailed:
+        pass
+    for line in content.splitlines():
+        if line.lstrip()[:1] in (b"[", b"{"):
+            try:
+                yield parse_json(line, "line")
+            except ValidationFailed:
+                continue
+
+
+def _objects(document: object) -> Iterator[dict[str, Any]]:
+    """Every object anywhere in a JSON document (without recursion: nesting is unbounded)."""
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            yield value
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+@functools.lru_cache(maxsize=16)
+def _gold_records(source_sha256: str, kind: str, config: bytes) -> dict[str, str]:
+    """Every hidden annotation of a kept gold file: record -> the id of the item it belongs to."""
+    implementation = get_kind(kind)
+    parsed = parse_json(blobs.read("gold", source_sha256), "gold file")
+    task_config = implementation.config(orjson.loads(config))
+    return {record: item_id for entry in (parsed if isinstance(parsed, list) else [])
+            if isinstance(entry, dict) for item_id, record in implementation.hidden_annotations(entry, task_config)}
+
+
+def _secret_versions() -> list[GoldVersion]:
+    from tasks.access import gold_is_secret
+
+    phases: dict[int, list[Phase]] = {}
+    for phase in Phase.objects.all():
+        phases.setdefault(phase.task_id, []).append(phase)
+    now = timezone.now()
+    return [version for version in GoldVersion.objects.select_related("task").order_by("task_id", "number")
+            if gold_is_secret(phases.get(version.task_id, []), version.pk, now)]
+
+
+def _which(task: Task, version: GoldVersion) -> str:
+    if version.task_id != task.pk:
+        return "a gold version of another task"
+    label = f" ({version.label})" if version.label else ""
+    source = f", loaded from {version.source_name}" if version.source_name else ""
+    return f"gold version {version.number}{label} of this task{source}"
+
+
+def gold_problems(task: Task, name: str, content: bytes) -> list[str]:
+    """Why a data file may not be published: it holds the annotations of items of a gold version
+    that is still secret (``tasks.access.gold_is_secret``) of this or another task (whatever its
+    formatting, key order or compression, among other items or as a single one), or it cannot be
+    read through (``Unreadable``). A version kept without its file (loaded before gold files were
+    kept) is recognised by its bytes only."""
+    sha256 = hashlib.sha256(content).hexdigest()
+    secret = _secret_versions()
     problems = []
-    for version in found:
-        which = (f"gold version {version.number}{f' ({version.label})' if version.label else ''} of this task"
-                 if version.task_id == task.pk else "a gold version of another task")
-        source = f", loaded from {version.source_name}" if version.source_name and version.task_id == task.pk else ""
-        problems.append(f"file: these bytes are {which}{source} (SHA-256 {sha256[:12]}…): gold annotations are never "
-                        "published as a data file. Participants get the items without annotations from the "
-                        "participant-data.json the server makes for each phase.")
+    for version in secret:
+        if sha256 in (version.sha256, version.source_sha256):
+            problems.append(f"file: these bytes are {_which(task, version)} (SHA-256 {sha256[:12]}…): {NEVER}")
+    if problems:
+        return problems
+    try:
+        files = list(unpacked(name, content))
+    except Unreadable as error:
+        return [f"file: {error}"]
+    found_by_task: dict[int, set[str]] = {}
+    for version in secret:
+        if not version.source_sha256 or not blobs.exists("gold", version.source_sha256):
+            continue
+        if version.task_id not in found_by_task:
+            kind, config = version.task.kind_impl, version.task.kind_config
+            found_by_task[version.task_id] = {record for _, inner in files for document in json_documents(inner)
+                                              for entry in _objects(document) if "id" in entry
+                                              for _, record in kind.hidden_annotations(entry, config)}
+        records = _gold_records(version.source_sha256, version.task.kind,
+                                orjson.dumps(version.task.config, option=orjson.OPT_SORT_KEYS))
+        leaked = sorted({records[record] for record in found_by_task[version.task_id] if record in records})
+        if leaked:
+            items = version.task.items(len(leaked))
+            more = f" and {len(leaked) - IDS_NAMED:,} more" if len(leaked) > IDS_NAMED else ""
+            # Another task's ids are its organisers' business: only how many.
+            named = f" ({', '.join(leaked[:IDS_NAMED])}{more})" if version.task_id == task.pk else ""
+            problems.append(f"file: holds the hidden annotations of {items}{named} of {_which(task, version)}: "
+                            f"{NEVER} It may be published once every phase on that gold has ended with its results "
+                            "published.")
     return problems
+
+
+def stored_file_problems(data_file: DataFile) -> list[str]:
+    """``gold_problems`` of a file already in a data section (added before the guard compared
+    content, or before a gold version that it holds was loaded): what the organisers' dashboard
+    and ``check_data_files`` show. Kept in the cache until the file or the secret gold changes."""
+    from django.core.cache import cache
+
+    secret = _secret_versions()
+    state = orjson.dumps([[version.pk, version.source_sha256, version.task.config] for version in secret],
+                         option=orjson.OPT_SORT_KEYS)
+    key = f"data-file-gold:{data_file.task_id}:{data_file.sha256}:{hashlib.sha256(state).hexdigest()[:32]}"
+    problems = cache.get(key)
+    if problems is None:
+        try:
+            content = blobs.read("data", data_file.sha256)
+        except FileNotFoundError:
+            return []  # nothing left to publish; the data page says the file is missing
+        problems = gold_problems(data_file.task, data_file.name, content)
+        cache.set(key, problems, timeout=None)
+    return problems
+
+
+def remove_data_file(data_file: DataFile) -> None:
+    """Take a file out of the task's data section: its stored copy goes once no entry shares it
+    (``tasks.signals``); the caller records who removed it (``tasks.access.log_access``)."""
+    with transaction.atomic():
+        data_file.delete()
+
+
+NEVER = ("gold annotations are never published as a data file. Participants get the items without annotations "
+         "from the participant-data.json the server makes for each phase.")
 
 
 def store_data_content(stream: IO[bytes]) -> tuple[str, int]:
@@ -255,7 +477,7 @@ def add_data_file(task: Task, name: str, stream: IO[bytes], phase: Phase | None 
             problems.append("name: pass replace (--replace) to put the new file in the place of the old one")
         raise Rejected(problems)
     sha, size = store_data_content(stream)
-    problems = gold_problems(task, sha)
+    problems = gold_problems(task, name, blobs.read("data", sha))
     if problems:
         forget_unused_blob(sha)
         raise Rejected(problems)

@@ -22,10 +22,10 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scoring import exports
-from tasks import access
+from tasks import access, datafiles
 from tasks.errors import Rejected
 from tasks.hooks import organiser_links
-from tasks.models import AccessLog, Phase, Run, Score, Task, Team
+from tasks.models import AccessLog, DataFile, Phase, Run, Score, Task, Team
 from tasks.organising import rescore_runs, runs_to_rescore, set_publication
 from tasks.runfiles import download_name, read_run_file
 
@@ -86,6 +86,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "statuses": [status for status, _ in Run.STATUSES], "filters": request.GET, "kept_filters": kept,
         "access_log": AccessLog.objects.filter(task=task).select_related("user")[:50],
         "gold_versions": task.gold_versions.order_by("-number")[:10], "kind_links": organiser_links(task),
+        "data_files": data_file_rows(task),
         "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
         if task.requires_team_approval else [],
     })
@@ -224,6 +225,8 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
         now = "public: scores on the whole test set and per-item scores" if publish else "hidden again"
         closing = (f"Submissions to {' and '.join(other.name for other in closed)} are closed. " if closed else "")
         messages.success(request, f"{closing}The results of the {phase.name} phase are now {now}.")
+    elif action == "remove-data-file":
+        _remove_data_file(request, task)
     elif action == "approve":
         team_id = _param(request.POST, "team")
         if not task.requires_team_approval:
@@ -238,7 +241,31 @@ def _dashboard_action(request: HttpRequest, task: Task) -> None:
             access.log_access(request, task, f"approved team {team.name}")
         messages.success(request, f"Team {team.name!r} is approved and can submit runs.")
     else:
-        messages.error(request, "Unknown action: choose publish, unpublish or approve.")
+        messages.error(request, "Unknown action: choose publish, unpublish, approve or remove-data-file.")
+
+
+def _remove_data_file(request: HttpRequest, task: Task) -> None:
+    """Take one of the task's files out of its data section, after the confirmation box."""
+    name = _param(request.POST, "name")
+    data_file = DataFile.objects.filter(task=task, name=name).first() if name else None
+    if data_file is None:
+        messages.error(request, f"No data file named {name!r} in this task." if name else "Choose a data file.")
+        return
+    if request.POST.get("confirm") != "yes":
+        messages.error(request, f"{name} was not removed: tick the box beside it to confirm the removal.")
+        return
+    leaked = bool(datafiles.stored_file_problems(data_file))
+    datafiles.remove_data_file(data_file)
+    access.log_access(request, task, f"removed the data file {name} (SHA-256 {data_file.sha256[:12]}"
+                                     f"{', which held secret gold annotations' if leaked else ''})")
+    messages.success(request, f"{name} is removed from the data section: nobody can download it any more.")
+
+
+def data_file_rows(task: Task) -> list[dict[str, Any]]:
+    """The task's data files, each with why it must not be published, if it holds secret gold."""
+    return [{"file": data_file, "problems": [problem.partition(": ")[2] for problem in
+                                             datafiles.stored_file_problems(data_file)]}
+            for data_file in DataFile.objects.filter(task=task).select_related("phase").order_by("name")]
 
 
 @require_http_methods(["GET", "POST"])

@@ -131,7 +131,12 @@ def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) 
         setattr(settings, name, value)
     from django.core.cache import cache
 
+    from tasks import datafiles
+
     cache.clear()
+    # Sample runs are cached per gold version id, which a test database hands out again after a
+    # rollback: another test's version 2 would bring its sample run along.
+    datafiles._sample_run.cache_clear()
 
 
 @pytest.fixture(autouse=True)

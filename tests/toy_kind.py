@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from scoring.kinds import Baseline, Kind, MeasureSpec, Scored, ValidationFailed
+from scoring.kinds.base import canonical_record
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,10 @@ class ToyKind(Kind):
 
     def baselines(self, gold: ToyGold, config: ToyConfig) -> list[Baseline]:
         return [Baseline("one", "Baseline: guesses 1 everywhere.", [{"id": i, "guess": 1.0} for i in gold.item_ids])]
+
+    def hidden_annotations(self, entry: Any, config: ToyConfig) -> Any:
+        if "value" in entry and entry.get("id") is not None:
+            yield str(entry["id"]), canonical_record("value", entry["id"], entry["value"])
 
     def participant_data(self, data: object, config: ToyConfig) -> list[dict[str, Any]]:
         return [{"id": entry["id"]} for entry in data]  # type: ignore[union-attr]

@@ -14,19 +14,20 @@ statistics to a score) and ir_measures' providers (a registry of named implement
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape, parse_json
+from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape, parse_json
 
-__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "describe_value", "grouped",
-           "measure_key"]
+__all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "canonical_record",
+           "describe_value", "grouped", "measure_key"]
 
 # How a run's headline figure is made from its items: the mean of the per-item scores; a
 # ``corpus`` formula over summed per-item sufficient statistics (BLEU); or ``run``: the kind
@@ -45,6 +46,35 @@ def measure_key(*parts: str) -> str:
     if not _KEY.match(key) or len(key) > 64:
         raise ValueError(f"not a valid measure key: {key!r}")
     return key
+
+
+def canonical_record(what: str, item: object, value: object) -> str | None:
+    """One hidden annotation as the text it is compared by (``Kind.hidden_annotations``): what it
+    is, the id it belongs to (``canonical_id``: ``17`` and ``"17"`` are one id) and its value as
+    JSON with sorted keys, numbers as floats (``4`` and ``4.0`` are one judgement) and texts with
+    their whitespace collapsed; None when ``item`` cannot be an id."""
+    item_id = canonical_id(item)
+    if item_id is None:
+        return None
+    return f"{what}\x00{item_id}\x00{json.dumps(_canonical_value(value), sort_keys=True, ensure_ascii=False)}"
+
+
+def _canonical_value(value: object) -> object:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any double is compared as written
+            return str(value)
+        return number if math.isfinite(number) else str(number)
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, Mapping):
+        return {str(key): _canonical_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical_value(item) for item in value]
+    return str(value)
 
 
 def describe_value(value: Any) -> str:
@@ -354,6 +384,18 @@ class Kind(ABC):
     def participant_data(self, data: object, config: Any) -> object:
         """The participants' data made from a parsed (valid) gold file: the same items with every
         annotation, reference, rating or judgement removed, so it can be published safely."""
+
+    @abstractmethod
+    def hidden_annotations(self, entry: Mapping[str, Any], config: Any) -> Iterator[tuple[str, str]]:
+        """The annotations participants must not see that one JSON object holds, if it is shaped
+        like one of this kind's gold items (or a part of one the kind can name): ``(item id,
+        record)`` pairs, a record being one annotation (an annotator's labels, a reference, a
+        judgement) as a canonical text that names the item or response it belongs to, so that
+        the same annotation compares equal whatever the file's indentation, key order, escapes or
+        number spelling (``canonical_record``). Nothing for an object without annotations: the
+        participants' data has none. The server compares an organiser's data file with the
+        still-secret gold through it (``tasks.datafiles.gold_problems``): called on each entry of
+        a gold file, and on every object anywhere in a data file."""
 
     @abstractmethod
     def format_description(self, config: Any) -> dict[str, Any]:

@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from scoring import stats
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, describe_value
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record, describe_value
 from scoring.kinds.metric import meta, session
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
-from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, check_shape
+from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape
 
 # Reference metrics the kind can place on the board, in board order: (name, what the gold needs).
 REFERENCE_BASELINES: tuple[str, ...] = ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "delta-bleu", "posscore")
@@ -628,6 +628,38 @@ class MetricKind(Kind):
             entry["responses"] = sorted(responses, key=lambda item: str(item["id"]))
             published.append(entry)
         return published
+
+    def hidden_annotations(self, entry: Mapping[str, Any], config: MetricConfig) -> Iterator[tuple[str, str]]:
+        """Each response's human judgement, property value and grades, one record each and named
+        by the response's id (so that a response found without its context is still found), and
+        the context's references unless the task publishes them; an object with ``human`` is
+        read as a response on its own, ``responses`` as a context."""
+        item_id = canonical_id(entry.get("id"))
+        if item_id is None:
+            return
+        responses = entry.get("responses")
+        if isinstance(responses, list):
+            for response in responses:
+                if isinstance(response, Mapping):
+                    yield from ((item_id, record) for _, record in self._judgements(response))
+            references = entry.get("references")
+            if not config.publish_references and isinstance(references, list):
+                for reference in references:
+                    text = reference.get("text") if isinstance(reference, Mapping) else None
+                    if isinstance(text, str) and text.strip():
+                        yield item_id, canonical_record("reference", item_id, text) or ""
+        else:
+            yield from self._judgements(entry)
+
+    @staticmethod
+    def _judgements(response: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+        response_id = canonical_id(response.get("id"))
+        if response_id is None:
+            return
+        for part in ("human", "property", "grades"):
+            value = response.get(part)
+            if isinstance(value, int | float | list) and not isinstance(value, bool):
+                yield response_id, canonical_record(part, response_id, value) or ""
 
     def format_description(self, config: MetricConfig) -> dict[str, Any]:
         specs = self.measures(config)

@@ -87,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record
 from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
 from scoring.kinds.response import encodings
@@ -134,7 +134,7 @@ from scoring.kinds.response.posscore import (
     rows_from_tagged,
     score_rows,
 )
-from scoring.validation import ValidationFailed
+from scoring.validation import ValidationFailed, canonical_id
 
 __all__ = ["GENERIC_REPLY", "PACKAGE_MODEL", "CompiledResponseGold", "ConfigInvalid", "ParsedResponseRun",
            "ResponseConfig", "ResponseKind", "encoder_model_path", "resource_path", "set_resource_locator",
@@ -1617,6 +1617,19 @@ class ResponseKind(Kind):
                  "context": [{"sender": utterance["sender"], "text": utterance["text"]}
                              for utterance in entry.get("context", [])]}
                 for entry in data]  # type: ignore[union-attr]
+
+    def hidden_annotations(self, entry: Mapping[str, Any], config: ResponseConfig) -> Iterator[tuple[str, str]]:
+        # Each reference text of an item (the ones vBLEU added too), one record each; the weight
+        # is left out so that a reference copied with another rating is still found.
+        references, item_id = entry.get("references"), canonical_id(entry.get("id"))
+        if not isinstance(references, list) or item_id is None:
+            return
+        for reference in references:
+            text = reference.get("text") if isinstance(reference, Mapping) else reference
+            if isinstance(text, str) and text.strip():
+                record = canonical_record("reference", item_id, text)
+                if record is not None:
+                    yield item_id, record
 
     def format_description(self, config: ResponseConfig) -> dict[str, Any]:
         acts = list(config.acts)

@@ -8,17 +8,18 @@ existed (tests compare them bit for bit).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, describe_value, measure_key
+from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record, describe_value, measure_key
 from scoring.kinds.stc3.baselines import popularity_run, uniform_run
 from scoring.kinds.stc3.config import PRESETS, TaskConfig
 from scoring.kinds.stc3.evaluate import Result, evaluate, normalise
 from scoring.kinds.stc3.formats import Gold, Run, check_run_shape, load_gold, load_run, restrict
 from scoring.kinds.stc3.measures import MEASURES
+from scoring.validation import canonical_id
 
 # The official measures of STC-3 and DialEval (overview papers): RSNOD and NMD for DQ, JSD and
 # RNSS for ND. The others are reported beside them.
@@ -158,6 +159,22 @@ class Stc3Kind(Kind):
                  "turns": [{"sender": turn["sender"], "utterances": list(turn.get("utterances", []))}
                            for turn in dialogue.get("turns", [])]}
                 for dialogue in data]  # type: ignore[union-attr]
+
+    def hidden_annotations(self, entry: Mapping[str, Any], config: TaskConfig) -> Iterator[tuple[str, str]]:
+        # Each annotator's quality labels and nugget labels of a dialogue, one record each: a file
+        # with a single annotator's labels of a test dialogue leaks that dialogue.
+        annotations = entry.get("annotations")
+        if not isinstance(annotations, list):
+            return
+        dialogue_id = canonical_id(entry.get("id"))
+        for annotation in annotations:
+            if not isinstance(annotation, Mapping):
+                continue
+            for part in ("quality", "nugget"):
+                if annotation.get(part) is not None:
+                    record = canonical_record(part, dialogue_id, annotation[part])
+                    if record is not None and dialogue_id is not None:
+                        yield dialogue_id, record
 
     def format_description(self, config: TaskConfig) -> dict[str, Any]:
         scale = list(config.quality_scale)
