@@ -70,7 +70,7 @@ def test_metric_runs_are_scored_ranked_and_compared(metric_task: dict[str, Any])
 
     record = TaskStatistics.objects.get(task=task, phase=None)
     labels = {str(run_id): label for run_id, label in record.run_labels.items()}
-    from tasks.models import Run
+    from tasks.models import Run, Score
 
     stored = Run.objects.in_bulk(record.run_ids)
     parsed = {labels[str(run_id)]: kind.parse_run(orjson.loads(_file(stored[run_id])), gold, config)
@@ -115,3 +115,25 @@ def test_a_live_board_does_not_compare_metrics_on_the_whole_test_set(metric_task
                                                   "subset"}
     page = Client().get("/tasks/metric-task/statistics/?phase=test").content.decode()
     assert "Not computed: computed on whole-set scores only" in page
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_each_interval_with_what_it_estimates(metric_task: dict[str, Any]) -> None:
+    from tasks.models import Run, Score
+
+    run_id = upload(metric_task, "close")
+    client = Client()
+    assert client.login(username="alice", password="alice-pass-1")
+    page = client.get(f"/runs/{Run.objects.get(pk=run_id).pk}/").content.decode()
+    summary = Score.objects.get(run_id=run_id).summary
+    section = page[page.index('<section id="run-intervals">'):]
+    section = section[:section.index("</section>")]
+    low, high = summary["intervals"]["system_spearman"]
+    assert (f"<td>Spearman of system means</td><td class=\"num\">{summary['measures']['system_spearman']:.4f}</td>"
+            f"<td class=\"num\">{low:.4f} to {high:.4f}</td><td>95% interval for the system-level Spearman "
+            "correlation if the contexts were drawn again</td>") in section
+    assert "<td>Pearson of system means, corrected for context noise</td>" in section
+    assert "95% interval for the correlation of the systems&#x27; true mean scores" in section
+    # The plain Pearson of system means: no interval, and one sentence says why.
+    assert "<strong>Pearson of system means</strong>" in section and "no interval: context noise" in section
+    assert "<td>Pearson of system means</td>" not in section
