@@ -70,7 +70,7 @@ def test_metric_runs_are_scored_ranked_and_compared(metric_task: dict[str, Any])
 
     record = TaskStatistics.objects.get(task=task, phase=None)
     labels = {str(run_id): label for run_id, label in record.run_labels.items()}
-    from tasks.models import Run, Score
+    from tasks.models import Run
 
     stored = Run.objects.in_bulk(record.run_ids)
     parsed = {labels[str(run_id)]: kind.parse_run(orjson.loads(_file(stored[run_id])), gold, config)
