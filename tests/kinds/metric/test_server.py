@@ -129,11 +129,12 @@ def test_the_run_page_shows_each_interval_with_what_it_estimates(metric_task: di
     section = page[page.index('<section id="run-intervals">'):]
     section = section[:section.index("</section>")]
     low, high = summary["intervals"]["system_spearman"]
-    assert (f"<td>Spearman of system means</td><td class=\"num\">{summary['measures']['system_spearman']:.4f}</td>"
-            f"<td class=\"num\">{low:.4f} to {high:.4f}</td><td>95% interval for the system-level Spearman "
-            "correlation if the contexts were drawn again</td>") in section
-    assert "<td>Pearson of system means, corrected for context noise</td>" in section
+    assert ("<td>Spearman of system means<br><span class=\"meta\">95% interval for the system-level Spearman "
+            "correlation if the contexts were drawn again</span></td><td class=\"num\">"
+            f"{summary['measures']['system_spearman']:.4f}<br><span class=\"meta\">{low:.4f} to {high:.4f}</span>"
+            "</td>") in section
+    assert "<td>Pearson of system means, corrected for context noise<br>" in section
     assert "95% interval for the correlation of the systems&#x27; true mean scores" in section
     # The plain Pearson of system means: no interval, and one sentence says why.
     assert "<strong>Pearson of system means</strong>" in section and "no interval: context noise" in section
-    assert "<td>Pearson of system means</td>" not in section
+    assert "<td>Pearson of system means<br>" not in section
