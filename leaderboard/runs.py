@@ -57,6 +57,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     member = own and access.is_member(request.user, run)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
+        "score_intervals": score_intervals(run, data["scores"]),
         "public_view": not own, "member": member,
         "breakdown": breakdown(run, access.visible_score(run, reader, phases)),
         # References are the gold's text: shown to the run's own team (under the phase rule of
@@ -232,6 +233,28 @@ def score_groups(run: Run, summary: dict[str, Any] | None) -> list[dict[str, Any
             rows = [("", [values[spec.key] for spec in names])]
         groups.append({"title": group.title, "measures": names, "rows": rows, "specs": group.measures})
     return groups
+
+
+def score_intervals(run: Run, summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run-level intervals a kind stores in its summary (the metrics track's: ``intervals``,
+    ``interval_labels`` saying what each estimates, ``interval_notes`` why a figure has none), in
+    the kind's measure order; None when the summary has none."""
+    if not summary or not summary.get("intervals"):
+        return None
+    values, intervals = summary.get("measures", {}), summary["intervals"]
+    labels, notes = summary.get("interval_labels", {}), summary.get("interval_notes", {})
+    rows, without = [], []
+    for spec in run.task.measure_specs(run.gold_version.measure_keys if run.gold_version_id else None):
+        value = values.get(spec.key)
+        if value is None:
+            continue
+        interval = intervals.get(spec.key)
+        if interval is not None:
+            rows.append({"spec": spec, "value": value, "low": interval[0], "high": interval[1],
+                         "label": labels.get(spec.key, "")})
+        elif spec.key in notes:
+            without.append({"spec": spec, "value": value, "note": notes[spec.key]})
+    return {"rows": rows, "without": without} if rows or without else None
 
 
 # Per-item scores ------------------------------------------------------------------------------

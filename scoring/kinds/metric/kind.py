@@ -49,7 +49,7 @@ MAX_RESAMPLES = 100_000
 
 _WITHIN = ("kendall_tau_b_within", "spearman_within", "pearson_within")
 _POOLED = ("kendall_tau_b", "spearman", "pearson")
-_SYSTEM = ("system_kendall_tau_b", "system_spearman", "system_pearson")
+_SYSTEM = ("system_kendall_tau_b", "system_spearman", "system_pearson", "system_pearson_disattenuated")
 _PREDICTIVE = ("predictive_power", "predictive_power_ties_half")
 # The value a per-item vector holds for a context where the measure is undefined there: what a
 # metric with no information gets (chance for predictive power, no association for a correlation).
@@ -164,6 +164,8 @@ def _titles() -> dict[str, tuple[str, str, str, str]]:
         "system_kendall_tau_b": ("Kendall tau-b of system means", "tau-b (sys)", *system),
         "system_spearman": ("Spearman of system means", "Spearman (sys)", *system),
         "system_pearson": ("Pearson of system means", "Pearson (sys)", *system),
+        "system_pearson_disattenuated": ("Pearson of system means, corrected for context noise",
+                                         "Pearson (sys, corrected)", *system),
     }
 
 
@@ -215,6 +217,11 @@ _DESCRIPTIONS = {
     "system_kendall_tau_b": "Between each system's mean metric score and mean human judgement over its responses.",
     "system_spearman": "Between each system's mean metric score and mean human judgement over its responses.",
     "system_pearson": "Between each system's mean metric score and mean human judgement over its responses.",
+    "system_pearson_disattenuated": "As the Pearson of system means, with the part of the means' spread and "
+                                    "covariance that comes from which contexts were drawn taken out (Spearman's "
+                                    "correction for attenuation, the noise estimated from the contexts); it "
+                                    "estimates the correlation of the systems' true mean scores. Undefined when a "
+                                    "side's system means vary no more than that noise explains.",
 }
 
 
@@ -348,6 +355,7 @@ class MetricKind(Kind):
             else:
                 measures[key] = headlines[key] = float(value)
         intervals = {key: entry["intervals"][key] if measures[key] is not None else None for key in measures}
+        labels = {key: label for key, label in entry["interval_labels"].items() if intervals.get(key) is not None}
         return Scored(
             item_ids=list(scored_gold.context_ids), per_item=per_item, headlines=headlines,
             settings=dict(figures["settings"]), statistics=statistics, warnings=list(run.warnings),
@@ -355,6 +363,7 @@ class MetricKind(Kind):
             details={"n_responses": scored_gold.n_responses, "n_systems": figures["n_systems"],
                      "n_contexts_defined": entry["n_contexts_defined"], "n_undefined": entry["n_undefined"]},
             extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals,
+                   "interval_labels": labels,
                    **({"interval_notes": entry["interval_notes"]} if entry["interval_notes"] else {})},
         )
 
@@ -683,8 +692,9 @@ class MetricKind(Kind):
                 f"different human judgements, the share your metric orders as people do; {tolerance} count as "
                 "wrong (half right in the tie-aware variant).",
                 f"Also reported: Kendall tau-b, Spearman and Pearson with the human judgements, pooled, within "
-                f"contexts and between system means, each with a {config.level:.0%} bootstrap interval over "
-                f"contexts (B = {config.n_resamples:,}, seed {config.seed}).",
+                f"contexts and between system means (Pearson also corrected for context noise), each with a "
+                f"{config.level:.0%} bootstrap interval over contexts (B = {config.n_resamples:,}, seed "
+                f"{config.seed}) except the plain Pearson of system means, whose interval would not be calibrated.",
                 "Other keys of an entry are ignored; an unknown, repeated or missing response id, or a score that "
                 "is not a finite number, refuses the whole run with every problem listed.",
             ],

@@ -136,7 +136,8 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
     gold_data, runs = demo()
     result, _, _ = scored(gold_data, runs["noisy"])
     summary = json.loads(json.dumps(result.summary(), allow_nan=False))
-    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals", "interval_notes"}
+    assert set(summary) == {"measures", "n_items", "n_pairs", "settings", "intervals", "interval_labels",
+                            "interval_notes"}
     assert list(summary["measures"]) == MEASURE_KEYS
     assert list(summary["measures"])[:5] == ["predictive_power", "predictive_power_ties_half", "kendall_tau_b",
                                              "spearman", "pearson"]
@@ -146,11 +147,15 @@ def test_summary_is_the_score_command_json_of_issue_16() -> None:
                                    "resampling": "contexts", "tie_tolerance": 0.0}
     assert set(summary["intervals"]) == set(MEASURE_KEYS)
     for key, interval in summary["intervals"].items():
-        if key.startswith("system_"):  # no interval, and the summary says why (SIGNIFICANCE-SPEC, "Intervals")
+        if key == "system_pearson":  # no interval, and the summary says why (SIGNIFICANCE-SPEC, "Intervals")
             assert interval is None and "no interval" in summary["interval_notes"][key], key
+            assert key not in summary["interval_labels"]
             continue
         low, high = interval
         assert low <= summary["measures"][key] <= high, key
+        assert summary["interval_labels"][key].startswith("95% interval for "), key
+    assert summary["interval_labels"]["system_kendall_tau_b"] == (
+        "95% interval for the system-level Kendall tau-b if the contexts were drawn again")
     # The board's headline figures are the summary's, finite only.
     assert result.headlines == summary["measures"]
 
@@ -159,7 +164,7 @@ def test_no_systems_gives_null_system_figures_left_out_of_headlines() -> None:
     gold_data, runs = demo(systems=False)
     result, gold, _ = scored(gold_data, runs["close"])
     summary = result.summary()
-    for key in ("system_kendall_tau_b", "system_spearman", "system_pearson"):
+    for key in ("system_kendall_tau_b", "system_spearman", "system_pearson", "system_pearson_disattenuated"):
         assert summary["measures"][key] is None and summary["intervals"][key] is None
         assert key not in result.headlines and key not in result.per_item
     assert "system_pearson" not in {spec.key for spec in KIND.measures(CONFIG, gold)}

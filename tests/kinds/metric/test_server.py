@@ -115,3 +115,26 @@ def test_a_live_board_does_not_compare_metrics_on_the_whole_test_set(metric_task
                                                   "subset"}
     page = Client().get("/tasks/metric-task/statistics/?phase=test").content.decode()
     assert "Not computed: computed on whole-set scores only" in page
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_each_interval_with_what_it_estimates(metric_task: dict[str, Any]) -> None:
+    from tasks.models import Run, Score
+
+    run_id = upload(metric_task, "close")
+    client = Client()
+    assert client.login(username="alice", password="alice-pass-1")
+    page = client.get(f"/runs/{Run.objects.get(pk=run_id).pk}/").content.decode()
+    summary = Score.objects.get(run_id=run_id).summary
+    section = page[page.index('<section id="run-intervals">'):]
+    section = section[:section.index("</section>")]
+    low, high = summary["intervals"]["system_spearman"]
+    assert ("<td>Spearman of system means<br><span class=\"meta\">95% interval for the system-level Spearman "
+            "correlation if the contexts were drawn again</span></td><td class=\"num\">"
+            f"{summary['measures']['system_spearman']:.4f}<br><span class=\"meta\">{low:.4f} to {high:.4f}</span>"
+            "</td>") in section
+    assert "<td>Pearson of system means, corrected for context noise<br>" in section
+    assert "95% interval for the correlation of the systems&#x27; true mean scores" in section
+    # The plain Pearson of system means: no interval, and one sentence says why.
+    assert "<strong>Pearson of system means</strong>" in section and "no interval: context noise" in section
+    assert "<td>Pearson of system means<br>" not in section
