@@ -27,10 +27,10 @@ from typing import Any, TextIO
 import numpy as np
 
 from scoring import significance, stats
-from scoring.cli import EXIT_INVALID, EXIT_NOT_FINITE, _Invalid, _Parser, _problem_lines
+from scoring.kinds import DEFAULT_KIND
+from scoring.offline import EXIT_INVALID, EXIT_NOT_FINITE, Invalid, Parser, problem_lines
 from scoring.validation import ValidationFailed, gc_paused, parse_json
 
-DEFAULT_KIND = "stc3"
 DEFAULT_PERMUTATIONS = 10_000
 DEFAULT_BOOTSTRAP = 1_000
 DEFAULT_SEED = 0
@@ -40,13 +40,13 @@ TUKEY_FAMILY = "randomised Tukey HSD: adjusted for every pair of the runs compar
 
 
 def build_parser(prog: str = "manage.py compare") -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Compare runs on one gold: each run's figure with a bootstrap interval, "
+    parser = Parser(prog=prog, description="Compare runs on one gold: each run's figure with a bootstrap interval, "
                                             "the randomised Tukey HSD p-value of every pair and the top group, "
                                             "each about the figure the board shows (corpus or mean).")
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN",
                         help="run files; a run is named by its file's stem")
     parser.add_argument("--gold", type=Path, required=True, help="the gold file")
-    parser.add_argument("--kind", default=DEFAULT_KIND, help="the task kind (default stc3)")
+    parser.add_argument("--kind", default=DEFAULT_KIND, help=f"the task kind (default {DEFAULT_KIND})")
     parser.add_argument("--preset", default=None, help="the kind's preset configuration")
     parser.add_argument("--config", type=Path, default=None, help="a JSON task configuration instead of a preset")
     parser.add_argument("--measures", default=None, metavar="KEY,KEY", help="only these measure keys (default: all)")
@@ -95,14 +95,14 @@ def _read(path: Path, role: str) -> tuple[object | None, list[str]]:
 
 
 def compare(options: argparse.Namespace) -> dict[str, Any]:
-    """The command's JSON object (``_Invalid`` listing every problem on bad input)."""
+    """The command's JSON object (``Invalid`` listing every problem on bad input)."""
     from scoring.kinds import get_kind
 
     problems = _check_options(options)
     try:
         kind = get_kind(options.kind)
     except ValueError as error:
-        raise _Invalid([*problems, f"usage: argument --kind: {error} (see --help)"]) from None
+        raise Invalid([*problems, f"usage: argument --kind: {error} (see --help)"]) from None
     config = None
     try:
         if options.config is not None:
@@ -110,7 +110,7 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
         elif options.preset is not None or not problems:
             config = kind.preset(options.preset or kind.default_preset)
     except (OSError, ValueError, TypeError) as error:
-        problems += [f"configuration: {line}" for line in _problem_lines(error)]
+        problems += [f"configuration: {line}" for line in problem_lines(error)]
     if config is not None:
         problems += [f"configuration: {line}" for line in kind.check_resources(config)]
     gold_data, found = _read(options.gold, "gold")
@@ -141,18 +141,18 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
             problems.append(f"--measures: unknown measure key(s) {', '.join(unknown)}; this task's measures: "
                             f"{', '.join(specs)}")
     if problems:
-        raise _Invalid(problems)
+        raise Invalid(problems)
     names = list(parsed)
     scored = {name: kind.score(run, gold, config) for name, run in parsed.items()}
     # Measures every run has per-item scores for (a metrics track's whole-run correlations have none).
     keys = [key for key in specs if all(key in result.per_item for result in scored.values())]
     untestable = [key for key in (wanted or []) if key not in keys]
     if untestable:
-        raise _Invalid([f"--measures: {', '.join(untestable)} cannot be tested between runs (no per-item "
+        raise Invalid([f"--measures: {', '.join(untestable)} cannot be tested between runs (no per-item "
                         "scores: the figure is computed from the whole run)"])
     n_items = len(next(iter(scored.values())).item_ids)
     if n_items < 2:
-        raise _Invalid([f"{options.gold}: compare needs at least two {kind.item_noun}s"])
+        raise Invalid([f"{options.gold}: compare needs at least two {kind.item_noun}s"])
     matrices = {key: np.column_stack([scored[name].per_item[key] for name in names]) for key in keys}
     statistics = {key: np.stack([scored[name].statistics[key] for name in names], axis=1) for key in keys
                   if significance.is_corpus(specs[key])}
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         with gc_paused():
             options = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
             data = compare(options)
-    except _Invalid as invalid:
+    except Invalid as invalid:
         for line in invalid.problems:
             print(line, file=stderr)
         return EXIT_INVALID

@@ -129,16 +129,15 @@ def test_each_kind_is_one_package_with_the_same_file_names() -> None:
         home = ROOT / "scoring" / "kinds" / kind
         assert (home / "kind.py").is_file() and (home / "formats.py").is_file(), kind
     top = {path.stem for path in (ROOT / "scoring").glob("*.py")}
-    assert top == {"__init__", "cli", "compare", "exports", "report", "significance", "validation"}, top
+    assert top == {"__init__", "cli", "compare", "exports", "offline", "report", "significance", "validation"}, top
     assert not [path for path in (ROOT / "scoring").iterdir() if path.is_dir() and path.name not in ("kinds", "stats",
                                                                                                      "__pycache__")]
 
 
-# Modules that serve every kind and so may name none (the registry's strings excepted). The
-# offline ``score`` command (scoring.cli) is not among them yet: it scores the DQ/ND kind by a fast
-# path of its own and checks the response kind's --vectors itself (issue 38.5, still open).
+# Modules that serve every kind and so may name none (the registry's strings excepted): a kind's
+# part of an offline command lives in its own ``offline`` module (scoring.kinds.OFFLINE).
 KIND_FREE = ("scoring", "scoring.validation", "scoring.exports", "scoring.report", "scoring.kinds",
-             "scoring.kinds.base", "scoring.significance", "scoring.compare")
+             "scoring.kinds.base", "scoring.significance", "scoring.compare", "scoring.cli", "scoring.offline")
 KIND_FREE_PACKAGES = ("scoring.stats",)
 
 

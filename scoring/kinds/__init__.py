@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from importlib import import_module
+from types import ModuleType
 
 from scoring.kinds.base import (
     Baseline,
@@ -30,6 +31,25 @@ BUILT_IN = {
     "metric": "scoring.kinds.metric.kind:MetricKind",
     "response": "scoring.kinds.response.kind:ResponseKind",
 }
+
+
+# The kind the offline commands score when none is named (the server always names one).
+DEFAULT_KIND = "stc3"
+
+# name -> module of a kind's part of the offline ``score`` command: ``OPTIONS`` (the options it
+# owns, refused with another kind), ``add_arguments(parser)``, and either ``run(options, stdout,
+# stderr)`` (a path of its own) or ``configure(options, config)`` (applied before scoring through
+# the kind interface). Strings, so that the generic command imports no kind.
+OFFLINE = {
+    "stc3": "scoring.kinds.stc3.offline",
+    "response": "scoring.kinds.response.offline",
+}
+
+
+def offline_hooks() -> dict[str, ModuleType]:
+    """Every kind's offline module, by kind name (imported here, each light: none loads its kind's
+    libraries before it is used)."""
+    return {name: import_module(path) for name, path in OFFLINE.items()}
 
 
 class Registry(Mapping[str, Kind]):
@@ -83,5 +103,6 @@ def get_kind(name: str) -> Kind:
         raise ValueError(f"unknown task kind {name!r}; known kinds: {', '.join(sorted(KINDS))}") from None
 
 
-__all__ = ["BUILT_IN", "KINDS", "Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Registry", "Scored",
-           "ValidationFailed", "describe_value", "get_kind", "grouped", "measure_key", "register"]
+__all__ = ["BUILT_IN", "DEFAULT_KIND", "KINDS", "OFFLINE", "Baseline", "Kind", "MeasureGroup", "MeasureSpec",
+           "Registry", "Scored", "ValidationFailed", "describe_value", "get_kind", "grouped", "measure_key",
+           "offline_hooks", "register"]
