@@ -20,11 +20,8 @@ this test) it waited the whole hold.
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import World, require_postgres, require_service, run_bytes
 from tests.test_integration_celery import _reset_producers, database_url, run_status, upload_run
-from tests.workers import remove_queue
+from tests.workers import compose_workers, deployment_page_workers, documented_worker_argv, remove_queue
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -74,21 +70,6 @@ def _ended(sender=None, task_id=None, **_):
 
 # The documented commands -------------------------------------------------------------------------
 
-def deployment_page_workers(text: str) -> list[str]:
-    """The ``celery ... worker`` commands of the page's "Without Docker" section, as written."""
-    section = text.split("\n## Without Docker", 1)[1].split("\n## ", 1)[0]
-    found = re.findall(r"^(?:- `)?(celery -A evalserver\.celery worker[^`#\n]*)", section, re.MULTILINE)
-    return [command.strip() for command in found]
-
-
-def compose_workers(text: str) -> list[str]:
-    """The commands of the compose file's Celery worker services."""
-    services = yaml.safe_load(text)["services"]
-    return [shlex.join(service["command"]) for service in services.values()
-            if isinstance(service.get("command"), list) and service["command"][:1] == ["celery"]
-            and "worker" in service["command"]]
-
-
 def test_the_documents_start_separate_workers_for_scoring_and_statistics() -> None:
     # What the live test below starts, read as it reads it (no services needed).
     page = deployment_page_workers((ROOT / "docs/operators/deployment.md").read_text())
@@ -97,19 +78,6 @@ def test_the_documents_start_separate_workers_for_scoring_and_statistics() -> No
                     "celery -A evalserver.celery worker -Q celery-heavy --concurrency=1"]
     assert compose == ["celery -A evalserver.celery worker -Q celery --loglevel=info --concurrency=2",
                        "celery -A evalserver.celery worker -Q celery-heavy --loglevel=info --concurrency=1"]
-
-
-def as_test_process(command: str, queue: str, node: str) -> list[str]:
-    """The documented command with the test's queue names and a node name of its own."""
-    words = shlex.split(command)
-    assert words[:4] == ["celery", "-A", "evalserver.celery", "worker"], command
-    argv = [sys.executable, "-m", "celery", *words[1:]]
-    for index, word in enumerate(argv):
-        if index and argv[index - 1] == "-Q":
-            argv[index] = ",".join(queue + name.removeprefix("celery") for name in word.split(","))
-    if not any(word.startswith(("-l", "--loglevel")) for word in argv):
-        argv += ["-l", "info"]
-    return [*argv, "-n", f"{node}@%h", "--without-gossip", "--without-mingle"]
 
 
 # The live shape ------------------------------------------------------------------------------------
@@ -161,7 +129,7 @@ def test_an_upload_is_scored_in_seconds_while_statistics_hold_the_documented_wor
         for number, command in enumerate(commands):
             log_path = tmp_path / f"worker-{number}.log"
             with log_path.open("wb") as log:
-                workers.append((subprocess.Popen(as_test_process(command, queue, f"{queue}-{number}"), cwd=ROOT,
+                workers.append((subprocess.Popen(documented_worker_argv(command, queue, f"{queue}-{number}"), cwd=ROOT,
                                                  env=env, stdout=log, stderr=subprocess.STDOUT,
                                                  start_new_session=True), log_path))
 
