@@ -310,8 +310,9 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="") or IN_PROCESS_BROKE
 CELERY_TASK_EAGER_PROPAGATES = False
 # Two queues: scoring and light jobs on EVALSERVER_QUEUE, and heavy jobs (statistics, vBLEU pool
 # jobs: tasks marked heavy=True) on the same name with "-heavy" (evalserver.celery.route), so a
-# long pool job never waits in front of an upload's scoring. A worker started without -Q takes
-# both; `-Q celery` or `-Q celery-heavy` gives each its own workers.
+# long pool job never waits in front of an upload's scoring, provided each queue has its own workers
+# (`-Q celery` and `-Q celery-heavy`, as every documented start does). A worker started without -Q
+# takes both and warns that scoring can wait behind statistics (evalserver.celery).
 CELERY_TASK_DEFAULT_QUEUE = env.str("EVALSERVER_QUEUE", default="celery")
 CELERY_TASK_ROUTES = ("evalserver.celery.route",)
 CELERY_TASK_ACKS_LATE = True

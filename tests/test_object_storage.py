@@ -423,3 +423,23 @@ def test_two_workers_without_a_shared_disk_score_every_upload_and_one_finishes_t
         for process in reversed(processes):
             process.stop()
         remove_queue(broker_url, queue)
+
+
+def test_a_worker_taking_both_queues_is_warned_that_scoring_can_wait_behind_statistics() -> None:
+    from types import SimpleNamespace
+
+    from celery.concurrency.prefork import TaskPool
+    from celery.concurrency.solo import TaskPool as SoloPool
+
+    from evalserver.celery import shared_queue_warning, worker_slots
+
+    assert shared_queue_warning(["celery"], 1, "celery") is None
+    assert shared_queue_warning(["celery-heavy"], 1, "celery") is None
+    alone = shared_queue_warning(["celery", "celery-heavy"], 1, "celery")
+    assert alone is not None and "WITH 1 SLOT:" in alone and "every statistics or vBLEU pool job holds up" in alone
+    assert "-Q celery` (scoring)" in alone and "-Q celery-heavy --concurrency=1`" in alone
+    two = shared_queue_warning(["x", "x-heavy", "other"], 2, "x")
+    assert two is not None and "WITH 2 SLOTS:" in two and "whenever 2 statistics" in two
+    assert worker_slots(SimpleNamespace(pool_cls=SoloPool, concurrency=4)) == 1
+    assert worker_slots(SimpleNamespace(pool_cls=TaskPool, concurrency=3)) == 3
+    assert worker_slots(SimpleNamespace(pool_cls="prefork", concurrency=2, max_concurrency=6)) == 6

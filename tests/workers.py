@@ -18,6 +18,7 @@ import math
 import os
 import pwd
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -147,6 +148,39 @@ def start_worker(env: dict[str, str], queue: str, node: str, log_path: Path, poo
         "-l", "info", "-Q", queues, "-n", f"{node}-{queue}@%h",
         # Nothing to learn from other workers; these only slow the start down.
         "--without-gossip", "--without-mingle"], env, log_path)
+
+
+def deployment_page_workers(text: str) -> list[str]:
+    """The ``celery ... worker`` commands of the page's "Without Docker" section, as written."""
+    section = text.split("\n## Without Docker", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"^(?:- `)?(celery -A evalserver\.celery worker[^`#\n]*)", section, re.MULTILINE)
+    return [command.strip() for command in found]
+
+
+def compose_workers(text: str) -> list[str]:
+    """The commands of the compose file's Celery worker services."""
+    import yaml
+
+    services = yaml.safe_load(text)["services"]
+    return [shlex.join(service["command"]) for service in services.values()
+            if isinstance(service.get("command"), list) and service["command"][:1] == ["celery"]
+            and "worker" in service["command"]]
+
+
+def documented_worker_argv(command: str, queue: str, node: str) -> list[str]:
+    """A documented ``celery ... worker`` command as a process of this Python, with ``celery``'s queue
+    names replaced by ``queue``'s (in ``-Q``; give the process ``EVALSERVER_QUEUE=queue`` too), a
+    node name of its own, and ``-l info`` where no level is given (its "ready" line is waited for)."""
+    words = shlex.split(command)
+    if words[:4] != ["celery", "-A", "evalserver.celery", "worker"]:
+        raise ValueError(f"not a Celery worker command: {command}")
+    argv = [PYTHON, "-m", "celery", *words[1:]]
+    for index, word in enumerate(argv):
+        if index and argv[index - 1] == "-Q":
+            argv[index] = ",".join(queue + name.removeprefix("celery") for name in word.split(","))
+    if not any(word.startswith(("-l", "--loglevel")) for word in argv):
+        argv += ["-l", "info"]
+    return [*argv, "-n", f"{node}@%h", "--without-gossip", "--without-mingle"]
 
 
 def start_gunicorn(env: dict[str, str], port: int, log_path: Path, workers: int | None = None,
