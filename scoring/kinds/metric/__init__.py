@@ -6,7 +6,7 @@ the definitions and choices. Modules:
 * :mod:`scoring.kinds.metric.formats`: gold and run files, validated and compiled to arrays;
 * :mod:`scoring.kinds.metric.meta`: predictive power and its per-context counts, correlations with
   people, bootstrap intervals over contexts, paired tests between metrics, concordance,
-  discriminative power;
+  discriminative power (a package, one module a part: its docstring lists them);
 * :mod:`scoring.kinds.metric.session`: session measures of seed 003 section 3.3 and the random metric.
 """
 

@@ -18,6 +18,7 @@ from scipy import stats as sps
 from scoring import stats
 from scoring.kinds.metric import meta
 from scoring.kinds.metric.formats import load_metric_gold
+from scoring.kinds.metric.meta import correlations, ranks
 
 # --------------------------------------------------------------------------- helpers
 
@@ -245,8 +246,8 @@ def test_system_means_equal_up_to_round_off_are_tied():
 
 def test_tolerant_ranks_are_scipy_mid_ranks_on_exact_ties():
     values = np.round(np.random.default_rng(0).normal(size=(30, 4, 9)), 0)  # many exact ties
-    ranks = meta._tolerant_ranks(values, np.full((30, 4), 1e-12))
-    assert np.array_equal(ranks, sps.rankdata(values, axis=-1))
+    tolerant = correlations._tolerant_ranks(values, np.full((30, 4), 1e-12))
+    assert np.array_equal(tolerant, sps.rankdata(values, axis=-1))
 
 
 def test_pearson_undefined_on_resamples_where_the_metric_is_constant():
@@ -578,7 +579,7 @@ def test_pooled_rank_replicates_kernel_agrees_with_rebuilt_samples(monkeypatch):
             expected_rho.append(np.nan if constant else sps.spearmanr(x[rows], gold.human[rows]).statistic)
         np.testing.assert_allclose(tau, expected_tau, atol=1e-12)
         np.testing.assert_allclose(rho, expected_rho, atol=1e-12)
-        monkeypatch.setattr(meta, "_pooled_rank_kernel", lambda: None)
+        monkeypatch.setattr(ranks, "_pooled_rank_kernel", lambda: None)  # where it is read
         fallback = meta.pooled_rank_replicates(gold, x, counts)
         monkeypatch.undo()
         np.testing.assert_allclose(fallback[0], tau, atol=1e-12)
