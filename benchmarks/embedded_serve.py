@@ -75,7 +75,7 @@ def ms(seconds: float) -> str:
 def describe(result: LoadResult) -> str:
     others = {status: count for status, count in result.statuses.items() if status not in (200, 304)}
     decoded = [seconds for seconds in result.decoding if seconds]
-    # The readers' own gzip decompression, after each latency's clock stopped (tests.workers._reader).
+    # The readers' own gzip decompression, after each latency's clock stopped (tests.workers.load._reader).
     decoding = (f"; the readers' decompression {ms(sum(decoded) / len(decoded))} an answer, p95 with it "
                 f"{ms(result.percentile_with_decoding(0.95))}") if decoded else ""
     return (f"{result.requests} requests, {result.throughput:.0f}/s, p50 {ms(result.percentile(0.5))}, "

@@ -21,7 +21,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from scoring.kinds.stc3 import STC3, evaluate, load_gold, load_run
-from scoring.kinds.stc3.formats import _load_run_checked, _load_run_fast, _run_fast
+from scoring.kinds.stc3.careful import _load_run_checked
+from scoring.kinds.stc3.fast import _load_run_fast, _run_fast
 from scoring.validation import ValidationFailed, parse_json
 from tasks import jobs, organising, submissions
 from tasks.models import Phase, Run, Score

@@ -11,14 +11,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import reliability_report as report  # noqa: E402
 
+from benchmarks.reliability_load import _verdict  # noqa: E402  (its home since the report's split)
+
 ARGS = argparse.Namespace(quick=True, inputs_only=False)
 
 
 def test_a_missed_latency_target_fails_the_report() -> None:
     tally = report.Tally()
     judged = "saturated, gzip"
-    assert report._verdict(tally, "saturated, plain", 0.9, judged) == ""  # not the judged reader
-    assert report._verdict(tally, judged, 0.466, judged) == " (target p95 <= 200 ms: MISSED)"
+    assert _verdict(tally, "saturated, plain", 0.9, judged) == ""  # not the judged reader
+    assert _verdict(tally, judged, 0.466, judged) == " (target p95 <= 200 ms: MISSED)"
     assert tally.targets_missed == ["leaderboard JSON (saturated, gzip) p95 466 ms > 200 ms"]
     text, ok = report.table(tally, None, ARGS, 10.0)
     assert not ok
@@ -28,7 +30,7 @@ def test_a_missed_latency_target_fails_the_report() -> None:
 
 def test_met_targets_and_zero_figures_pass() -> None:
     tally = report.Tally()
-    assert report._verdict(tally, "saturated, gzip", 0.150, "saturated, gzip") == " (target p95 <= 200 ms: met)"
+    assert _verdict(tally, "saturated, gzip", 0.150, "saturated, gzip") == " (target p95 <= 200 ms: met)"
     text, ok = report.table(tally, None, ARGS, 10.0)
     assert ok and text.splitlines()[0].endswith(": PASS")
 

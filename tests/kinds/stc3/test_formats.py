@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from fixtures.synthetic import generate_gold, generate_run
+from scoring.kinds.stc3 import careful as careful_path
+from scoring.kinds.stc3 import fast as fast_path
 from scoring.kinds.stc3 import formats
 from scoring.kinds.stc3.config import STC3, TaskConfig
 from scoring.kinds.stc3.evaluate import evaluate
@@ -190,9 +192,9 @@ GOLD_VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(GOLD_VARIANTS))
 def test_fast_and_checked_gold_give_identical_arrays(variant):
     data = GOLD_VARIANTS[variant]()
-    fast = formats._load_gold_fast(copy.deepcopy(data), STC3)
+    fast = fast_path._load_gold_fast(copy.deepcopy(data), STC3)
     assert fast is not None, "valid gold should take the fast path"
-    assert_same_gold(fast, formats._load_gold_checked(copy.deepcopy(data), STC3))
+    assert_same_gold(fast, careful_path._load_gold_checked(copy.deepcopy(data), STC3))
 
 
 def test_string_and_integer_scale_labels_give_the_same_gold():
@@ -235,9 +237,9 @@ def test_fast_and_checked_run_give_identical_arrays(generated, variant, allow_mi
     run = RUN_VARIANTS[variant](gold_data)
     if allow_missing:
         run = run[::2]  # every other gold dialogue is missing
-    fast = formats._load_run_fast(copy.deepcopy(run), gold, allow_missing)
+    fast = fast_path._load_run_fast(copy.deepcopy(run), gold, allow_missing)
     assert fast is not None, "a valid run should take the fast path"
-    assert_same_run(fast, formats._load_run_checked(copy.deepcopy(run), gold, allow_missing))
+    assert_same_run(fast, careful_path._load_run_checked(copy.deepcopy(run), gold, allow_missing))
     assert fast.n_missing == (gold.n_dialogues - len(run))
 
 
@@ -258,7 +260,7 @@ def test_checked_validator_takes_over_when_the_fast_path_bails_out():
     config = TaskConfig(quality_dimensions=("A",), quality_scale=("good", "fair", "bad"),
                         customer_nugget_types=("NUG", "NaN"), helpdesk_nugget_types=("NUG", "NaN"))
     gold_data = generate_gold(25, seed=31, config=config, min_turns=1, max_turns=4)
-    assert formats._load_gold_fast(gold_data, config) is None
+    assert fast_path._load_gold_fast(gold_data, config) is None
     gold = load_gold(gold_data, config)
     run = generate_run(gold_data, "noisy", noise=0.5, seed=32, config=config)
     result = evaluate(load_run(run, gold), gold, config)
@@ -337,10 +339,10 @@ def test_random_corruptions_give_validation_errors_and_never_crash(generated):
             except ValidationFailed as failure:
                 assert failure.errors and all(isinstance(line, str) for line in failure.errors)
                 continue
-            fast = formats._load_gold_fast(copy.deepcopy(data), STC3)
+            fast = fast_path._load_gold_fast(copy.deepcopy(data), STC3)
             if fast is not None:
-                assert_same_gold(fast, formats._load_gold_checked(copy.deepcopy(data), STC3))
-            assert_same_gold(loaded, formats._load_gold_checked(data, STC3))
+                assert_same_gold(fast, careful_path._load_gold_checked(copy.deepcopy(data), STC3))
+            assert_same_gold(loaded, careful_path._load_gold_checked(data, STC3))
         else:
             data = corrupt(rng.choice(runs))
             try:
@@ -348,7 +350,7 @@ def test_random_corruptions_give_validation_errors_and_never_crash(generated):
             except ValidationFailed as failure:
                 assert failure.errors and all(isinstance(line, str) for line in failure.errors)
                 continue
-            assert_same_run(run, formats._load_run_checked(data, gold))
+            assert_same_run(run, careful_path._load_run_checked(data, gold))
             result = evaluate(run, gold)
             assert all(np.isfinite(value) for value in (result.nugget_means or {}).values())
 
@@ -437,11 +439,11 @@ def test_integer_ids_are_read_as_their_decimal_strings(generated):
     expected = evaluate(load_run(run, gold), gold).to_dict(per_dialogue=True)
     numbered_gold = load_gold(integer_ids(gold_data), STC3)
     assert numbered_gold.dialogue_ids == gold.dialogue_ids
-    assert formats._load_gold_fast(integer_ids(gold_data), STC3) is not None, "valid gold takes the fast path"
-    assert_same_gold(numbered_gold, formats._load_gold_checked(integer_ids(gold_data), STC3))
+    assert fast_path._load_gold_fast(integer_ids(gold_data), STC3) is not None, "valid gold takes the fast path"
+    assert_same_gold(numbered_gold, careful_path._load_gold_checked(integer_ids(gold_data), STC3))
     for run_ids, against in ((integer_ids(run), gold), (run, numbered_gold), (integer_ids(run), numbered_gold)):
-        assert formats._load_run_fast(copy.deepcopy(run_ids), against, False) is not None
-        assert_same_run(load_run(run_ids, against), formats._load_run_checked(copy.deepcopy(run_ids), against))
+        assert fast_path._load_run_fast(copy.deepcopy(run_ids), against, False) is not None
+        assert_same_run(load_run(run_ids, against), careful_path._load_run_checked(copy.deepcopy(run_ids), against))
         assert evaluate(load_run(run_ids, against), against).to_dict(per_dialogue=True) == expected
     # A mix of both spellings in one run works too, and "17" and 17 are one id, so a duplicate.
     mixed = copy.deepcopy(run)
@@ -731,9 +733,9 @@ def test_gold_with_extra_keys_and_labels_of_real_stc3_files_is_accepted():
             annotation["annotator"] = f"w{annotator}"
             if annotator % 2:
                 annotation["quality"] = {dim: str(label) for dim, label in annotation["quality"].items()}
-    assert formats._load_gold_fast(copy.deepcopy(gold), STC3) is not None
+    assert fast_path._load_gold_fast(copy.deepcopy(gold), STC3) is not None
     assert_same_gold(load_gold(gold, STC3), plain)
-    assert_same_gold(formats._load_gold_checked(copy.deepcopy(gold), STC3), plain)
+    assert_same_gold(careful_path._load_gold_checked(copy.deepcopy(gold), STC3), plain)
 
 
 def test_organisers_uniform_run_that_does_not_sum_to_one_is_scored_with_a_warning(tiny_gold):

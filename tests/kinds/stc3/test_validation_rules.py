@@ -2,7 +2,7 @@
 
 Two kinds of evidence:
 
-* adding a rule to ``formats.RULES`` (monkeypatched here) makes *both* paths refuse a file
+* adding a rule to ``scoring.kinds.stc3.rules.RULES`` (monkeypatched here) makes *both* paths refuse a file
   that breaks it: the fast path hands the file over, the careful path words the problem at its
   JSON path, and ``load_gold``/``load_run`` raise it;
 * a property test (hypothesis) over random valid files and mutations of them (wrong types,
@@ -26,7 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.synthetic import generate_gold, generate_run
-from scoring.kinds.stc3 import formats
+from scoring.kinds.stc3 import careful as careful_path
+from scoring.kinds.stc3 import fast as fast_path
+from scoring.kinds.stc3 import rules as rule_table
 from scoring.kinds.stc3.config import STC3
 from scoring.kinds.stc3.evaluate import evaluate
 from scoring.kinds.stc3.formats import Gold, Rule, Run, load_gold, load_run
@@ -75,8 +77,8 @@ def careful_verdict(load, data, *args):
 
 
 def assert_paths_agree_on_gold(data: object) -> Gold | None:
-    fast = formats._load_gold_fast(copy.deepcopy(data), STC3)
-    careful, errors = careful_verdict(formats._load_gold_checked, data, STC3)
+    fast = fast_path._load_gold_fast(copy.deepcopy(data), STC3)
+    careful, errors = careful_verdict(careful_path._load_gold_checked, data, STC3)
     if fast is not None:
         assert careful is not None, f"the fast path accepted a gold the careful path refuses: {errors}"
         assert_identical_gold(fast, careful)
@@ -88,8 +90,8 @@ def assert_paths_agree_on_gold(data: object) -> Gold | None:
 
 
 def assert_paths_agree_on_run(data: object, gold: Gold, allow_missing: bool) -> Run | None:
-    fast = formats._load_run_fast(copy.deepcopy(data), gold, allow_missing)
-    careful, errors = careful_verdict(formats._load_run_checked, data, gold, allow_missing)
+    fast = fast_path._load_run_fast(copy.deepcopy(data), gold, allow_missing)
+    careful, errors = careful_verdict(careful_path._load_run_checked, data, gold, allow_missing)
     if fast is not None:
         assert careful is not None, f"the fast path accepted a run the careful path refuses: {errors}"
         assert_identical_run(fast, careful)
@@ -108,7 +110,7 @@ def tiny_gold_data() -> list[dict]:
 
 
 def extra_rule(monkeypatch: pytest.MonkeyPatch, rule: Rule) -> None:
-    monkeypatch.setitem(formats.RULES, rule.subject, [*formats.RULES[rule.subject], rule])
+    monkeypatch.setitem(rule_table.RULES, rule.subject, [*rule_table.RULES[rule.subject], rule])
 
 
 def test_a_distribution_rule_added_to_the_table_is_enforced_by_both_run_paths(monkeypatch):
@@ -116,13 +118,13 @@ def test_a_distribution_rule_added_to_the_table_is_enforced_by_both_run_paths(mo
     gold = load_gold(gold_data, STC3)
     run = generate_run(gold_data, "uniform")  # no value above 1/3 but the one set here
     run[3]["nugget"][0] = {STC3.customer_nugget_types[1]: 0.95, STC3.customer_nugget_types[2]: 0.05}
-    assert formats._load_run_fast(copy.deepcopy(run), gold, False) is not None  # valid without the new rule
+    assert fast_path._load_run_fast(copy.deepcopy(run), gold, False) is not None  # valid without the new rule
     extra_rule(monkeypatch, Rule("distribution", "at most 0.9", lambda facts: facts.numbers > 0.9,
                                  lambda facts, row, column: [(f'["{facts.labels[column]}"]', "above 0.9")],
                                  per_cell=True))
-    assert formats._load_run_fast(copy.deepcopy(run), gold, False) is None
+    assert fast_path._load_run_fast(copy.deepcopy(run), gold, False) is None
     expected = [f'[3].nugget[0]["{STC3.customer_nugget_types[1]}"]: above 0.9']
-    for load in (formats._load_run_checked, load_run):
+    for load in (careful_path._load_run_checked, load_run):
         with pytest.raises(ValidationFailed) as failure:
             load(copy.deepcopy(run), gold)
         assert failure.value.errors == expected
@@ -135,11 +137,11 @@ def test_a_gold_label_rule_added_to_the_table_is_enforced_by_both_gold_paths(mon
             for dim, label in annotation["quality"].items():
                 annotation["quality"][dim] = 0 if label == 2 else label
     gold_data[4]["annotations"][2]["quality"]["S"] = 2
-    assert formats._load_gold_fast(copy.deepcopy(gold_data), STC3) is not None
+    assert fast_path._load_gold_fast(copy.deepcopy(gold_data), STC3) is not None
     extra_rule(monkeypatch, Rule("scale label", "not the top bin", lambda facts: facts.bins == 0,
                                  lambda facts, row, column: [("", "the top bin is closed")]))
-    assert formats._load_gold_fast(copy.deepcopy(gold_data), STC3) is None
-    for load in (formats._load_gold_checked, load_gold):
+    assert fast_path._load_gold_fast(copy.deepcopy(gold_data), STC3) is None
+    for load in (careful_path._load_gold_checked, load_gold):
         with pytest.raises(ValidationFailed) as failure:
             load(copy.deepcopy(gold_data), STC3)
         assert failure.value.errors == ["[4].annotations[2].quality.S: the top bin is closed"]
@@ -152,8 +154,8 @@ def test_an_id_rule_added_to_the_table_applies_to_gold_and_runs_on_both_paths(mo
     extra_rule(monkeypatch, Rule("dialogue id", "at most 15 characters",
                                  lambda facts: np.array([len(i or "") > 15 for i in facts.ids], dtype=bool),
                                  lambda facts, row, column: [(".id", "longer than 15 characters")]))
-    assert formats._load_gold_fast(copy.deepcopy(gold_data), STC3) is None
-    assert formats._load_run_fast(copy.deepcopy(run), gold, False) is None
+    assert fast_path._load_gold_fast(copy.deepcopy(gold_data), STC3) is None
+    assert fast_path._load_run_fast(copy.deepcopy(run), gold, False) is None
     expected = [f"[{i}].id: longer than 15 characters" for i in range(6)]
     assert careful_verdict(load_gold, gold_data, STC3)[1] == expected
     # No entry of the run is left to be checked further, nor to be called missing.
@@ -163,8 +165,8 @@ def test_an_id_rule_added_to_the_table_applies_to_gold_and_runs_on_both_paths(mo
 def test_every_rule_names_a_subject_the_paths_check():
     subjects = {"dialogue id", "run subtasks", "run dialogue", "run coverage", "run turn estimates", "distribution",
                 "gold turns", "gold annotations", "sender", "scale label", "nugget labels", "nugget label"}
-    assert set(formats.RULES) == subjects
-    for subject, rules in formats.RULES.items():
+    assert set(rule_table.RULES) == subjects
+    for subject, rules in rule_table.RULES.items():
         assert all(rule.subject == subject for rule in rules)
         assert len({rule.name for rule in rules}) == len(rules), subject
 
@@ -301,7 +303,7 @@ HYPOTHESIS = settings(max_examples=250, deadline=None, derandomize=True, databas
 def test_both_gold_paths_agree_on_random_valid_and_mutated_files(data):
     draw = Choices(data)
     gold = gold_document(draw)
-    assert formats._load_gold_fast(copy.deepcopy(gold), STC3) is not None, "a valid gold takes the fast path"
+    assert fast_path._load_gold_fast(copy.deepcopy(gold), STC3) is not None, "a valid gold takes the fast path"
     assert_paths_agree_on_gold(gold)
     for _ in range(draw.integer(1, 3)):
         gold = mutate(draw, gold, LABELS)
@@ -316,7 +318,7 @@ def test_both_run_paths_agree_on_random_valid_and_mutated_files(data):
     gold = load_gold(gold_data, STC3)
     run = run_document(draw, gold_data)
     allow_missing = draw.pick((False, True))
-    assert formats._load_run_fast(copy.deepcopy(run), gold, allow_missing) is not None, \
+    assert fast_path._load_run_fast(copy.deepcopy(run), gold, allow_missing) is not None, \
         "a valid run takes the fast path"
     assert_paths_agree_on_run(run, gold, allow_missing)
     for _ in range(draw.integer(1, 3)):
@@ -344,15 +346,15 @@ def test_mutations_cover_every_rule(monkeypatch):
     agreement shown above would say nothing about it). Seeded, so it does not depend on what
     hypothesis happens to explore."""
     seen: set[tuple[str, str]] = set()
-    original = formats._report
+    original = careful_path._report
 
     def recording(subject, facts, place, problems):
-        for _, rule, mask in formats._refusals(subject, facts):
+        for _, rule, mask in rule_table._refusals(subject, facts):
             if mask.any():
                 seen.add((subject, rule.name))
         return original(subject, facts, place, problems)
 
-    monkeypatch.setattr(formats, "_report", recording)
+    monkeypatch.setattr(careful_path, "_report", recording)
     for seed in range(600):
         draw = Choices(seed=seed)
         gold_data = gold_document(draw)
@@ -360,12 +362,12 @@ def test_mutations_cover_every_rule(monkeypatch):
         mutated = gold_data
         for _ in range(draw.integer(1, 3)):
             mutated = mutate(draw, mutated, LABELS)
-        careful_verdict(formats._load_gold_checked, mutated, STC3)
+        careful_verdict(careful_path._load_gold_checked, mutated, STC3)
         run = run_document(draw, gold_data)
         for _ in range(draw.integer(1, 3)):
             run = mutate(draw, run, LABELS)
-        careful_verdict(formats._load_run_checked, run, gold, draw.pick((False, True)))
-    every = {(subject, rule.name) for subject, rules in formats.RULES.items() for rule in rules}
+        careful_verdict(careful_path._load_run_checked, run, gold, draw.pick((False, True)))
+    every = {(subject, rule.name) for subject, rules in rule_table.RULES.items() for rule in rules}
     # Reached only from outside a mutation of one valid file: a run of a gold without quality or nugget
     # annotations (tests/kinds/stc3/test_formats.py::test_run_subtasks_must_be_consistent covers them).
     unreachable = {("run subtasks", "quality needs a quality gold"), ("run subtasks", "nugget needs a nugget gold")}
