@@ -61,6 +61,7 @@ _LATIN_WORD = re.compile("[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]+")
 _URL_OR_MAIL = re.compile(r"(?:https?://|www\.)[!-~]+|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.IGNORECASE)
 GOLD_FORMAT = "evalserver-response-gold/1"
 
+
 def _squash(text: str) -> str:
     return "".join(text.split())
 
