@@ -106,7 +106,7 @@ def test_the_storage_url_chooses_the_backend_and_bad_ones_are_refused_by_name(mo
 
 def test_heavy_jobs_have_their_own_queue_and_a_worker_without_q_takes_both() -> None:
     from evalserver.celery import app
-    from kinds.response.vbleu import run_pool_job_task, sweep_pool_jobs_task
+    from kinds.response.extension_jobs import run_pool_job_task, sweep_pool_jobs_task
     from leaderboard.jobs import compute_statistics_task, statistics_sweep_task
 
     def queue_of(task: Any) -> str:
