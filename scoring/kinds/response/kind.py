@@ -96,8 +96,20 @@ __all__ = ["GENERIC_REPLY", "PACKAGE_MODEL", "CompiledResponseGold", "ConfigInva
            "task_vectors", "vector_table_path"]
 
 # Imported from here before the split (tests, commands): their homes are the siblings.
-from scoring.kinds.response.compiled import text_language  # noqa: E402, F401
+from scoring.kinds.response.compiled import (  # noqa: E402, F401
+    CJK_TEXT_SHARE,
+    FOREIGN_REFUSE_SHARE,
+    FOREIGN_WARN_SHARE,
+    GOLD_FORMAT,
+    KANA_TEXT_SHARE,
+    MAX_SINGLE_TOKEN_SHARE,
+    MIN_VECTOR_COVERAGE,
+    TOKEN_DTYPE,
+    text_language,
+)
+from scoring.kinds.response.config import MAX_ACT_CHARS, MAX_ACTS, NUGGET_MEASURES, NUGGET_MODES  # noqa: E402, F401
 from scoring.kinds.response.posscore import rows_from_tagged  # noqa: E402, F401
+from scoring.kinds.response.resources import RESOURCE_SUFFIXES  # noqa: E402, F401
 
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."

@@ -48,6 +48,9 @@ importable from this package.
 from __future__ import annotations
 
 from scoring.kinds.response.vbleu.encodings import (
+    ENCODE_CHUNK,
+    ENCODINGS_FORMAT,
+    SENTENCE_PREFIX,
     PoolEncodings,
     SentenceEncoder,
     SentenceLookup,
@@ -59,6 +62,7 @@ from scoring.kinds.response.vbleu.encodings import (
 )
 from scoring.kinds.response.vbleu.extension import (
     METHODS,
+    ORIGINS,
     Extension,
     extend_gold,
     list_candidates,
@@ -69,14 +73,18 @@ from scoring.kinds.response.vbleu.extension import (
 from scoring.kinds.response.vbleu.pool import (
     MAX_LINE_BYTES,
     MAX_POOL_PAIRS,
+    POOL_KEYS,
     Pool,
     Progress,
     canonical_sha256,
     read_pool,
 )
 from scoring.kinds.response.vbleu.rater import (
+    CHANCE_LEVEL,
     ENCODER_FEATURES,
+    FEATURES,
     MAPPINGS,
+    MIN_RATER_PAIRS,
     RATER_FEATURES,
     Rater,
     RaterAtChance,
@@ -87,7 +95,9 @@ from scoring.kinds.response.vbleu.rater import (
     weights_from_probabilities,
 )
 from scoring.kinds.response.vbleu.retrieval import (
+    BM25_METHODS,
     RETRIEVERS,
+    SCORE_BLOCK_VALUES,
     Candidate,
     EmbeddingIndex,
     PoolIndex,
@@ -96,22 +106,32 @@ from scoring.kinds.response.vbleu.retrieval import (
 )
 
 __all__ = [
+    "BM25_METHODS",
+    "CHANCE_LEVEL",
     "ENCODER_FEATURES",
+    "ENCODE_CHUNK",
+    "ENCODINGS_FORMAT",
+    "FEATURES",
     "MAPPINGS",
     "MAX_LINE_BYTES",
     "MAX_POOL_PAIRS",
     "METHODS",
+    "MIN_RATER_PAIRS",
+    "ORIGINS",
+    "POOL_KEYS",
     "RATER_FEATURES",
     "RETRIEVERS",
+    "SCORE_BLOCK_VALUES",
+    "SENTENCE_PREFIX",
     "Candidate",
     "EmbeddingIndex",
     "Extension",
     "Pool",
-    "RaterAtChance",
     "PoolEncodings",
     "PoolIndex",
     "Progress",
     "Rater",
+    "RaterAtChance",
     "RaterSettings",
     "RetrievalSettings",
     "SentenceEncoder",
