@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scoring.kinds.response import encodings  # noqa: E402
 from scoring.kinds.response import kind as response_kind  # noqa: E402
+from scoring.kinds.response import resources as response_resources  # noqa: E402
 from scoring.kinds.response.encoder import E5Encoder  # noqa: E402
 from scoring.kinds.response.kind import ResponseKind  # noqa: E402
 from tests.dialogues import dialogues, other_wording, response_items  # noqa: E402
@@ -66,7 +67,7 @@ def main() -> None:
     print(f"load, an uploaded model (resource_path, sha256 checked): {wall2:.1f} s wall, {cpu2:.1f} s CPU "
           f"(ratio to the package's: {wall2 / wall:.2f} wall, {cpu2 / cpu:.2f} CPU)")
     del other
-    response_kind._MODELS.clear()
+    response_resources._MODELS.clear()
 
     config = kind.config({"measures": ["bleu", "bertscore"], "official": ["bleu"],
                           "nuggets": {"score": "never", "measure": "bleu"}})

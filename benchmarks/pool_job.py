@@ -7,7 +7,7 @@ Sets up the embedded default in a scratch ``EVALSERVER_VAR_DIR`` (SQLite, no bro
 task whose gold has ``--items`` items made like ``benchmarks/vbleu_speed.py``'s (same generator,
 same pool). Then, in turns, in one process:
 
-* **command**: ``kinds.response.vbleu.build_vbleu_version`` from the pool file, without progress (what
+* **command**: ``kinds.response.extension_jobs.build_vbleu_version`` from the pool file, without progress (what
   ``manage.py build_vbleu`` does, minus its terminal bar);
 * **job**: the same pool uploaded (``submit_pool_job``, which keeps the upload first) and built
   by the job in a thread of this process (``EVALSERVER_POOL_JOB_MODE=thread``: the quickstart's
@@ -53,8 +53,8 @@ def main() -> int:
     from django.core.management import call_command
 
     from benchmarks.vbleu_speed import Generator, write_pool
+    from kinds.response.extension_jobs import build_vbleu_version, submit_pool_job
     from kinds.response.models import PoolJob
-    from kinds.response.vbleu import build_vbleu_version, submit_pool_job
     from kinds.response.views import job_state
     from scoring.kinds.response import vbleu
     from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors

@@ -332,7 +332,7 @@ CELERY_BEAT_SCHEDULE = {
     # Statistics whose job was lost (broker restarted) or whose computing worker died.
     "statistics-sweep": {"task": "leaderboard.jobs.statistics_sweep_task", "schedule": 60.0},
     # Pool jobs whose message was lost or whose worker died: sent again, or failed with a reason.
-    "pool-jobs-sweep": {"task": "kinds.response.vbleu.sweep_pool_jobs_task", "schedule": 60.0},
+    "pool-jobs-sweep": {"task": "kinds.response.extension_jobs.sweep_pool_jobs_task", "schedule": 60.0},
     # Phases that open and end, scheduled publications (tasks.phaseclock): recorded within seconds.
     "phase-clock": {"task": "tasks.phaseclock.phase_clock_task", "schedule": 15.0},
 }
@@ -367,13 +367,13 @@ EVALSERVER_SCORING_WORKER_NICE = env_int("EVALSERVER_SCORING_WORKER_NICE", defau
 # skip without changing the tags, so the default is to use both cores.
 EVALSERVER_TAGGING_PROCESSES = env_int("EVALSERVER_TAGGING_PROCESSES", default=min(2, os.cpu_count() or 1),
                                        minimum=1, maximum=64)
-# Long pool work (kinds.response.vbleu: storing a dialogue pool, extending a gold with vBLEU references):
+# Long pool work (kinds.response.extension_jobs: storing a dialogue pool, extending a gold with vBLEU references):
 # "celery" (a job on the broker, in its own module: CELERY_IMPORTS), "thread" (a thread of the web
 # process, for the broker-less default, so the request returns at once and the page shows the
 # progress) or "sync" (in the request, for tests).
 EVALSERVER_POOL_JOB_MODE = env_choice("EVALSERVER_POOL_JOB_MODE", "thread" if CELERY_TASK_ALWAYS_EAGER else "celery",
                                       ("celery", "thread", "sync"))
-CELERY_IMPORTS = ("kinds.response.vbleu", "tasks.phaseclock")
+CELERY_IMPORTS = ("kinds.response.extension_jobs", "tasks.phaseclock")
 # A pool of 10^6 pairs is ~100-200 MB; an index build and a rater training take minutes.
 EVALSERVER_POOL_MAX_BYTES = env_int("EVALSERVER_POOL_MAX_BYTES", default=1024 * 1024 * 1024, minimum=1024)
 EVALSERVER_POOL_JOB_TIME_LIMIT = env_int("EVALSERVER_POOL_JOB_TIME_LIMIT", default=3600, minimum=10)

@@ -1,6 +1,6 @@
 """A claim kept alive while long work runs: a thread of its own writes ``heartbeat_at`` on the
 claimed row every few seconds, so other processes can tell a live claim from a dead process's
-(pool jobs in ``kinds.response.vbleu``, statistics in ``leaderboard.scheduling``)."""
+(pool jobs in ``kinds.response.extension_jobs``, statistics in ``leaderboard.scheduling``)."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def load_gold_version(task: Task, content: bytes, source_name: str = "", user: A
 
     Re-scored: runs outside phases, and the runs of ``phases``, which are moved to the new
     version (a corrected test gold, say); phases bound to other versions keep theirs. Old scores
-    stay, tagged with their version. ``provenance``: how the file was made (``kinds.response.vbleu``), kept
+    stay, tagged with their version. ``provenance``: how the file was made (``kinds.response.extension_jobs``), kept
     with the version.
     """
     if "\x00" in label or len(label) > 100:

@@ -146,11 +146,11 @@ def _response_resources_restored() -> Any:
     elsewhere would otherwise leave it so for the next test of the same process, which then found
     no uploaded model (an order-dependent failure under pytest-xdist)."""
     from scoring.kinds.response import encodings
-    from scoring.kinds.response import kind as response_kind
+    from scoring.kinds.response import resources as response_resources
 
-    saved = (response_kind._VECTOR_DIRECTORY, response_kind._RESOURCE_LOCATOR, encodings._STORE)
+    saved = (response_resources._VECTOR_DIRECTORY, response_resources._RESOURCE_LOCATOR, encodings._STORE)
     yield
-    response_kind._VECTOR_DIRECTORY, response_kind._RESOURCE_LOCATOR, encodings._STORE = saved
+    response_resources._VECTOR_DIRECTORY, response_resources._RESOURCE_LOCATOR, encodings._STORE = saved
 
 
 @dataclass

@@ -358,14 +358,14 @@ def test_it_keeps_a_run_uploaded_before_the_worker_starts_and_scores_it_once(
 
 def test_a_pool_job_runs_in_the_worker_and_a_bad_pool_fails_there_with_its_lines(
         broker: Broker, worker: Worker, settings: Any) -> None:
-    """The background job behind the vBLEU pages (kinds.response.vbleu) goes through the broker too: the
+    """The background job behind the vBLEU pages (kinds.response.extension_jobs) goes through the broker too: the
     worker reads and stores a good pool, and fails a bad one naming its lines, storing nothing."""
     import hashlib
 
     from django.core.files.uploadedfile import SimpleUploadedFile
 
+    from kinds.response.extension_jobs import pool_file_path, submit_pool_job
     from kinds.response.models import PoolJob, ReferencePool
-    from kinds.response.vbleu import pool_file_path, submit_pool_job
 
     settings.EVALSERVER_POOL_JOB_MODE = "celery"
     good = b"".join(orjson.dumps({"utterance": f"how is item {n} ?", "response": f"item {n} is fine ."}) + b"\n"
@@ -380,7 +380,7 @@ def test_a_pool_job_runs_in_the_worker_and_a_bad_pool_fails_there_with_its_lines
         assert time.monotonic() < deadline, worker.log_tail()
         time.sleep(0.2)
     done, failed = (PoolJob.objects.get(pk=job.pk) for job in jobs)
-    assert "Task kinds.response.vbleu.run_pool_job_task[" in worker.log(), worker.log_tail()
+    assert "Task kinds.response.extension_jobs.run_pool_job_task[" in worker.log(), worker.log_tail()
     assert done.status == PoolJob.DONE, (done.errors, worker.log_tail())
     pool = ReferencePool.objects.get()
     assert pool.sha256 == hashlib.sha256(good).hexdigest() and pool.n_pairs == 500 and done.pool == pool

@@ -106,7 +106,7 @@ def test_the_storage_url_chooses_the_backend_and_bad_ones_are_refused_by_name(mo
 
 def test_heavy_jobs_have_their_own_queue_and_a_worker_without_q_takes_both() -> None:
     from evalserver.celery import app
-    from kinds.response.vbleu import run_pool_job_task, sweep_pool_jobs_task
+    from kinds.response.extension_jobs import run_pool_job_task, sweep_pool_jobs_task
     from leaderboard.jobs import compute_statistics_task, statistics_sweep_task
 
     def queue_of(task: Any) -> str:
@@ -204,6 +204,7 @@ def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_r
     import numpy as np
 
     from scoring.kinds.response import kind as response_kind
+    from scoring.kinds.response import resources as response_resources
     from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
     from tests.e5files import noisy_model
     from tests.kinds.response.test_encoder_store import CONFIG_DATA, KIND, a_run, extended_gold, scored
@@ -212,7 +213,7 @@ def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_r
     digest = blobs.store("encoders", content).sha256  # the web process's upload
     assert f"encoders/{digest}.bin" in object_store.keys() and local_files(s3_blobs) == []
     config = KIND.config({**CONFIG_DATA, "bertscore": {"model": {"sha256": digest, "name": "noisy"}}})
-    response_kind._MODELS.clear()
+    response_resources._MODELS.clear()
     try:
         assert response_kind.task_encoder(config).sha256 == digest
         cached = s3_blobs / "encoders" / f"{digest}.bin"
@@ -221,22 +222,22 @@ def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_r
         damaged = bytearray(content)
         damaged[1000] ^= 1
         cached.write_bytes(bytes(damaged))
-        response_kind._MODELS.clear()
+        response_resources._MODELS.clear()
         assert response_kind.task_encoder(config).sha256 == digest and cached.read_bytes() == content
         # The object itself altered in the bucket: refused, never loaded.
         object_store.client().put_object(Bucket=object_store.bucket, Key=f"encoders/{digest}.bin",
                                          Body=bytes(damaged))
         cached.unlink()
-        response_kind._MODELS.clear()
+        response_resources._MODELS.clear()
         with pytest.raises(blobs.BlobDamaged, match="do not have their SHA-256"):
             response_kind.task_encoder(config)
         assert not cached.exists()
-        response_kind._MODELS.clear()
+        response_resources._MODELS.clear()
         blobs.forget("encoders", digest)
         with pytest.raises(EncoderUnavailable, match="is not stored here"):
             response_kind.task_encoder(config)
     finally:
-        response_kind._MODELS.clear()
+        response_resources._MODELS.clear()
 
     # The encoded references: kept in the bucket by the host that encoded them first; another host,
     # with an empty folder, reads them and encodes only its run's responses.

@@ -204,7 +204,9 @@ def test_the_worker_prepares_the_gold_versions_uploads_are_scored_against_when_i
     from fixtures import response_demo
     from scoring.kinds import get_kind
     from scoring.kinds.response import bleu as bleu_module
+    from scoring.kinds.response import compiled as response_compiled
     from scoring.kinds.response import kind as response_kind
+    from scoring.kinds.response import resources as response_resources
     from tasks import organising, worker
     from tasks.models import Phase, _compiled_gold
 
@@ -230,14 +232,14 @@ def test_the_worker_prepares_the_gold_versions_uploads_are_scored_against_when_i
         """What a new worker process holds: no compiled gold, nothing shared by content."""
         _compiled_gold.cache_clear()
         monkeypatch.setattr(response_kind, "_GOLDS", OrderedDict())
-        monkeypatch.setattr(response_kind, "_SHARED", OrderedDict())
+        monkeypatch.setattr(response_resources, "_SHARED", OrderedDict())
 
     forget()
     prepared: list[str] = []
-    real_bleu, real_rows = bleu_module.prepare_references, response_kind.rows_from_tagged
+    real_bleu, real_rows = bleu_module.prepare_references, response_compiled.rows_from_tagged
     monkeypatch.setattr(bleu_module, "prepare_references",
                         lambda *args, **kwargs: prepared.append("bleu") or real_bleu(*args, **kwargs))
-    monkeypatch.setattr(response_kind, "rows_from_tagged",
+    monkeypatch.setattr(response_compiled, "rows_from_tagged",
                         lambda *args, **kwargs: prepared.append("posscore") or real_rows(*args, **kwargs))
     loaded = worker.warm_up()
     assert f"gold version 1 ({task.slug})" in loaded and f"gold version 2 ({task.slug})" not in loaded

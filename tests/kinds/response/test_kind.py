@@ -19,7 +19,9 @@ import sacrebleu
 
 from fixtures.response_demo import generate_gold, generate_runs
 from scoring.kinds import KINDS, get_kind
+from scoring.kinds.response import compiled as response_compiled
 from scoring.kinds.response import kind as response_kind
+from scoring.kinds.response import resources as response_resources
 from scoring.kinds.response.bleu import statistic_names
 from scoring.kinds.response.kind import GENERIC_REPLY, ConfigInvalid, ResponseConfig
 from scoring.kinds.response.nlp import NlpUnavailable, VectorTableError, load_pipeline, pipeline_vectors
@@ -329,8 +331,8 @@ def test_stored_tags_give_the_rows_of_tagging_the_text(demo):
 def test_uploaded_vector_table_by_sha256(tmp_path, monkeypatch):
     # The scoring library on its own: no directory, and not the blob store's locator that the
     # response app installs when Django starts (both restored afterwards for the other tests).
-    monkeypatch.setattr(response_kind, "_VECTOR_DIRECTORY", None)
-    monkeypatch.setattr(response_kind, "_RESOURCE_LOCATOR", None)
+    monkeypatch.setattr(response_resources, "_VECTOR_DIRECTORY", None)
+    monkeypatch.setattr(response_resources, "_RESOURCE_LOCATOR", None)
     monkeypatch.delenv("EVALSERVER_VECTOR_DIR", raising=False)
     data = b"4 2\nchess 1 0\nplayer 0 1\ni 1 1\nam 0 1\n"
     with pytest.raises(NlpUnavailable, match="no vector directory is set"):
@@ -371,7 +373,8 @@ def test_missing_pipeline_is_named_and_bleu_only_never_loads_spacy(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the BLEU-only preset must not load spaCy")
 
-    monkeypatch.setattr(response_kind, "load_pipeline", refuse)
+    for home in (response_kind, response_compiled, response_resources):  # every module that loads a pipeline
+        monkeypatch.setattr(home, "load_pipeline", refuse)
     bleu_only = KIND.preset("bleu-only")
     assert KIND.check_resources(bleu_only) == []
     gold = KIND.compile_gold(TWO_ITEMS, bleu_only)
@@ -657,12 +660,12 @@ def test_a_vbleu_version_reuses_the_tags_and_tables_of_the_version_it_extends(de
 
     gold_data, runs, config, _ = demo
     extended = _extended(gold_data)
-    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    monkeypatch.setattr(response_resources, "_SHARED", response_resources.OrderedDict())
     fresh = KIND.compile_gold(extended, config)  # nothing to reuse
     fresh_scores = KIND.score(KIND.parse_run(runs["strong"], fresh, config), fresh, config)
     base_bytes = KIND.compile_gold(gold_data, config).to_bytes()
 
-    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    monkeypatch.setattr(response_resources, "_SHARED", response_resources.OrderedDict())
     monkeypatch.setattr(response_kind, "_GOLDS", response_kind.OrderedDict())
     base = KIND.gold_from_bytes(base_bytes)  # what build_vbleu does first: it loads the version to extend
     KIND.score(KIND.parse_run(runs["weak"], base, config), base, config)
@@ -687,7 +690,7 @@ def test_a_vbleu_version_reuses_the_tags_and_tables_of_the_version_it_extends(de
 def test_shared_tables_are_kept_by_content_not_by_gold(demo, monkeypatch):
     """Golds with other references never share a table; the cache is bounded."""
     gold_data, runs, config, gold = demo
-    monkeypatch.setattr(response_kind, "_SHARED", response_kind.OrderedDict())
+    monkeypatch.setattr(response_resources, "_SHARED", response_resources.OrderedDict())
     changed = copy.deepcopy(gold_data)
     changed[0]["references"][0]["text"] += " and a changed word"
     other = KIND.compile_gold(changed, config)
@@ -696,9 +699,9 @@ def test_shared_tables_are_kept_by_content_not_by_gold(demo, monkeypatch):
     assert first.bleu_references(options) is not other.bleu_references(options)
     again = response_kind.CompiledResponseGold.from_bytes(gold.to_bytes())
     assert again.bleu_references(options) is first.bleu_references(options)
-    for number in range(response_kind._KEPT_SHARED + 3):
-        response_kind._shared_put(("filler", number), number)
-    assert len(response_kind._SHARED) == response_kind._KEPT_SHARED
+    for number in range(response_resources._KEPT_SHARED + 3):
+        response_resources._shared_put(("filler", number), number)
+    assert len(response_resources._SHARED) == response_resources._KEPT_SHARED
 
 
 def test_runs_with_nuggets_and_alternatives_pass_the_check_before_parsing():

@@ -61,7 +61,7 @@ def build(bert_task: dict[str, Any], *extra: str) -> tuple[str, str]:
 
 @pytest.mark.django_db
 def test_vbertscore_extension_keeps_the_pool_vectors_and_names_itself_in_the_scores(bert_task):
-    from kinds.response.vbleu import ENCODINGS
+    from kinds.response.extension_jobs import ENCODINGS
     from tasks import blobs
     from tasks.models import GoldVersion, Score
 

@@ -27,6 +27,7 @@ from scoring.kinds.response import bleu
 from scoring.kinds.response import vbleu as vb
 from scoring.kinds.response.formats import load_response_gold
 from scoring.kinds.response.nlp import parse_word2vec
+from scoring.kinds.response.vbleu import rater as vb_rater
 from scoring.validation import ValidationFailed
 from tests.reference import plain_delta_bleu
 
@@ -372,7 +373,7 @@ def test_principal_axes_match_an_svd_of_the_centred_rows():
     rng = np.random.default_rng(8)
     first = (rng.normal(size=(700, 12)) @ rng.normal(size=(12, 12))).astype(np.float32)
     second = (rng.normal(size=(300, 12)) + 2).astype(np.float32)
-    mean, axes = vb._principal_axes([first, second], 4)
+    mean, axes = vb_rater._principal_axes([first, second], 4)
     rows = np.vstack([first, second]).astype(np.float64)
     _, _, right = np.linalg.svd(rows - rows.mean(axis=0), full_matrices=False)
     assert np.allclose(mean, rows.mean(axis=0), atol=1e-5)

@@ -214,8 +214,8 @@ def test_a_pool_over_the_size_limit_is_refused_and_nothing_is_kept(task_with_run
 def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs, planted):
     from django.contrib.auth import get_user_model
 
+    from kinds.response.extension_jobs import store_pool, validate_pool
     from kinds.response.models import ReferencePool
-    from kinds.response.vbleu import store_pool, validate_pool
 
     other = get_user_model().objects.create_user("oscar", password="oscar-pass-1")
     theirs, _ = store_pool(planted["bytes"], validate_pool(planted["bytes"]), "someone else's", other)
@@ -243,8 +243,8 @@ def test_an_organiser_chooses_only_their_own_pools_and_this_tasks(task_with_runs
 
 @pytest.mark.django_db
 def test_a_job_whose_process_died_is_taken_over_and_one_that_keeps_dying_fails(task_with_runs, planted):
+    from kinds.response.extension_jobs import LEASE_SECONDS, MAX_ATTEMPTS, stage_upload, sweep_pool_jobs
     from kinds.response.models import PoolJob
-    from kinds.response.vbleu import LEASE_SECONDS, MAX_ATTEMPTS, stage_upload, sweep_pool_jobs
 
     sha = stage_upload(SimpleUploadedFile("pool.jsonl", planted["bytes"]))
     long_ago = timezone.now() - timedelta(seconds=LEASE_SECONDS + 5)
@@ -291,7 +291,7 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
 
     from django.contrib.auth import get_user_model
 
-    from kinds.response import vbleu as server
+    from kinds.response import extension_jobs as server
     from kinds.response.models import PoolJob
 
     reached, gate = threading.Event(), threading.Event()
@@ -347,8 +347,8 @@ def test_in_the_thread_mode_the_request_returns_at_once_and_the_progress_is_foll
 def test_admin_pool_upload_is_a_job_that_names_every_bad_line_and_stores_a_good_pool_once(planted, settings):
     from django.contrib.auth import get_user_model
 
+    from kinds.response.extension_jobs import pool_file_path
     from kinds.response.models import PoolJob, ReferencePool
-    from kinds.response.vbleu import pool_file_path
 
     staff = get_user_model().objects.create_user("root", password="root-pass-1", is_staff=True, is_superuser=True)
     client = Client()
@@ -468,7 +468,7 @@ def test_an_attempt_that_lost_its_claim_stops_before_storing_anything(task_with_
     """A process whose heartbeat stopped reaching the database for a lease loses the job to
     another; when it comes back it must not store a second version: its next progress write
     finds the claim gone and it stops."""
-    from kinds.response import vbleu as server
+    from kinds.response import extension_jobs as server
     from kinds.response.models import PoolJob, ReferencePool
     from tasks.models import GoldVersion
 

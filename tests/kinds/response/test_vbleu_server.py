@@ -110,8 +110,8 @@ def delta_bleu_direct(hypotheses: list[str], references: list[list[tuple]]) -> f
 
 @pytest.mark.django_db
 def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(task_with_runs, planted):
+    from kinds.response.extension_jobs import pool_file_path
     from kinds.response.models import ReferencePool
-    from kinds.response.vbleu import pool_file_path
     from tasks.models import GoldVersion, Run, Score
 
     task = task_with_runs["task"]
@@ -178,8 +178,8 @@ def test_build_vbleu_makes_a_new_version_and_the_board_shows_bleu_beside_vbleu(t
 
 @pytest.mark.django_db
 def test_the_pipeline_reproduces_from_the_recorded_provenance(task_with_runs, planted):
+    from kinds.response.extension_jobs import read_stored_pool, source_gold
     from kinds.response.models import ReferencePool
-    from kinds.response.vbleu import read_stored_pool, source_gold
     from scoring.kinds.response.kind import task_vectors
     from tasks.models import GoldVersion
 

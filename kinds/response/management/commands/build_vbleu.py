@@ -1,6 +1,6 @@
 """``manage.py build_vbleu TASK POOL.jsonl [--method vbleu|vbertscore] [--k 15] [--seed 0] [--ratings R.json]
 [--parrot-weight W] [--label L] [--phase NAME ...] [--from-version N] [--gold GOLD.json]``: vBLEU references
-from a pool, as a new gold version of a response task (``kinds.response.vbleu``). ``--method vbertscore``:
+from a pool, as a new gold version of a response task (``kinds.response.extension_jobs``). ``--method vbertscore``:
 vBERTScore's extension (Tsuta et al. 2023, section 4.3): retrieval by the encoder's sentence vectors and a
 rater on the encoder's features.
 
@@ -22,8 +22,8 @@ from typing import Any, NoReturn, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kinds.response.extension_jobs import STAGES, build_vbleu_version
 from kinds.response.models import ReferencePool
-from kinds.response.vbleu import STAGES, build_vbleu_version
 from scoring.kinds.response import vbleu
 from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
