@@ -37,3 +37,11 @@ def test_the_tests_marked_slow_are_queued_first_in_file_order() -> None:
         "test_a_statistics_address_with_a_nul_character_is_a_404_that_says_so",
         "test_an_id_beyond_64_bits_in_the_admin_is_a_400_naming_the_parameter",
         "test_the_parameters_come_from_the_views")]
+
+
+def test_the_documentation_commands_are_queued_with_the_sweeps() -> None:
+    """About 80 s, the longest single test of CI: last in the queue, it ran alone at the end."""
+    ids = collected("tests/test_hostile_parameters.py", "tests/test_readme_commands.py")
+    assert ids[5] == "tests/test_readme_commands.py::test_every_readme_command_works_as_written"
+    assert all("test_hostile_parameters.py::test_no_hostile" in test for test in ids[:5])
+    assert not any("test_no_hostile" in test or "works_as_written" in test for test in ids[6:])
