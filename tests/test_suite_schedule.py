@@ -45,3 +45,15 @@ def test_the_documentation_commands_are_queued_with_the_sweeps() -> None:
     assert ids[5] == "tests/test_readme_commands.py::test_every_readme_command_works_as_written"
     assert all("test_hostile_parameters.py::test_no_hostile" in test for test in ids[:5])
     assert not any("test_no_hostile" in test or "works_as_written" in test for test in ids[6:])
+
+
+def test_the_tests_that_empty_the_database_stay_last_even_when_slow() -> None:
+    """The worker drills commit for real (a transactional database, emptied after each, the data
+    migrations' rows with it): pytest-django runs them after the tests that roll back, and so does
+    this order, although they are marked slow."""
+    ids = collected("tests/test_integration_celery.py", "tests/test_hostile_parameters.py")
+    drills = [index for index, test in enumerate(ids) if test.startswith("tests/test_integration_celery.py::")]
+    hostile = [index for index, test in enumerate(ids) if test.startswith("tests/test_hostile_parameters.py::")]
+    assert len(drills) >= 3 and len(hostile) == 11
+    assert max(hostile) < min(drills)
+    assert all("test_no_hostile" in ids[index] for index in hostile[:5])
