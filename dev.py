@@ -100,8 +100,10 @@ def pytest_command(args: list[str]) -> list[str]:
     command = [str(PYTHON), "-m", "pytest", *args]
     if not any(arg.startswith(("-n", "--numprocesses", "--dist")) or arg == "no:xdist" for arg in args):
         # Two processes (pytest-xdist), each with its own test database: about half the time of
-        # one process on two cores. "-n 0" runs it in one process.
-        command += ["-n", "2"]
+        # one process on two cores. "-n 0" runs it in one process. Work stealing: a process that
+        # runs out of tests takes half of what the other still has queued, so the sweeps of a
+        # minute each (tests/conftest.py queues them first) cannot pile up on one process at the end.
+        command += ["-n", "2", "--dist", "worksteal"]
     return command
 
 

@@ -268,14 +268,34 @@ def uses_test_database(item: pytest.Item) -> bool:
     return bool(_DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
+def empties_the_database(item: pytest.Item) -> bool:
+    """Whether a test commits for real (``transaction=True``, ``transactional_db``, a live server):
+    its database is emptied after it, data migrations' rows included, so pytest-django runs these
+    after the tests that roll back."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    return (marker is not None and bool(marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))
+            ) or "transactional_db" in fixtures or "live_server" in fixtures
+
+
+def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests marked slow first, each group in its collection order (a module's or a class's
+    tests stay together, so their shared fixtures are built once). pytest-xdist hands tests out in
+    this order: the sweeps of a minute or more start while both processes are free, and the short
+    tests fill the gaps at the end, instead of one process finishing the leak matrix alone while
+    the other idles (the longest-first rule for two machines). The tests that empty the database
+    stay after the others (pytest-django's order), slow ones first among them."""
+    return sorted(items, key=lambda item: (empties_the_database(item), item.get_closest_marker("slow") is None))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get(DATABASE_TESTS_ONLY, "") != "1":
-        return
-    kept = [item for item in items if uses_test_database(item)]
-    left = [item for item in items if not uses_test_database(item)]
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+    if os.environ.get(DATABASE_TESTS_ONLY, "") == "1":
+        kept = [item for item in items if uses_test_database(item)]
+        left = [item for item in items if not uses_test_database(item)]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
+    items[:] = slow_first(items)
 
 
 @pytest.fixture(scope="session")

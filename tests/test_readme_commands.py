@@ -257,6 +257,7 @@ def shell_script(commands: list[Command], port: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow  # about 80 s in CI: queued with the other sweeps (tests/conftest.py, slow_first)
 def test_every_readme_command_works_as_written(tmp_path: Path) -> None:
     for tool in ("git", "curl", "bash"):
         if shutil.which(tool) is None:

@@ -158,7 +158,10 @@ def test_vbertscore_extension_reproduces_identically(setup):
     items = response_items(dialogues(12, seed=5), alternatives=False)
     retrieval = vb.RetrievalSettings(k=5, retriever="embedding")
     rater = vb.RaterSettings(features="encoder", seed=2, train_pairs=400, held_out_pairs=100)
-    extension = vb.extend_gold(items, pool, retrieval=retrieval, rater=rater, sentence_encoder=encoder)
+    # From the module's vectors (the pool encoded once); reproducing by encoding it again below
+    # checks that a fresh encoding gives those same vectors.
+    extension = vb.extend_gold(items, pool, retrieval=retrieval, rater=rater, sentence_encoder=encoder,
+                               encodings=setup["lookup"].encodings)
     provenance = extension.provenance
     assert provenance["method"].startswith("vBERTScore references (Tsuta et al. 2023, section 4.3)")
     assert provenance["retrieval"]["settings"]["retriever"] == "embedding"
