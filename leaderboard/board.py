@@ -84,18 +84,20 @@ def get_board(task: Task, phase: Phase | None = None, organiser: bool = False, p
     key = board_cache_key(task, phase, organiser, preview, phases)
     board = cache.get(key)
     if board is None:
-        board = build_board(task, phase, organiser, preview)
+        board = build_board(task, phase, organiser, preview, phases)
         cache.set(key, board, CACHE_SECONDS)
     return board
 
 
-def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool = False) -> Board:
+def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool = False,
+                phases: list[Phase] | None = None) -> Board:
     """The board of ``phase`` (None: the phase-less board of a task without phases) as the public
     (``organiser`` False) or the task's organisers see it; ``tasks.access.board_rule`` decides
     its scope and whether it shows any run. ``preview``: the board of a test or final phase as
     the public will see it once its results are published (``tasks.access.preview_rule``; the
-    caller checks the reader organises the task), with the runs the public sees."""
-    phases = list(task.phases.all())
+    caller checks the reader organises the task), with the runs the public sees. ``phases``: the
+    task's phases where the caller has read them already."""
+    phases = list(task.phases.all()) if phases is None else list(phases)
     if preview:
         scope, hidden_reason = access.preview_rule(phase)
         organiser = False

@@ -13,7 +13,6 @@ from urllib.parse import quote, urlencode
 import numpy as np
 import orjson
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AnonymousUser
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
@@ -42,10 +41,9 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     after publication, with the file to download and its links to edit; to anybody else, once its
     scores are public (``tasks.access.run_is_public``), its method, links, scores, where it stands
     and its per-item scores where the task's rules give them; 404 otherwise."""
-    run, role = access.get_run_page(request.user, run_id)
-    # The public page is the same for every reader who is not of the team: the anonymous rules.
-    reader = request.user if role == access.OWN else AnonymousUser()
-    phases = access.task_phases(run.task_id)
+    # Who reads the page and what they may see, resolved once and passed to every rule below.
+    run, reader = access.read_run_page(request.user, run_id)
+    role, phases = reader.role, reader.phases
     per_item = None
     score = access.readable_per_item(run, reader, role, phases)
     if score is not None:
@@ -54,7 +52,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     data = run_data(run, reader, phases)
     standing = run_standing(reader, run, phases)
     own = role == access.OWN
-    member = own and access.is_member(request.user, run)
+    member = own and access.is_member(reader, run)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
         "score_intervals": score_intervals(run, data["scores"]),
@@ -67,7 +65,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
                      "differ": []},
         "standing": _standing_rows(standing),
-        "comparable": comparable_runs(run, request.user) if per_item and own else [],
+        "comparable": comparable_runs(run, reader) if per_item and own else [],
         "finished": run.status not in Run.UNFINISHED,
         "queue_ahead": _queue_ahead(run),
         "statistics_wait": _statistics_wait(run, standing),
@@ -177,9 +175,9 @@ def _item_html(item: str, segments: list[dict[str, Any]], context: list[tuple[st
 def run_details_json(request: HttpRequest, run_id: int) -> HttpResponse:
     """Everything the kind reports per item beside the numbers (nugget scores), as JSON: the
     per-item rule, like the per-item table and its CSV."""
-    run, role = access.get_run_page(request.user, run_id)
-    phases = access.task_phases(run.task_id)
-    score = access.readable_per_item(run, request.user, role, phases)
+    run, reader = access.read_run_page(request.user, run_id)
+    phases = reader.phases
+    score = access.readable_per_item(run, reader, reader.role, phases)
     if score is None:
         raise Http404("no per-item details of this run are visible to you")
     _log_per_item(request, run, score, phases, "per-item details")
@@ -327,9 +325,9 @@ def per_item_table(score: Score, query: Any) -> dict[str, Any]:
 @require_GET
 def run_items_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     """Every per-item score of a run the user may see, in the gold's order, one column per measure key."""
-    run, role = access.get_run_page(request.user, run_id)
-    phases = access.task_phases(run.task_id)
-    score = access.readable_per_item(run, request.user, role, phases)
+    run, reader = access.read_run_page(request.user, run_id)
+    phases = reader.phases
+    score = access.readable_per_item(run, reader, reader.role, phases)
     if score is None:
         raise Http404("no per-item scores of this run for you: it has none yet, or they are not shown "
                       "(on test data they come with the published results)")
@@ -350,7 +348,7 @@ def comparable_runs(run: Run, user: Any) -> list[Run]:
     runs = Run.objects.filter(task_id=run.task_id, status=Run.DONE, gold_version_id=run.gold_version_id,
                               withdrawn_at__isnull=True).exclude(pk=run.pk).select_related("team")
     if not access.is_organiser(user, run.task):
-        runs = runs.filter(team_id=run.team_id, team__members=user) if run.team_id else runs.none()
+        runs = runs.filter(team_id=run.team_id) if access.is_member(user, run) else runs.none()
     return list(runs.order_by("-created_at")[:200])
 
 

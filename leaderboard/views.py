@@ -35,7 +35,7 @@ from tasks import access, cachekeys
 from tasks.lookup import cached_task
 from tasks.models import GoldVersion, Phase, Run, Score, Task, publication_problem
 from tasks.runfiles import download_name
-from tasks.submissions import quota_status, submission_status
+from tasks.submissions import quota_status, submission_status, upload_context
 
 
 @require_GET
@@ -175,16 +175,17 @@ def task_page(request: HttpRequest, slug: str) -> HttpResponse:
             section = _board_section(view, tab, sort, show, status)
             cache.set(key, section, CACHE_SECONDS)
         _recent_sections.put(key, section)
-    team = request.user.teams.order_by("pk").first() if request.user.is_authenticated else None
+    resolved = upload_context(task, request.user) if request.user.is_authenticated else None
+    team = resolved.team if resolved else None
     # The upload box names the phase a run would go to: the open one, which need not be the
     # board shown (a finished phase's tab says its own phase is over).
-    submission = submission_status(task, request.user) if team else None
+    submission = submission_status(resolved) if resolved and team else None
     return render(request, "leaderboard/task.html", {
         "task": task, "phase": phase, "phases": view.phases, "section": section, "team": team,
         "submission": submission, "board_state": phase.state() if phase else "",
         # A computation under way: the page follows it (static/js/wait.js, or a refresh without script).
         "waiting": status.running or status.queued,
-        "quota": quota_status(task, request.user) if submission and submission["open"] else None})
+        "quota": quota_status(resolved) if resolved and submission and submission["open"] else None})
 
 
 def _board_section(view: access.BoardAccess, tab: str, sort_key: str, show: str, status: Any) -> str:

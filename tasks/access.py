@@ -5,14 +5,18 @@ leaderboard JSON and CSV, statistics and their exports, run pages, the participa
 organiser exports) resolves the request with ``board_access`` (user, task, ``?phase=``) and
 builds with ``board_rule`` (which scope a board shows, and whether it is hidden); a run's own
 scores follow the same rule (``visible_score``).
+
+Run pages (the page, its CSV and details, its file and links) resolve their reader once with
+``read_run_page`` and pass the ``Reader`` on in place of the user.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest
 from django.utils import timezone
 
@@ -22,11 +26,38 @@ from tasks.models import AccessLog, Phase, Run, Score, Task
 TEST_KINDS = (Phase.TEST, Phase.FINAL)
 
 
+@dataclass(frozen=True)
+class Reader:
+    """Who reads one task's runs in one request, resolved once (``reader_of``): whether they
+    organise the task, which teams they belong to, the task's phases, and how they read the run a
+    page shows (``OWN`` or ``PUBLIC``; empty elsewhere). Every function here that takes a ``user``
+    takes a Reader as well and answers from it: a run page asked the database whether its reader
+    organises the task eight times and whether they are of the run's team four times (issue 38)."""
+
+    user: Any
+    task_id: int
+    organiser: bool
+    team_ids: frozenset[int]
+    phases: list[Phase]
+    role: str = ""
+
+
+def reader_of(user: Any, task: Task, phases: list[Phase] | None = None, role: str = "") -> Reader:
+    """The reader ``user`` of ``task``'s runs: three queries at most (organisers, teams, phases)."""
+    team_ids = frozenset(user.teams.values_list("pk", flat=True)) if user.is_authenticated else frozenset()
+    return Reader(user, task.pk, task.is_organiser(user), team_ids,
+                  task_phases(task.pk) if phases is None else phases, role)
+
+
 def is_organiser(user: Any, task: Task) -> bool:
+    if isinstance(user, Reader):
+        return user.organiser if user.task_id == task.pk else task.is_organiser(user.user)
     return task.is_organiser(user)
 
 
 def is_member(user: Any, run: Run) -> bool:
+    if isinstance(user, Reader):
+        return bool(run.team_id) and run.team_id in user.team_ids
     return bool(user.is_authenticated and run.team_id and run.team.members.filter(pk=user.pk).exists())
 
 
@@ -174,16 +205,20 @@ def run_is_public(run: Run, phases: list[Phase] | None = None) -> bool:
     return scores_public(phases, run.phase if run.phase_id else None, run.gold_version_id)
 
 
-def get_run_page(user: Any, run_id: int) -> tuple[Run, str]:
-    """The run and how the user reads it: ``OWN`` for its team's members and the task's organisers
+def read_run_page(user: Any, run_id: int) -> tuple[Run, Reader]:
+    """The run and its reader: ``OWN`` for its team's members and the task's organisers
     (everything, as before publication), ``PUBLIC`` for anybody else once ``run_is_public``; 404
     otherwise, the same answer as for an id that does not exist (a withdrawn, hidden or unpublished
-    run does not tell that it exists)."""
+    run does not tell that it exists). A ``PUBLIC`` reader reads as anybody does, signed in or not:
+    the page is the same for every reader who is not of the team."""
     run = Run.objects.select_related("task", "team", "phase", "gold_version").filter(pk=run_id).first()
-    if run is not None and (is_member(user, run) or is_organiser(user, run.task)):
-        return run, OWN
-    if run is not None and run_is_public(run):
-        return run, PUBLIC
+    if run is None:
+        raise Http404("no such run")
+    reader = reader_of(user, run.task)
+    if is_member(reader, run) or reader.organiser:
+        return run, replace(reader, role=OWN)
+    if run_is_public(run, reader.phases):
+        return run, Reader(AnonymousUser(), run.task_id, False, frozenset(), reader.phases, PUBLIC)
     raise Http404("no such run")
 
 

@@ -34,6 +34,7 @@ from tasks.submissions import (
     submission_from_request,
     submission_status,
     submit_run,
+    upload_context,
 )
 
 log = logging.getLogger(__name__)
@@ -161,14 +162,15 @@ def upload_run(request: Request, slug: str) -> Response:
     # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
     submission = submission_from_request(request, API_FORM)
-    run = submit_run(task, request.user, submission, phase_for_upload(task, request.user, submission.phase))
+    resolved = upload_context(task, request.user)
+    run = submit_run(task, request.user, submission, phase_for_upload(resolved, submission.phase), resolved)
     copies = identical_runs(run)
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),
                      "warnings": run.warnings, "identical_to": identical_payload(run, copies),
                      "identical_note": identical_note(run, copies),
                      "phase": run.phase.name if run.phase_id else None,
-                     "quota": quota_status(task, request.user, run.phase),
-                     "submissions": submission_status(task, request.user)},
+                     "quota": quota_status(resolved, run.phase),
+                     "submissions": submission_status(resolved)},
                     status=status.HTTP_202_ACCEPTED)
 
 
@@ -224,12 +226,13 @@ def my_runs(request: Request, slug: str) -> Response:
     runs = Run.objects.filter(task=task, team__members=request.user).select_related(
         "task", "team", "phase", "gold_version")
     phases = access.task_phases(task.pk)
+    resolved = upload_context(task, request.user)
     return Response({"runs": [run_data(run, request.user, phases, describe=False) for run in runs[:500]],
                      "measures": [spec.public() for spec in task.measure_specs()],
-                     "quota": quota_status(task, request.user),
+                     "quota": quota_status(resolved),
                      # Whether runs are accepted now: a null quota alone cannot tell "no phases, no
                      # quota" from "closed" (the client said "no submission phase is open").
-                     "submissions": submission_status(task, request.user)})
+                     "submissions": submission_status(resolved)})
 
 
 @extend_schema(summary="A task's gold versions and how each was made (organisers only)",

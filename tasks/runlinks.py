@@ -64,8 +64,8 @@ class RunLinksForm(forms.ModelForm):
 def run_links(request: HttpRequest, run_id: int) -> HttpResponse:
     """A member of the run's team sets or clears its paper and code links. Organisers may read the
     run but not speak for its team: they get the same 404 as anybody else."""
-    run, _ = access.get_run_page(request.user, run_id)
-    if not access.is_member(request.user, run):
+    run, reader = access.read_run_page(request.user, run_id)
+    if not access.is_member(reader, run):
         raise Http404("no such run")
     form = RunLinksForm(request.POST, instance=run)
     if not form.is_valid():
@@ -85,14 +85,14 @@ def run_links(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_file(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run file as uploaded, byte for byte, to the run's team and the task's organisers, as an
     attachment (a browser saves it, never renders it), logged for organisers like runs.zip."""
-    run, role = access.get_run_page(request.user, run_id)
-    if role != access.OWN:
+    run, reader = access.read_run_page(request.user, run_id)
+    if reader.role != access.OWN:
         raise Http404("no such run")
     try:
         content = read_run_file(run)
     except FileNotFoundError:
         raise Http404("the run's file is missing from the server's store; ask the organisers") from None
-    if not access.is_member(request.user, run):
+    if not access.is_member(reader, run):
         access.log_access(request, run.task, f"run file of run #{run.pk} ({run.label[:100]})")
     response = HttpResponse(content, content_type="application/octet-stream")
     # ASCII only: the header is Latin-1, and a team or run name in another script would not fit.

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -92,11 +92,53 @@ def validation_slot(size_bytes: int = 0) -> Iterator[None]:
 
 # Phases and quotas ------------------------------------------------------------------------
 
+def phases_of(task: Task) -> tuple[Phase, ...]:
+    """Every phase of ``task`` with its gold version, earliest start first: one query, read once
+    per request (``upload_context``) and filtered in Python after (a task has a handful)."""
+    return tuple(task.phases.select_related("gold_version").order_by("starts_at", "pk"))
+
+
+def taking_runs(phases: tuple[Phase, ...] | list[Phase], at: datetime) -> list[Phase]:
+    """Those of ``phases`` (in their order) that take runs at ``at``: started, not ended, not final."""
+    return [phase for phase in phases if phase.takes_runs and phase.starts_at <= at < phase.ends_at]
+
+
 def open_phases(task: Task, at: datetime | None = None) -> list[Phase]:
     """The phases of ``task`` that take runs at ``at`` (now), earliest start first."""
-    at = at or timezone.now()
-    return list(task.phases.filter(starts_at__lte=at, ends_at__gt=at).exclude(kind=Phase.FINAL).select_related(
-        "gold_version").order_by("starts_at", "pk"))
+    return taking_runs(phases_of(task), at or timezone.now())
+
+
+@dataclass(frozen=True)
+class UploadContext:
+    """What an upload request (and the pages and answers around it) needs to know about its
+    user and task, resolved once by ``upload_context``: the user's team, the task's phases and
+    those open at ``at``, and whether the user accepted the task's current terms. An upload asked
+    for these piece by piece (the team and the terms three times each, the phases four times by
+    the web form and six by the API: issue 38). The quota is not held here: it is counted under
+    the team's lock when a run is created (``check_quota``) and again for the answer, after the
+    new run (``quota_status``)."""
+
+    task: Task
+    user: Any
+    team: Team | None
+    phases: tuple[Phase, ...]
+    terms_accepted: bool
+    at: datetime
+
+    @property
+    def open_phases(self) -> list[Phase]:
+        return taking_runs(self.phases, self.at)
+
+    @property
+    def waiting_for_approval(self) -> bool:
+        return self.team is not None and self.task.requires_team_approval and not self.team.approved
+
+
+def upload_context(task: Task, user: Any, at: datetime | None = None) -> UploadContext:
+    """The context of one request of ``user`` about uploads to ``task``: three queries (team,
+    phases, terms; none for the terms of a task without terms or an anonymous user's team)."""
+    return UploadContext(task, user, participant_team(user), phases_of(task), task.terms_accepted_by(user),
+                         at or timezone.now())
 
 
 def open_phase(task: Task, at: datetime | None = None) -> Phase | None:
@@ -111,24 +153,24 @@ PHASE_FIELD_HINT = ("name one with the upload's phase field (the form's Phase ch
                     "the command-line client's --phase)")
 
 
-def phase_for_upload(task: Task, user: Any, requested: str | None = None) -> Phase | None:
+def phase_for_upload(context: UploadContext, requested: str | None = None) -> Phase | None:
     """The phase an upload goes to: the one it names (``requested``, exactly a phase's name), else
     the only open one. An upload that names no phase while several are open is refused, listing
     them: sent to either silently, a test-set run scored on the development gold failed with
     "not in the gold data" and cost a slot of the wrong quota (issue 43). None for a task without
     phases, which accepts runs at any time."""
+    task, phases, now = context.task, context.phases, context.at
     requested = (requested or "").strip()
-    if not task.phases.exists():
+    if not phases:
         if requested:
             raise Rejected([f"phase: {task.slug} has no phases (it accepts runs at any time); leave the phase "
                             f"empty, not {requested!r}"])
         return None
-    now = timezone.now()
-    taking = open_phases(task, now)
+    taking = context.open_phases
     if requested:
-        phase = task.phases.filter(name=requested).select_related("gold_version").first()
+        phase = next((phase for phase in phases if phase.name == requested), None)
         if phase is None:
-            names = ", ".join(task.phases.order_by("starts_at").values_list("name", flat=True))
+            names = ", ".join(phase.name for phase in phases)
             raise Rejected([f"phase: {task.slug} has no phase named {requested!r}; its phases are {names}"])
         if phase not in taking:
             reason = ("a final phase takes no runs" if not phase.takes_runs
@@ -145,7 +187,7 @@ def phase_for_upload(task: Task, user: Any, requested: str | None = None) -> Pha
         raise Rejected([f"phase: {len(taking)} phases of {task.slug} are open: {listed}. Nothing was stored: "
                         f"{PHASE_FIELD_HINT}"])
     if not taking:
-        upcoming = task.phases.filter(starts_at__gt=now).order_by("starts_at").first()
+        upcoming = next((phase for phase in phases if phase.starts_at > now), None)
         hint = (f"; the next phase, {upcoming.name}, opens at {upcoming.starts_at:%Y-%m-%d %H:%M} UTC"
                 if upcoming else "; the submission period is over")
         raise Rejected([f"no phase of {task.slug} is open for submissions now{hint}"], status=403)
@@ -202,9 +244,10 @@ def identical_note(run: Run, copies: list[Run]) -> str:
 def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[str, Any]:
     at = at or timezone.now()
     start = day_start(at)
-    runs = counted_runs(team, phase)
-    daily_used = runs.filter(created_at__gte=start, created_at__lt=start + timedelta(days=1)).count()
-    total_used = runs.count()
+    # One query for both counts: this runs under the team's lock on every upload.
+    used = counted_runs(team, phase).aggregate(total=Count("pk"), daily=Count("pk", filter=Q(
+        created_at__gte=start, created_at__lt=start + timedelta(days=1))))
+    daily_used, total_used = used["daily"], used["total"]
     return {
         "phase": phase.name,
         "daily_limit": phase.daily_quota,
@@ -218,46 +261,46 @@ def quota_numbers(team: Team, phase: Phase, at: datetime | None = None) -> dict[
     }
 
 
-def quota_status(task: Task, user: Any, phase: Phase | None = None) -> dict[str, Any] | None:
+def quota_status(context: UploadContext, phase: Phase | None = None) -> dict[str, Any] | None:
     """The team's quota in ``phase`` (default: the only open phase; none while several are open,
-    as no upload goes to a phase it does not name then)."""
-    team = participant_team(user)
-    phase = phase or open_phase(task)
-    if team is None or phase is None:
+    as no upload goes to a phase it does not name then), counted now."""
+    taking = context.open_phases
+    phase = phase or (taking[0] if len(taking) == 1 else None)
+    if context.team is None or phase is None:
         return None
     # Runs the team cannot submit yet (not approved, terms not accepted) are not "runs left":
     # submission_status says why instead.
-    if (task.requires_team_approval and not team.approved) or not task.terms_accepted_by(user):
+    if context.waiting_for_approval or not context.terms_accepted:
         return None
-    return quota_numbers(team, phase)
+    return quota_numbers(context.team, phase)
 
 
-def submission_status(task: Task, user: Any) -> dict[str, Any]:
+def submission_status(context: UploadContext) -> dict[str, Any]:
     """Whether ``user`` can submit to the task now and, if not, why: what the API's ``my-runs``
     and the upload's answer say beside the quota. A task without phases accepts runs at any time
     with no quota (``quota`` is then null, which is not "closed")."""
-    team = participant_team(user)
+    task, team = context.task, context.team
     reason = ""
     if team is None:
         reason = "you are not a member of any team; ask an organiser to add you to one"
-    elif task.requires_team_approval and not team.approved:
+    elif context.waiting_for_approval:
         reason = f"team {team.name!r} is waiting for an organiser's approval"
-    elif not task.terms_accepted_by(user):
+    elif not context.terms_accepted:
         reason = f"accept the terms of {task.slug} first, on its overview page"
     elif task.latest_gold() is None:
         reason = "this task has no gold data yet; runs cannot be scored"
     if reason:
         return {"open": False, "phase": None, "reason": reason}
-    if not task.phases.exists():
+    if not context.phases:
         return {"open": True, "phase": None, "reason": "this task has no phases: it accepts runs at any time, "
                                                        "with no quota"}
-    taking = open_phases(task)
+    taking = context.open_phases
     if len(taking) > 1:
         # Open, but an upload names its phase (phase_for_upload): "phases" lists the choices.
         return {"open": True, "phase": None, "phases": [phase.name for phase in taking],
                 "reason": f"{len(taking)} phases are open; {PHASE_FIELD_HINT}"}
     try:
-        phase = phase_for_upload(task, user)
+        phase = phase_for_upload(context)
     except Rejected as rejected:
         return {"open": False, "phase": None, "reason": rejected.errors[0]}
     return {"open": True, "phase": phase.name if phase else None, "reason": ""}
@@ -352,22 +395,25 @@ class Submission:
     phase: str = ""  # the phase's name, or empty: the only open phase (phase_for_upload)
 
 
-def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | None = None) -> Run:
+def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | None = None,
+               context: UploadContext | None = None) -> Run:
     """Validate an upload completely, store it, create the run and queue its scoring after commit.
+    ``context``: the request's ``upload_context`` (resolved here when not given).
 
     Raises ``Rejected`` (with every problem) before anything is stored.
     """
+    context = context or upload_context(task, user)
     errors: list[str] = []
-    team = participant_team(user)
+    team = context.team
     if team is None:
         raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
-    if not team.approved and task.requires_team_approval:
+    if context.waiting_for_approval:
         raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
     if task.max_team_size is not None and team.members.count() > task.max_team_size:
         raise Rejected([f"team: {task.title} allows at most {task.max_team_size} members per team and team "
                         f"{team.name!r} has {team.members.count()}; a member leaves the team (on its team page) "
                         "before it submits"], status=403)
-    if not task.terms_accepted_by(user):
+    if not context.terms_accepted:
         raise Rejected([f"terms: accept the terms of {task.slug} first, on its overview page "
                         f"({reverse('task-overview', args=[task.slug])}); every member who submits accepts them"],
                        status=403)
@@ -393,7 +439,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
             parsed = task.kind_impl.parse_run_file(submission.content, gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
-        errors.append(checked_against(task, phase, version))
+        errors.append(checked_against(context, phase, version))
         parsed = None
     if errors:
         raise Rejected(errors)
@@ -425,12 +471,13 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     return run
 
 
-def checked_against(task: Task, phase: Phase | None, version: GoldVersion) -> str:
+def checked_against(context: UploadContext, phase: Phase | None, version: GoldVersion) -> str:
     """The last line of a refusal of the file's content: which gold (version, phase) it was read
     against, and the other open phases, so that a run sent to the wrong phase says so."""
+    task = context.task
     if phase is None:
         return f"the file was checked against gold version {version.number} of {task.slug} (its latest)"
-    others = [other for other in open_phases(task) if other.pk != phase.pk]
+    others = [other for other in context.open_phases if other.pk != phase.pk]
     line = (f"the file was checked against gold version {version.number} of {task.slug}, the gold of its "
             f"{phase.name} phase ({phase.kind})")
     if others:

@@ -32,12 +32,12 @@ from tasks.submissions import (
     check_priority_free,
     identical_note,
     identical_runs,
-    open_phases,
     participant_team,
     phase_for_upload,
     quota_status,
     submission_from_request,
     submit_run,
+    upload_context,
 )
 from tasks.teams import team_context
 from tasks.tokens import current_token, follow_in_logins_file, issue_token, revoke_tokens
@@ -137,33 +137,35 @@ class PasswordResetCompleteView(auth_views.PasswordResetCompleteView):
            block=False)
 def upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = access.get_task_for_user(request.user, slug)
-    taking = open_phases(task)
+    # Team, phases and terms, resolved once for the page and the upload alike.
+    resolved = upload_context(task, request.user)
+    taking = resolved.open_phases
     phase = taking[0] if len(taking) == 1 else None
     closed = ""
-    if not taking and task.phases.exists():
+    if not taking and resolved.phases:
         try:
-            phase_for_upload(task, request.user)
+            phase_for_upload(resolved)
         except Rejected as rejected:
             closed = rejected.errors[0]
-    context: dict[str, Any] = {"task": task, "team": participant_team(request.user), "phase": phase,
+    context: dict[str, Any] = {"task": task, "team": resolved.team, "phase": phase,
                                "open_phases": taking if len(taking) > 1 else [], "closed": closed,
-                               "quota": quota_status(task, request.user),
                                "max_bytes": settings.RUN_UPLOAD_MAX_BYTES,
-                               "terms_needed": not task.terms_accepted_by(request.user)}
+                               "terms_needed": not resolved.terms_accepted}
     if request.method == "GET":
-        return render(request, "tasks/upload.html", context)
+        return render(request, "tasks/upload.html", {**context, "quota": quota_status(resolved)})
     if getattr(request, "limited", False):  # the same limit per user as the API's uploads
-        context.update(errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
+        context.update(quota=quota_status(resolved),
+                       errors=[f"too many uploads: at most {settings.EVALSERVER_UPLOAD_RATE}; try again later"])
         return render(request, "tasks/upload.html", context, status=429)
     try:
         submission = submission_from_request(request, WEB_FORM)
-        run = submit_run(task, request.user, submission, phase_for_upload(task, request.user, submission.phase))
+        run = submit_run(task, request.user, submission, phase_for_upload(resolved, submission.phase), resolved)
     except Rejected as rejected:
         context.update(errors=rejected.errors, form_name=request.POST.get("name", ""),
                        form_phase=request.POST.get("phase", ""),
                        form_description=request.POST.get("description", ""),
                        form_priority=request.POST.get("priority", ""), form_public=request.POST.get("public") == "on",
-                       quota=quota_status(task, request.user))
+                       quota=quota_status(resolved))
         response = render(request, "tasks/upload.html", context, status=rejected.status)
         if rejected.retry_after:
             response["Retry-After"] = str(rejected.retry_after)
