@@ -182,6 +182,9 @@ def test_the_bundle_holds_every_export_byte_for_byte(board: World) -> None:
     for kind in BOARD_FILES:
         url = f"{base}/all/means.tex?measures=all" if kind == "means-all.tex" else f"{base}/all/{kind}"
         assert archive.read(f"{folder}/all-{kind}") == client.get(url).content
+    page = client.get(f"{base}/").content.decode()
+    for kind in ("kendall.csv", "meanranks.csv", "teams.csv", "exports.zip"):
+        assert f'href="{base}/all/{kind}"' in page
     readme = archive.read(f"{folder}/README.txt").decode()
     assert "Gold version 1" in readme and "B = 200" in readme and "all-kendall.csv" in readme
 
