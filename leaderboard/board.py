@@ -281,6 +281,14 @@ def run_standing(user: Any, run: Run, phases: list[Phase]) -> dict[str, Any] | N
             "measures": standing(board, run.pk, values), "counts": run_counts(board)}
 
 
+def headline_column(board: Board, group: str) -> MeasureSpec | None:
+    """The measure a group's tab of the board is sorted by unless the reader picks another: its
+    first official measure, or its first measure where the kind names none official."""
+    every = board.columns_for(group)
+    official = [column for column in every if column.official]
+    return (official or every or [None])[0]
+
+
 def sort_rows(rows: list[dict[str, Any]], column: MeasureSpec | None) -> list[dict[str, Any]]:
     """Rows best first on ``column`` (in its direction), runs without a value last, ties by id."""
     if column is None:

@@ -37,14 +37,17 @@ __all__ = [
     "csv_cell",
     "csv_text",
     "discpower_files",
+    "kendall_csv",
     "latex_escape",
     "latex_means_table",
     "latex_means_table_from_results",
     "latex_means_tables",
     "latex_name",
     "matrix_csv",
+    "mean_rank_csv",
     "pvalue_csv",
     "pvalue_lines",
+    "teams_csv",
     "whitespace_free",
 ]
 
@@ -181,21 +184,64 @@ def _check_result_names(result: TukeyHSDResult, run_names: Sequence[str]) -> lis
 
 
 def pvalue_lines(run_names: Sequence[str], result: TukeyHSDResult) -> str:
-    """One line ``run_a run_b diff p`` per run pair (i < j), ``diff = mean_a - mean_b``.
+    """Discpower's p-value file: one line ``run_a run_b absdiff p`` per run pair (i < j),
+    ``absdiff = |mean_a - mean_b|``, as Discpower's Random-test writes it, so scripts written for
+    its output read ours. Which run is higher is in :func:`pvalue_csv`.
 
     Space-separated, so whitespace in run names becomes ``_``.
     """
     names = _whitespace_free_names(_check_result_names(result, run_names))
-    return "".join(f"{names[i]} {names[j]} {_number(d)} {_number(p)}\n" for i, j, d, p in result.pairs())
+    return "".join(f"{names[i]} {names[j]} {_number(abs(d))} {_number(p)}\n" for i, j, d, p in result.pairs())
 
 
 def pvalue_csv(run_names: Sequence[str], result: TukeyHSDResult, *, guard_formulas: bool = True) -> str:
-    """CSV ``run_a,run_b,diff,p,effect_size,mc_se``, one row per run pair (i < j)."""
+    """CSV ``run_a,run_b,diff,p,effect_size,mc_se,higher``, one row per run pair (i < j):
+    ``diff = mean_a - mean_b`` keeps its sign, and ``higher`` names the run with the higher
+    mean (empty when the means are equal), which the text file's absolute difference drops."""
     names = _check_result_names(result, run_names)
-    rows: list[list[Any]] = [["run_a", "run_b", "diff", "p", "effect_size", "mc_se"]]
+    rows: list[list[Any]] = [["run_a", "run_b", "diff", "p", "effect_size", "mc_se", "higher"]]
     for i, j, diff, p in result.pairs():
+        higher = names[i] if diff > 0 else names[j] if diff < 0 else ""
         rows.append([names[i], names[j], float(diff), float(p), float(result.effect_sizes[i, j]),
-                     float(result.mc_standard_errors[i, j])])
+                     float(result.mc_standard_errors[i, j]), higher])
+    return csv_text(rows, guard_formulas)
+
+
+def kendall_csv(taus: Iterable[Mapping[str, Any]], titles: Mapping[str, str] | None = None, *,
+                guard_formulas: bool = True) -> str:
+    """Kendall's tau-b between the run rankings of every pair of measures, as
+    ``scoring.stats.meta_evaluate`` stores them (``a``, ``b``, ``tau``, ``low``, ``high``,
+    ``level``, ``n_resamples``, ``seed``): CSV ``measure_a,measure_b,title_a,title_b,tau,low,high,
+    level,n_resamples,seed``, the interval empty where none was computed."""
+    titles = titles or {}
+    rows: list[list[Any]] = [["measure_a", "measure_b", "title_a", "title_b", "tau", "low", "high", "level",
+                              "n_resamples", "seed"]]
+    for tau in taus:
+        rows.append([tau["a"], tau["b"], titles.get(tau["a"], tau["a"]), titles.get(tau["b"], tau["b"]),
+                     *(None if tau.get(name) is None else float(tau[name]) for name in ("tau", "low", "high", "level")),
+                     *(None if tau.get(name) is None else int(tau[name]) for name in ("n_resamples", "seed"))])
+    return csv_text(rows, guard_formulas)
+
+
+def mean_rank_csv(run_names: Sequence[str], measures: Sequence[str], ranks: Mapping[str, Mapping[int, float]],
+                  run_ids: Sequence[int], *, guard_formulas: bool = True) -> str:
+    """The mean-rank table: CSV ``run,<measure>,...``, one row per run (in ``run_ids`` order,
+    labelled by the parallel ``run_names``), ``ranks[measure][run_id]`` its mean rank over the
+    items (``scoring.stats.mean_ranks``; empty where the run has none)."""
+    names = _check_names(run_names, len(run_ids), "run names")
+    rows: list[list[Any]] = [["run", *measures]]
+    for run_id, name in zip(run_ids, names):
+        rows.append([name, *(None if run_id not in ranks.get(m, {}) else float(ranks[m][run_id]) for m in measures)])
+    return csv_text(rows, guard_formulas)
+
+
+def teams_csv(teams: Iterable[tuple[str, bool, Sequence[str]]], *, guard_formulas: bool = True) -> str:
+    """Runs per team: CSV ``team,baseline,runs,labels``, one row per ``(team, is_baseline,
+    run labels)`` in the given order (baselines apart from a team of the same name), ``labels``
+    the team's run labels joined by ``"; "``."""
+    rows: list[list[Any]] = [["team", "baseline", "runs", "labels"]]
+    for team, is_baseline, labels in teams:
+        rows.append([team, bool(is_baseline), len(labels), "; ".join(labels)])
     return csv_text(rows, guard_formulas)
 
 
@@ -372,13 +418,18 @@ def latex_means_tables(
     name_notes: Sequence[str] | None = None,
     descriptions: Mapping[str, str] | None = None,
     max_columns: int = LATEX_MAX_COLUMNS,
+    rank_by: Mapping[str, tuple[Mapping[Hashable, float], bool]] | None = None,
 ) -> str:
     """:func:`latex_means_table` split so that each ``tabular`` fits a page: one table per measure
     group (``groups`` maps a measure to its group's title), cut into tables of at most
     ``max_columns`` measures (whole subgroups where they fit). A run without any value in a table
     is left out of it. ``name_notes[k]`` is what a run's pdflatex fallback adds when characters of
     its name are lost (its id on the board, say); ``descriptions`` says in a comment above each
-    table what its columns are. One leading comment gives the legend, ``note`` and how names
+    table what its columns are. ``rank_by`` maps a group's title to ``(figures, lower_is_better)``:
+    the figure of each run id (the board's headline measure, shown in the table or not) orders the
+    rows of the group's tables, best first in that direction, runs without one last, ties by name;
+    other tables keep ``run_ids``' order.
+    One leading comment gives the legend, ``note`` and how names
     outside pdflatex's characters are typeset."""
     ids = list(range(len(run_names))) if run_ids is None else list(run_ids)
     names = _check_latex_arguments(run_names, ids, measures, means, top_groups, digits)
@@ -422,6 +473,10 @@ def latex_means_tables(
     name_column = r"p{4cm}" if any(len(name) > _LATEX_LONG_NAME for name in names) else "l"
     for number, (title, chunk) in enumerate(chunks, start=1):
         keep = [k for k, run_id in enumerate(ids) if any(run_id in means[m] for m in chunk)]
+        if title in (rank_by or {}):
+            figures, lower = (rank_by or {})[title]
+            sign = 1.0 if lower else -1.0
+            keep.sort(key=lambda k: (ids[k] not in figures, sign * figures.get(ids[k], 0.0), names[k]))
         lines += ["", f"% Table {number} of {len(chunks)}" + (f": {latex_escape(title)}" if title else "")]
         for measure in chunk:
             if descriptions and descriptions.get(measure):

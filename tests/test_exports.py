@@ -82,17 +82,20 @@ def test_pvalue_lines(results):
     for line, (i, j, diff, p) in zip(lines, result.pairs()):
         a, b, d, pv = line.split()
         assert (a, b) == (names[i], names[j])
-        assert float(d) == diff and float(pv) == p
+        # Discpower's p-value file carries the absolute difference of the means.
+        assert float(d) == abs(diff) and float(pv) == p
 
 
 def test_pvalue_csv_round_trips(results):
     result = results["JSD"]
     rows = read_csv(exports.pvalue_csv(RUNS, result))
-    assert rows[0] == ["run_a", "run_b", "diff", "p", "effect_size", "mc_se"]
+    assert rows[0] == ["run_a", "run_b", "diff", "p", "effect_size", "mc_se", "higher"]
     assert len(rows) == 7
     for row, (i, j, diff, p) in zip(rows[1:], result.pairs()):
         assert row[:2] == [RUNS[i], RUNS[j]]
-        assert [float(v) for v in row[2:]] == [diff, p, result.effect_sizes[i, j], result.mc_standard_errors[i, j]]
+        assert [float(v) for v in row[2:6]] == [diff, p, result.effect_sizes[i, j], result.mc_standard_errors[i, j]]
+        means = result.means
+        assert row[6] == (RUNS[i] if means[i] > means[j] else RUNS[j] if means[j] > means[i] else "")
 
 
 def test_latex_escape():

@@ -68,6 +68,7 @@ from scoring.stats.meta_evaluation import (  # noqa: F401
     discriminative_power,
     holm,
     kendall_tau_with_ci,
+    mean_ranks,
     meta_evaluate,
 )
 from scoring.stats.recombined import (  # noqa: F401
@@ -108,6 +109,7 @@ __all__ = [
     "discriminative_power",
     "holm",
     "kendall_tau_with_ci",
+    "mean_ranks",
     "meta_evaluate",
     "numba_available",
     "randomised_tukey_hsd",

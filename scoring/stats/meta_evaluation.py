@@ -69,6 +69,32 @@ def asl_curve(pvalues: np.ndarray) -> np.ndarray:
     return np.sort(_upper_triangle(pvalues))
 
 
+def mean_ranks(matrix: np.ndarray, lower_is_better: bool = True) -> np.ndarray:
+    """Each run's mean rank over the items: on every item (row) the runs are ranked 1 (best, in
+    the measure's direction) to k, tied runs sharing the mean of the ranks they span (as
+    ``scipy.stats.rankdata`` averages them), and each run's ranks averaged over the rows.
+    Ties are exact equality, as the means' order on the board."""
+    values = np.asarray(matrix, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] == 0 or values.shape[1] == 0:
+        raise ValueError(f"matrix must be 2-dimensional (items x runs) and non-empty; got shape {values.shape}")
+    if np.isnan(values).any():
+        raise ValueError("matrix has missing scores (NaN): ranks need every run's score on every item")
+    oriented = values if lower_is_better else -values
+    n, k = oriented.shape
+    order = np.argsort(oriented, axis=1, kind="stable")
+    ordered = np.take_along_axis(oriented, order, axis=1)
+    # Tie groups numbered across the flattened rows (every row starts a group), so one bincount
+    # averages the ordinal ranks of every group of every row at once.
+    starts = np.ones((n, k), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    group = np.cumsum(starts.ravel()) - 1
+    ordinal = np.tile(np.arange(1, k + 1, dtype=np.float64), n)
+    average = np.bincount(group, weights=ordinal) / np.bincount(group)
+    ranks = np.empty((n, k))
+    np.put_along_axis(ranks, order, average[group].reshape(n, k), axis=1)
+    return ranks.mean(axis=0)
+
+
 def delta_required(differences: np.ndarray, pvalues: np.ndarray, alpha: float = SIGNIFICANCE_LEVEL) -> float | None:
     """Smallest ``|mean_i - mean_j|`` among pairs with ``p_ij < alpha``; None when none is significant.
 
