@@ -433,10 +433,10 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     try:
         with validation_slot(len(submission.content)):
             gold = version.load()
-            # The file's shape is checked against the gold before the parser builds anything:
-            # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
-            task.kind_impl.check_run_file(submission.content, gold)
-            parsed = task.kind_impl.parse_run_file(submission.content, gold, task.kind_config)
+            # The file's shape is checked against the gold before the parser builds anything
+            # (31 MB of empty objects would otherwise take a gigabyte, issue 11), and a file of
+            # another kind is named as such.
+            parsed = task.kind_impl.read_run_file(submission.content, gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
         errors.append(checked_against(context, phase, version))
