@@ -141,12 +141,12 @@ def test_a_nugget_score_is_explained_on_the_page_with_the_context_and_references
     for reference in entry["references"]:
         assert reference["text"] in item
         assert f"reference (weight {float(reference.get('weight', 1.0)):g})" in item  # unrated: weight 1
-    assert "(the references are shown once the phase has ended)" not in segments
+    assert "references it was scored against are shown to" not in segments
 
     # While a phase takes runs its references stay with the organisers.
     Phase.objects.filter(pk=run.phase_id).update(ends_at=timezone.now() + timezone.timedelta(days=3))
     page = html.unescape(alice.get(f"/runs/{run.pk}/").content.decode())
-    assert "(the references are shown once the phase has ended)" in page
+    assert "(the references it was scored against are shown to your team once the development phase ends" in page
     assert entry["context"][-1]["text"] in page
     assert "reference (weight" not in page
     organiser = Client()
