@@ -52,6 +52,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     data = run_data(run, reader, phases)
     standing = run_standing(reader, run, phases)
     own = role == access.OWN
+    run_settings = (data["scores"] or {}).get("settings") or {}
     member = own and access.is_member(reader, run)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
@@ -60,8 +61,8 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "breakdown": breakdown(run, access.visible_score(run, reader, phases)),
         "segments": item_segments(run, score, request.GET, access.references_rule(run, reader, role, phases))
         if score is not None else None,
-        "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
-                     "differ": []},
+        "settings": {"shared": run.task.kind_impl.describe_settings(run_settings), "differ": [],
+                     "versions": run.task.kind_impl.describe_versions(run_settings)},
         "standing": _standing_rows(standing),
         "comparable": comparable_runs(run, reader) if per_item and own else [],
         "finished": run.status not in Run.UNFINISHED,

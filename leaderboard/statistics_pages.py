@@ -21,7 +21,7 @@ from leaderboard import scheduling
 from leaderboard.board import CACHE_SECONDS, Board, board_cache_key, headline_column, run_counts
 from leaderboard.charts import asl_chart, bar_chart, heat_map
 from leaderboard.jobs import wake_statistics
-from leaderboard.tables import SHADE_BOUNDS, pvalue_table
+from leaderboard.tables import SHADE_BOUNDS, pvalue_pairs, pvalue_table
 from leaderboard.views import _find_board, board_for, settings_lines, shown_statistics
 from scoring import exports, stats
 from scoring.kinds import MeasureSpec
@@ -293,7 +293,8 @@ def pvalues_page(request: HttpRequest, slug: str, key: str) -> HttpResponse:
     return render(request, "leaderboard/pvalues.html", {
         "task": task, "phase": phase, "record": record, "key": key, "n_runs": len(labels), "widening": widening,
         "shade_bounds": SHADE_BOUNDS, "board": board, "headline": entry.get("headline", "mean"),
-        "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False)})
+        "column": column, "table": pvalue_table(labels, entry, column.higher_is_better if column else False),
+        "pairs": pvalue_pairs(labels, entry, column.higher_is_better if column else False)})
 
 
 def _matrices_allowed(view: access.BoardAccess, board: Board) -> bool:

