@@ -140,6 +140,19 @@ def _isolated_settings(settings: Any, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(autouse=True)
+def _celery_join_flag_cleared() -> Any:
+    """Celery keeps a process-wide "this process is a worker" flag, which makes ``result.get()``
+    raise "Never call result.get() within a task!". A test that builds a worker's components in
+    the test process sets it; cleared around each test so that none leaks it into the next one
+    (the suite's order decides which tests share a process)."""
+    from celery._state import _set_task_join_will_block
+
+    _set_task_join_will_block(False)
+    yield
+    _set_task_join_will_block(False)
+
+
+@pytest.fixture(autouse=True)
 def _response_resources_restored() -> Any:
     """Where the response kind finds uploaded vector tables, encoder models and encoded references
     is process-wide (the server sets it at start-up: kinds/response/apps.py). Tests that point it

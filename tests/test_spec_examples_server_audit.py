@@ -102,7 +102,8 @@ def test_an_invalid_response_run_lists_every_problem_with_its_path_and_stores_no
     assert any('have no response: "b"' in line for line in errors), errors
     texts = _upload(world, [{"id": "a", "response": 42}, {"id": "b", "response": "  "}], "bad-texts")
     assert texts.status_code == 400
-    assert texts.json()["errors"] == ["[0].response: must be a string, not 42", "[1].response: must not be empty"]
+    assert texts.json()["errors"] == ["[0].response: must be a string, not 42", "[1].response: must not be empty",
+                                      "the file was checked against gold version 1 of spec-response (its latest)"]
     assert _row_counts() == before
     acts = _upload(world, [{"id": "a", "response": "i love chess", "nuggets": [{"text": "i love chess",
                                                                                "act": "Sonnet"}]},

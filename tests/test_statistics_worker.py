@@ -199,7 +199,10 @@ def test_gunicorn_without_a_broker_runs_both_workers_which_score_then_compute_an
             return status["finished_at"] is not None and not status["waiting"]
 
         # The console says how long each run took to score.
-        assert len(re.findall(r"tasks\.worker: run \d+: done in \d+\.\d\d s", web.log())) == 2, web.log()[-2000:]
+        # The worker writes its console line just after it stores the run's status, which the API
+        # may answer first: the line is waited for, not read at once.
+        wait_until("both console lines", lambda: len(re.findall(r"tasks\.worker: run \d+: done in \d+\.\d\d s",
+                                                                web.log())) == 2, 30, web)
         wait_until("the statistics worker to compute the board", stored, 120, web)
         page = call(f"{base}/tasks/swk/statistics/", accept="text/html").body.decode()
         assert "run-0" in page and "run-1" in page
