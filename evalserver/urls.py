@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from evalserver.health import healthz
 from leaderboard import runs as run_views
-from leaderboard import statistics_pages
+from leaderboard import statistics_exports, statistics_pages
 from leaderboard import views as board_views
 from tasks import accounts, organiser, organiser_forms, runlinks, teams
 from tasks import api as task_api
@@ -27,7 +27,7 @@ urlpatterns = [
     path("tasks/<slug:slug>/statistics/", statistics_pages.statistics_page, name="statistics-page"),
     path("tasks/<slug:slug>/statistics/status.json", statistics_pages.statistics_status, name="statistics-status"),
     path("tasks/<slug:slug>/statistics/<str:key>/pvalues/", statistics_pages.pvalues_page, name="pvalues-page"),
-    path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", statistics_pages.statistics_export,
+    path("tasks/<slug:slug>/statistics/<str:key>/<str:kind>", statistics_exports.statistics_export,
          name="statistics-export"),
     path("tasks/<slug:slug>/upload/", task_views.upload, name="upload"),
     path("tasks/<slug:slug>/overview/", task_overview.overview, name="task-overview"),

@@ -52,18 +52,17 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     data = run_data(run, reader, phases)
     standing = run_standing(reader, run, phases)
     own = role == access.OWN
+    run_settings = (data["scores"] or {}).get("settings") or {}
     member = own and access.is_member(reader, run)
     return render(request, "tasks/run.html", {
         "run": run, "data": data, "per_item": per_item, "score_groups": score_groups(run, data["scores"]),
         "score_intervals": score_intervals(run, data["scores"]),
         "public_view": not own, "member": member,
         "breakdown": breakdown(run, access.visible_score(run, reader, phases)),
-        # References are the gold's text: shown to the run's own team (under the phase rule of
-        # may_see_references) and organisers, never on the public page of a published run.
-        "segments": item_segments(run, score, request.GET, own and access.may_see_references(run, reader, phases))
+        "segments": item_segments(run, score, request.GET, access.references_rule(run, reader, role, phases))
         if score is not None else None,
-        "settings": {"shared": run.task.kind_impl.describe_settings((data["scores"] or {}).get("settings") or {}),
-                     "differ": []},
+        "settings": {"shared": run.task.kind_impl.describe_settings(run_settings), "differ": [],
+                     "versions": run.task.kind_impl.describe_versions(run_settings)},
         "standing": _standing_rows(standing),
         "comparable": comparable_runs(run, reader) if per_item and own else [],
         "finished": run.status not in Run.UNFINISHED,
@@ -122,11 +121,13 @@ def breakdown(run: Run, score: Score | None) -> dict[str, Any] | None:
     return {"title": spec[1], "note": spec[2], "rows": sorted(values.items(), key=lambda item: (item[1], item[0]))}
 
 
-def item_segments(run: Run, score: Score, query: Any, references: bool = False) -> dict[str, Any] | None:
+def item_segments(run: Run, score: Score, query: Any, references: tuple[bool, str] = (False, "")
+                  ) -> dict[str, Any] | None:
     """Each item's details as shaded segments (nuggets by NS), 20 items a page, in the data's
     order or lowest-scoring segment first (``?segments=lowest``); None for kinds with none. Each
-    item of the page also carries what it answers and, with ``references`` (the reader may see
-    the gold), what it was scored against (``Kind.item_context``)."""
+    item of the page also carries what it answers and, where ``references`` (``references_rule``:
+    whether the reader sees the gold, and if not who does) allows, what it was scored against
+    (``Kind.item_context``)."""
     kind, details = run.task.kind_impl, score.details or {}
     gold, indices, ids = item_ids(score)
     items = [(item, kind.item_segments(details, item), index) for item, index in zip(ids, indices, strict=True)]
@@ -141,14 +142,15 @@ def item_segments(run: Run, score: Score, query: Any, references: bool = False) 
     for item, segments, index in page:
         for segment in segments:
             segment["step"] = min(SEGMENT_STEPS - 1, max(0, int(segment["value"] * SEGMENT_STEPS)))
-        shown.append(_item_html(item, segments, kind.item_context(gold, index, references)))
+        shown.append(_item_html(item, segments, kind.item_context(gold, index, references[0])))
 
     def link(**changes: Any) -> str:
         params = {"segments": "lowest" if lowest else "", **changes}
         return "?" + urlencode({key: value for key, value in params.items() if value}) + "#segments"
 
     return {"page": page, "items": shown, "lowest": lowest, "total": len(items), "noun": run.task.item_noun,
-            "references": references, "order_link": link(segments="" if lowest else "lowest"),
+            "references": references[0], "references_note": references[1],
+            "order_link": link(segments="" if lowest else "lowest"),
             "previous": link(segments_page=page.previous_page_number()) if page.has_previous() else "",
             "next": link(segments_page=page.next_page_number()) if page.has_next() else "",
             "steps": [(step, f"{step / SEGMENT_STEPS:.1f}–{(step + 1) / SEGMENT_STEPS:.1f}")

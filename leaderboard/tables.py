@@ -134,8 +134,9 @@ def _shade(p: float) -> tuple[str, str]:
 
 def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: bool = False) -> SafeString:
     """Runs x runs, best figure first (in the measure's direction): p in each cell (never 0: below
-    0.001 it says so), coloured by p, with the difference, the effect size ES_E and the Monte Carlo
-    standard error of p in the cell's tooltip."""
+    0.001 it says so), coloured by p, with the difference, the effect size (Sakai 2018's ES_E) and
+    the Monte Carlo standard error of p in the cell's tooltip; ``pvalue_pairs`` says the same for
+    readers without a pointer to hover with."""
     means = entry["means"]
     sign = -1.0 if higher_is_better else 1.0
     order = sorted(range(len(labels)), key=lambda i: sign * means[i])
@@ -154,13 +155,30 @@ def pvalue_table(labels: list[str], entry: dict[str, Any], higher_is_better: boo
                 continue
             p = pvalues[i][j]
             background, colour = _shade(p)
-            # NaN: undefined (always for a corpus measure, which has no per-item residual).
-            effect = "undefined" if effects[i][j] != effects[i][j] else f"{effects[i][j]:.3f}"
-            title = (f"{labels[i]} minus {labels[j]}: difference {differences[i][j]:.4f}, effect size {effect}, "
-                     f"p = {p:.5f} (Monte Carlo SE {errors[i][j]:.5f})")
+            title = _pair_words(labels, i, j, p, differences, effects, errors)
             shown = "&lt; 0.001" if p < 0.001 else f"{p:.3f}"
             parts.append(f'<td style="background: {background}; color: {colour}" title="{escape(title)}">'
                          f"{shown}</td>")
         parts.append("</tr>")
     parts.append("</tbody></table>")
     return mark_safe("".join(parts))  # noqa: S308 - run names went through escape()
+
+
+def _pair_words(labels: list[str], i: int, j: int, p: float, differences: list, effects: list,
+                errors: list) -> str:
+    # NaN: undefined (always for a corpus measure, which has no per-item residual).
+    effect = "undefined" if effects[i][j] != effects[i][j] else f"{effects[i][j]:.3f}"
+    return (f"{labels[i]} minus {labels[j]}: difference {differences[i][j]:.4f}, effect size {effect}, "
+            f"p = {p:.5f} (Monte Carlo standard error {errors[i][j]:.5f})")
+
+
+def pvalue_pairs(labels: list[str], entry: dict[str, Any], higher_is_better: bool = False) -> list[str]:
+    """Each pair of runs once, in the table's order (the better figure first), in the words of the
+    table cells' tooltips: on a phone, which has no pointer to hover with, the page shows these."""
+    means = entry["means"]
+    sign = -1.0 if higher_is_better else 1.0
+    order = sorted(range(len(labels)), key=lambda i: sign * means[i])
+    pvalues, differences = entry["pvalues"].tolist(), entry["differences"].tolist()
+    effects, errors = entry["effect_sizes"].tolist(), entry["mc_se"].tolist()
+    return [_pair_words(labels, i, j, pvalues[i][j], differences, effects, errors)
+            for k, i in enumerate(order) for j in order[k + 1:]]

@@ -354,6 +354,8 @@ def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str,
         "settings": board.settings, "settings_differ": board.settings_differ,
         "settings_described": [{"label": label, "value": value}
                                for label, value in task.kind_impl.describe_settings(board.settings)],
+        "versions_described": [{"label": label, "value": value}
+                               for label, value in task.kind_impl.describe_versions(board.settings)],
         "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
                                                   "submitted_at", "scores", "ranks")} for row in board.rows],
     })
@@ -437,7 +439,8 @@ def board_breakdown(task: Task, board: Board) -> dict[str, Any] | None:
 
 def settings_lines(task: Task, board: Board) -> dict[str, Any]:
     """The scoring settings of a board in the kind's words, and which ones differ between its runs."""
-    return {"shared": task.kind_impl.describe_settings(board.settings), "differ": board.settings_differ}
+    return {"shared": task.kind_impl.describe_settings(board.settings), "differ": board.settings_differ,
+            "versions": task.kind_impl.describe_versions(board.settings)}
 
 
 # At most this many curves share one ASL chart: each has its own colour (series_style), so that

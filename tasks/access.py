@@ -277,6 +277,30 @@ def may_see_references(run: Run, user: Any, phases: list[Phase] | None = None) -
     return run.phase.ends_at <= timezone.now()
 
 
+def references_rule(run: Run, user: Any, role: str, phases: list[Phase] | None = None) -> tuple[bool, str]:
+    """Whether a run page shows this reader the references each item was scored against and, if
+    not, who sees them, in words for the reader: ``may_see_references`` for the run's team and
+    the organisers (``OWN``), never on a public page (the gold's text stays off it)."""
+    if role == OWN and may_see_references(run, user, phases):
+        return True, ""
+    phase = run.phase if run.phase_id else None
+    if phase is None:
+        return False, ("the references it was scored against stay with the task's organisers: this run belongs "
+                       "to no phase")
+    ends = f"the {phase.name} phase ends, at {phase.ends_at:%Y-%m-%d %H:%M} UTC"
+    ended = phase.ends_at <= timezone.now()
+    if role != OWN:
+        who = ("the run's team and the task's organisers" if ended
+               else f"the task's organisers and, once {ends}, to the run's team")
+        return False, f"the references it was scored against are shown to {who}, not on this public page"
+    if not ended:
+        return False, (f"the references it was scored against are shown to your team once {ends}; until then "
+                       "only to the task's organisers")
+    # The phase has ended, yet the team may not see per-item scores (test data not published yet).
+    return False, (f"the references it was scored against are shown to your team once the results of the "
+                   f"{phase.name} phase are published")
+
+
 def per_item_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Score | None:
     """The score whose per-item values a user may see for a run (its run page's per-item table and
     CSV, a comparison with another run): ``may_see_per_item`` and then ``visible_score``."""

@@ -33,6 +33,10 @@ MAX_DESCRIPTION_LENGTH = 5000
 # Room for the other form fields and the multipart framing around the run file.
 FORM_ROOM = 64 * 1024
 
+# The web's upload page shows the join form's link in its place (templates/tasks/upload.html).
+NO_TEAM = ("you are not a member of any team; join one with the join code a member sees on its team page "
+           "(on the web: Join a team, /team/join/), or ask an organiser to add you to one")
+
 
 def upload_size_problem(size: int, whole_request: bool = False) -> str | None:
     """The one size limit of a run upload, ``RUN_UPLOAD_MAX_BYTES``: what is wrong with a file
@@ -282,7 +286,7 @@ def submission_status(context: UploadContext) -> dict[str, Any]:
     task, team = context.task, context.team
     reason = ""
     if team is None:
-        reason = "you are not a member of any team; ask an organiser to add you to one"
+        reason = NO_TEAM
     elif context.waiting_for_approval:
         reason = f"team {team.name!r} is waiting for an organiser's approval"
     elif not context.terms_accepted:
@@ -406,7 +410,7 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     errors: list[str] = []
     team = context.team
     if team is None:
-        raise Rejected(["you are not a member of any team; ask an organiser to add you to one"], status=403)
+        raise Rejected([NO_TEAM], status=403)
     if context.waiting_for_approval:
         raise Rejected([f"team {team.name!r} is waiting for an organiser's approval"], status=403)
     if task.max_team_size is not None and team.members.count() > task.max_team_size:
@@ -433,10 +437,10 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
     try:
         with validation_slot(len(submission.content)):
             gold = version.load()
-            # The file's shape is checked against the gold before the parser builds anything:
-            # 31 MB of empty objects would otherwise take a gigabyte (issue 11).
-            task.kind_impl.check_run_file(submission.content, gold)
-            parsed = task.kind_impl.parse_run_file(submission.content, gold, task.kind_config)
+            # The file's shape is checked against the gold before the parser builds anything
+            # (31 MB of empty objects would otherwise take a gigabyte, issue 11), and a file of
+            # another kind is named as such.
+            parsed = task.kind_impl.read_run_file(submission.content, gold, task.kind_config)
     except ValidationFailed as error:
         errors.extend(error.errors)
         errors.append(checked_against(context, phase, version))

@@ -166,6 +166,6 @@ def test_pvalue_cells_and_latex_say_how_they_were_computed(world: World, setting
     for number, user in enumerate((world.alice, world.bob)):
         upload(world, user, run_bytes(world.gold, noise=0.2 + 0.6 * number, seed=number), f"run-{number}", None)
     matrix = Client().get(f"/tasks/{world.task.slug}/statistics/nugget.jsd/pvalues/").content.decode()
-    assert "effect size" in matrix and "Monte Carlo SE" in matrix and matrix.count("<tr>") == 5
+    assert "effect size" in matrix and "Monte Carlo standard error" in matrix and matrix.count("<tr>") == 5
     latex = Client().get(f"/tasks/{world.task.slug}/statistics/all/means.tex").content.decode()
     assert "B = 200, seed 20190601" in latex and "30 dialogues (full scores, gold version 1)" in latex

@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.test_browser import browser  # noqa: F401 - the fixture, shared
+from tests.visible_text import visible_text
 
 # Our file names for the papers and the code's symbols: a reader knows neither. The JSON answers
 # (the API, format.json) keep their keys, which are names for programs; the papers' file names
@@ -141,12 +142,12 @@ def test_a_nugget_score_is_explained_on_the_page_with_the_context_and_references
     for reference in entry["references"]:
         assert reference["text"] in item
         assert f"reference (weight {float(reference.get('weight', 1.0)):g})" in item  # unrated: weight 1
-    assert "(the references are shown once the phase has ended)" not in segments
+    assert "references it was scored against are shown to" not in segments
 
     # While a phase takes runs its references stay with the organisers.
     Phase.objects.filter(pk=run.phase_id).update(ends_at=timezone.now() + timezone.timedelta(days=3))
     page = html.unescape(alice.get(f"/runs/{run.pk}/").content.decode())
-    assert "(the references are shown once the phase has ended)" in page
+    assert "(the references it was scored against are shown to your team once the development phase ends" in page
     assert entry["context"][-1]["text"] in page
     assert "reference (weight" not in page
     organiser = Client()
@@ -197,3 +198,58 @@ def test_no_page_of_the_demos_is_wider_than_a_phone(demo_pages: tuple[str, list[
                 problems.append(f"{path} (alice) at {width} px: {wide} px wide")
         context.close()
     assert not problems, "\n".join(problems)
+
+
+# Issue 37, item 8: what no page may show its reader (the visible text and the tooltips; a fold-out
+# of versions and checksums is for those who open it): a path of our repository, a package pin or
+# checksum, and the words of the code.
+# A path of ours: a folder and a file of code, documentation or data, or a file of code or
+# documentation by itself (a .json name alone is a data file's: the reader's upload or download).
+SOURCE_PATH = re.compile(r"\b[\w.-]+/[\w./-]*\.(?:py|md|json)\b|\b[\w-]+\.(?:py|md)\b")
+# Files the server itself serves under these names, and the organisers' command on the server.
+SERVED = {"evalserver_cli.py", "manage.py"}
+# A version pin or a checksum: hex of 12 digits or more with a letter in it (an STC-3 dialogue id
+# is 16 decimal digits).
+PIN = re.compile(r"==|\b(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b|\bsha256\b")
+JARGON = re.compile(r"ES_E|added by vBLEU|rho from the original|\brho\b|origin pool or parrot|"
+                    r"\{[#%{]|[#%}]\}")  # and template syntax that reached the page (a comment on two lines)
+
+
+def walked_paths(slugs: tuple[str, ...]) -> list[str]:
+    """Every HTML page of the demo a role may reach: the public pages, every run's page and a
+    comparison, the team and account pages, the upload pages, the organisers' pages."""
+    from tasks.models import Run
+
+    paths = [path for path in all_public_paths() if "/api/" not in path and not path.endswith(".json")]
+    paths += ["/team/", "/team/join/", "/accounts/account/", "/accounts/login/", "/accounts/signup/"]
+    for slug in slugs:
+        paths += [f"/tasks/{slug}/upload/", f"/organiser/{slug}/", f"/organiser/{slug}/preview/",
+                  f"/organiser/{slug}/gold/", f"/organiser/{slug}/phase/", f"/organiser/{slug}/vbleu/",
+                  f"/organiser/{slug}/encoder/"]
+        runs = list(Run.objects.filter(task__slug=slug).order_by("pk").values_list("pk", "phase_id"))
+        paths += [f"/runs/{run_id}/" for run_id, _ in runs]
+        paths += [f"/runs/{first}/compare/?with={second}" for (first, phase), (second, other) in zip(runs, runs[1:])
+                  if phase == other]
+    return paths
+
+
+@pytest.mark.slow
+def test_no_page_shows_a_source_path_a_package_pin_or_the_codes_words_to_any_role(demo: str) -> None:
+    clients = {"anonymous": Client()}
+    for username in ("alice", "bob", "organiser"):
+        clients[username] = Client()
+        assert clients[username].login(username=username, password="demo-pass-123")
+    problems, walked = [], 0
+    for path in walked_paths(DEMO_TASKS):
+        for role, client in clients.items():
+            response = client.get(path)
+            if response.status_code != 200 or not response["Content-Type"].startswith("text/html"):
+                continue
+            walked += 1
+            text = visible_text(response.content.decode())
+            for name, pattern in (("source path", SOURCE_PATH), ("pin", PIN), ("jargon", JARGON)):
+                found = sorted({match.group(0) for match in pattern.finditer(text)} - SERVED)
+                if found:
+                    problems.append(f"{role} {path}: {name} {', '.join(found[:5])}")
+    assert walked > 200
+    assert not problems, f"{len(problems)} page-hit(s):\n" + "\n".join(problems)

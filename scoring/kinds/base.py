@@ -18,13 +18,21 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape, parse_json
+from scoring.validation import (
+    EXTRA_ENTRIES,
+    VALUE_ALLOWANCE,
+    ValidationFailed,
+    canonical_id,
+    check_shape,
+    parse_json,
+    quoted,
+)
 
 __all__ = ["Baseline", "Kind", "MeasureGroup", "MeasureSpec", "Scored", "ValidationFailed", "canonical_record",
            "describe_value", "grouped", "measure_key"]
@@ -318,6 +326,58 @@ class Kind(ABC):
         instead (the metric kind), with the same result and the same problems."""
         return self.parse_run(parse_json(content, what), gold, config, allow_missing=allow_missing)
 
+    # The keys beside "id" that mark an entry of this kind's runs, and the kind in a few words: a
+    # file of another kind is named as such (``read_run_file``), not answered entry by entry.
+    run_entry_keys: ClassVar[tuple[str, ...]] = ()
+    short_title: ClassVar[str] = ""
+
+    def run_ids(self, gold: Any) -> Collection[str]:
+        """The ids a run's entries carry: the gold's items (the metric kind's runs name responses)."""
+        return gold.item_ids
+
+    def read_run_file(self, content: bytes, gold: Any, config: Any, *, allow_missing: bool = False,
+                      what: str = "file") -> Any:
+        """A run file checked (``check_run_file``) and parsed (``parse_run_file``) as an upload is,
+        for every kind: when no entry's id is an id of the gold, one problem saying so and naming
+        the kind the file looks like, in place of one per entry (141 to 303 lines before)."""
+        self.check_run_file(content, gold)
+        try:
+            return self.parse_run_file(content, gold, config, allow_missing=allow_missing, what=what)
+        except ValidationFailed as error:
+            foreign = self.foreign_run(content, gold)
+            if foreign:
+                raise ValidationFailed([foreign]) from error
+            raise
+
+    def foreign_run(self, content: bytes, gold: Any) -> str | None:
+        """Why a run file is no run of this gold at all, if none of its entries' ids is one of the
+        gold's; None if some is (its problems are then the file's own, entry by entry)."""
+        from scoring.kinds import KINDS  # the registry imports this module
+
+        try:
+            data = parse_json(content, "file")
+        except ValidationFailed:
+            return None
+        entries = [entry for entry in data if isinstance(entry, dict)] if isinstance(data, list) else []
+        ids = [canonical_id(entry.get("id")) for entry in entries]
+        ids = [item for item in ids if item is not None]
+        known = set(self.run_ids(gold))
+        if not ids or any(item in known for item in ids):
+            return None
+        found = f"none of the {len(ids)} ids in this file is an id of this task's gold data (the file's first is " \
+                f"{quoted(ids[0])})"
+        # The kind whose run entries' keys the file's entries carry most often.
+        counts = [(sum(any(key in entry for key in kind.run_entry_keys) for entry in entries), kind)
+                  for kind in (KINDS[name] for name in KINDS)]
+        count, kind = max(counts, key=lambda pair: pair[0])
+        if not count:
+            return f"$: {found}: is it a run of this task?"
+        keys = " and ".join(repr(key) for key in kind.run_entry_keys if any(key in entry for entry in entries))
+        if kind.name == self.name:
+            return f"$: {found}; it looks like a run of this kind (it has {keys}), for other gold data"
+        return (f"$: {found}; the file looks like a run of the {kind.short_title or kind.title} kind (it has "
+                f"{keys}), and this task is of the {self.short_title or self.title} kind")
+
     # Containers and commas a run may hold per gold item before it is refused unparsed.
     run_values_per_item: ClassVar[int] = 64
 
@@ -355,6 +415,11 @@ class Kind(ABC):
         in key order (stored JSON may come back in another order); a kind may give human labels
         and say what a value means (the DQ/ND kind: the variant and the ND aggregation)."""
         return [(str(key), describe_value(settings[key])) for key in sorted(settings)]
+
+    def describe_versions(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(label, value) of the software versions and checksums behind the scores (``Scored.settings``),
+        for whoever checks them: pages show them in a fold-out beside ``describe_settings``'s line."""
+        return []
 
     def warm_up(self, config: Any) -> str:
         """Load now what scoring a run of this configuration will need (a background worker calls

@@ -71,7 +71,7 @@ def metric_demo_task(size: int, seed: int) -> Demo:
         made = metric_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"close": 0, "noisy": 0, "coarse": 1, "length": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo metric: '{name}' (see fixtures/metric_demo.py).") for name, team in teams.items()
+                 f"A demo metric: '{name}', {METRIC_WORDS[name]}.") for name, team in teams.items()
                 if name in made]
 
     return Demo("metric-demo", "metric", "Metrics track demo (synthetic data)",
@@ -83,6 +83,15 @@ def metric_demo_task(size: int, seed: int) -> Demo:
                 runs, lambda gold: metric_demo.generate_runs(gold, seed=999)["noisy"])
 
 
+# What each made-up run of the demo is, in words (a run's description is public: no file names).
+METRIC_WORDS = {"close": "the human judgement plus a little noise",
+                "coarse": "the human judgement plus a little noise, rounded to whole numbers (it ties often)",
+                "noisy": "the human judgement plus much noise", "length": "the response's length in words"}
+SYSTEM_WORDS = {"strong": "the expected content in varied wordings, split into nuggets with their acts",
+                "medium": "the first expected point only, then a vague closing",
+                "weak": "a reply meant for another conversation, without nuggets"}
+
+
 def response_demo_task(size: int, seed: int) -> Demo:
     contexts = max(20, size // 5)
 
@@ -90,7 +99,7 @@ def response_demo_task(size: int, seed: int) -> Demo:
         made = response_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}' (see fixtures/response_demo.py).") for name, team in teams.items()]
+                 f"A demo system: '{name}', {SYSTEM_WORDS[name]}.") for name, team in teams.items()]
 
     return Demo("response-demo", "response", "Response generation demo (synthetic data)",
                 f"Participants return one response per dialogue context, scored with BLEU, deltaBLEU and POSSCORE "
@@ -108,7 +117,7 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
         made = response_demo_ja.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}' (see fixtures/response_demo_ja.py).") for name, team in teams.items()]
+                 f"A demo system: '{name}', {SYSTEM_WORDS[name]}.") for name, team in teams.items()]
 
     return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
                 f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ __all__ = ["BASELINES", "MAX_RESAMPLES", "REFERENCE_BASELINES", "SESSION_BASELIN
 class MetricKind(Kind):
     name = "metric"
     title = "Metrics track: meta-evaluation of automatic evaluation metrics"
+    short_title = "metrics-track"
+    run_entry_keys = ("score",)
     item_noun = "context"
     presets: Mapping[str, Mapping[str, Any]] = {
         "metric": MetricConfig().to_dict(),
@@ -84,6 +86,9 @@ class MetricKind(Kind):
         # A run has one entry per response, not per context (the kind's items).
         n = gold.n_responses
         check_shape(content, n + EXTRA_ENTRIES, VALUE_ALLOWANCE * 8 * n + 10_000, gold_dialogues=n)
+
+    def run_ids(self, gold: MetricGold) -> Collection[str]:
+        return gold.index  # a run scores responses, not the contexts that are the kind's items
 
     def parse_run(self, data: object, gold: MetricGold, config: MetricConfig, *,
                   allow_missing: bool = False) -> MetricRun:

@@ -1,7 +1,8 @@
 """How the response kind describes itself in a reader's words: the "Scored with" lines of a
-run's settings (``describe_settings``), a vBLEU-extended gold version's provenance
-(``provenance_summary``, ``describe_provenance``) and the run file's format for participants
-(``format_description``). ``ResponseKind`` answers with these."""
+run's settings (``describe_settings``) and, for a fold-out, their versions and checksums
+(``describe_versions``), a vBLEU-extended gold version's provenance (``provenance_summary``,
+``describe_provenance``) and the run file's format for participants (``format_description``).
+``ResponseKind`` answers with these."""
 
 from __future__ import annotations
 
@@ -16,10 +17,24 @@ from scoring.kinds.response.formats import (
     MAX_RESPONSE_CHARS,
 )
 
+# The references each measure used, as stored with its settings, in the reader's words: the
+# references vBLEU adds are responses retrieved from other contexts ("pool") and the context's
+# last utterance itself ("parrot"; Tsuta et al. 2023, section 3.2).
+_ADDED = ("the original references and those vBLEU adds (responses to similar utterances of other contexts, "
+          "and the utterance itself)")
+_REFERENCE_WORDS = {
+    "original only": "the original references only",
+    "original and added by vBLEU (origin pool or parrot)": _ADDED,
+    "original and added by vBLEU (origin pool or parrot), with their weights": f"{_ADDED}, with their weights",
+    "original rated above 0, each with weight 1": "the original references rated above 0, each with weight 1",
+    "weight > 0, each with weight 1": "the references rated above 0, each with weight 1",
+    "weight > 0": "the references rated above 0",
+}
+
 
 def describe_settings(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Each measure's settings in a line a reader can check against the paper, the pipeline and
-    vectors by name, version and checksum (everything else is in the stored settings)."""
+    """Each measure's settings in a line a reader can check against the paper, the pipeline,
+    vectors and encoder by name; their versions and checksums are ``describe_versions``'s."""
     described: list[tuple[str, str]] = []
     language = settings.get("language", "en")  # scores stored before languages existed were English
     if language in LANGUAGES:
@@ -27,32 +42,38 @@ def describe_settings(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
     for key, label in (("bleu", "BLEU"), ("delta_bleu", "deltaBLEU"), ("vbleu", "vBLEU")):
         bleu = settings.get(key)
         if isinstance(bleu, Mapping):
-            # Settings stored before brevity_references existed were scored with every reference setting rho.
-            lengths = {"positive": "rho from the original positively rated references",
-                       "all": "rho from every reference"}.get(bleu.get("brevity_references", "all"), "")
-            described.append((label, f"N = {bleu.get('max_order')}, brevity '{bleu.get('brevity')}' ({lengths}), "
-                                      f"{'weighted' if bleu.get('weighted') else 'unweighted'} references, "
-                                      f"tokeniser {bleu.get('tokenize')}"
-                                      f"{', lower-cased' if bleu.get('lowercase') else ''}; per item: "
-                                      f"{bleu.get('per_item_smoothing')}; sacrebleu {bleu.get('sacrebleu')}"))
+            # Settings stored before brevity_references existed were scored with every reference
+            # setting the reference length of the brevity penalty.
+            lengths = {"positive": "the reference length from the original references rated positively",
+                       "all": "the reference length from every reference"}.get(
+                bleu.get("brevity_references", "all"), "")
+            references = _REFERENCE_WORDS.get(str(bleu.get("references", "")), "")
+            described.append((label, f"n-grams up to {bleu.get('max_order')}, brevity penalty "
+                                     f"'{bleu.get('brevity')}' ({lengths}), "
+                                     f"{'weighted' if bleu.get('weighted') else 'unweighted'} references"
+                                     f"{f' ({references})' if references else ''}, "
+                                     f"tokeniser {bleu.get('tokenize')}"
+                                     f"{', lower-cased' if bleu.get('lowercase') else ''}; per-item "
+                                     f"smoothing: {bleu.get('per_item_smoothing')}"))
     pos = settings.get("posscore")
     if isinstance(pos, Mapping):
         vectors = pos.get("vectors") or {}
         shape = vectors.get("shape") or ["?", "?"]
-        described.append(("POSSCORE", f"tags {', '.join(pos.get('tags') or [])}; {pos.get('references', '')}"))
-        described.append(("pipeline", f"{pos.get('pipeline')} {pos.get('pipeline_version')} "
-                                      f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
-        described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} x {shape[1]}, "
-                                     f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…)"))
+        used = _REFERENCE_WORDS.get(str(pos.get("references_used", "")), "")
+        described.append(("POSSCORE", f"part-of-speech tags {', '.join(pos.get('tags') or [])}"
+                                      f"{f'; references: {used}' if used else ''}"))
+        described.append(("tagger", f"spaCy pipeline {pos.get('pipeline')}"))
+        described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} words of "
+                                     f"{shape[1]} dimensions)"))
     for key, label in (("bertscore", "BERTScore"), (VBERTSCORE, "vBERTScore")):
         bert = settings.get(key)
         if isinstance(bert, Mapping):
+            used = _REFERENCE_WORDS.get(str(bert.get("references_used", "")), str(bert.get("references_used")))
             described.append((label, f"{bert.get('encoder')}, {bert.get('precision')}, layer {bert.get('layer')} "
-                                     f"of {bert.get('layers')} ({bert.get('source')}, "
-                                     f"sha256 {str(bert.get('model_sha256'))[:12]}…); "
+                                     f"of {bert.get('layers')} ({bert.get('source')}); "
                                      f"baseline b = {float(bert.get('baseline', 0)):.4f} "
                                      f"from {bert.get('baseline_pairs')} shuffled reference pairs; references: "
-                                     f"{bert.get('references_used')}"
+                                     f"{used}"
                                      + (f"; {bert['references_from']}" if bert.get("references_from") else "")))
     nuggets = settings.get("nuggets")
     if isinstance(nuggets, Mapping) and nuggets.get("scored"):
@@ -64,6 +85,27 @@ def describe_settings(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
                                            f"{nuggets.get('w_diff')} (another act), {nuggets.get('w_same')} "
                                            f"(the same act); tags {nuggets.get('tags')}"))
     return described
+
+
+def describe_versions(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The software versions and checksums the scores were computed with: sacreBLEU, the spaCy
+    pipeline, the vector table and the encoder's model file (the first 12 hex digits)."""
+    versions: list[tuple[str, str]] = []
+    bleu = next((settings[key] for key in ("bleu", "delta_bleu", "vbleu")
+                 if isinstance(settings.get(key), Mapping)), None)
+    if bleu is not None and bleu.get("sacrebleu"):
+        versions.append(("sacreBLEU", str(bleu.get("sacrebleu"))))
+    pos = settings.get("posscore")
+    if isinstance(pos, Mapping):
+        vectors = pos.get("vectors") or {}
+        versions.append(("spaCy pipeline", f"{pos.get('pipeline')} {pos.get('pipeline_version')} "
+                                           f"({pos.get('pipeline_package')}), spaCy {pos.get('spacy_version')}"))
+        versions.append(("vectors", f"sha256 {str(vectors.get('sha256') or vectors.get('file_sha256'))[:12]}…"))
+    for key, label in (("bertscore", "BERTScore"), (VBERTSCORE, "vBERTScore")):
+        bert = settings.get(key)
+        if isinstance(bert, Mapping):
+            versions.append((f"{label} encoder", f"sha256 {str(bert.get('model_sha256'))[:12]}…"))
+    return versions
 
 
 def provenance_summary(provenance: Mapping[str, Any]) -> dict[str, Any] | None:

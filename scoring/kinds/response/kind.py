@@ -62,11 +62,7 @@ from scoring.kinds.response.config import (
     parse_config,
 )
 from scoring.kinds.response.encoder import EncoderUnavailable
-from scoring.kinds.response.formats import (
-    check_nugget_work,
-    load_response_gold,
-    load_response_run,
-)
+from scoring.kinds.response.formats import check_nugget_work, load_response_gold, load_response_run
 from scoring.kinds.response.measures import RESPONSE_MEASURES
 from scoring.kinds.response.nlp import ZH_JIEBA, NlpUnavailable, load_pipeline
 from scoring.kinds.response.nuggets import BleuTurns, PosscoreTurns, TurnMeasure, act_means, score_nuggets
@@ -142,6 +138,8 @@ _KEPT_GOLDS = 2
 class ResponseKind(Kind):
     name = "response"
     title = "Response generation (BLEU, deltaBLEU, POSSCORE; nugget-level scores)"
+    short_title = "response-evaluation"
+    run_entry_keys = ("response", "nuggets")
     item_noun = "context"
     presets: Mapping[str, Mapping[str, Any]] = {
         "response": ResponseConfig().to_dict(),
@@ -473,6 +471,9 @@ class ResponseKind(Kind):
 
     def describe_settings(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         return describe.describe_settings(settings)
+
+    def describe_versions(self, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return describe.describe_versions(settings)
 
     detail_breakdown = ("acts", "Mean nugget score (NS) per dialogue act",
                         "The nugget score NS (Takehi, Watanabe and Sakai, SIGIR-AP 2023) says how much a nugget "

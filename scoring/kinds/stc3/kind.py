@@ -52,6 +52,8 @@ def _micro_nugget(alpha: float) -> Any:
 class Stc3Kind(Kind):
     name = "stc3"
     title = "Dialogue quality and nugget detection (STC-3 / DialEval)"
+    short_title = "dialogue quality and nugget detection (DQ/ND)"
+    run_entry_keys = ("quality", "nugget")
     item_noun = "dialogue"
     presets: Mapping[str, Mapping[str, Any]] = {name: config.to_dict() for name, config in PRESETS.items()}
     default_preset = "stc3"

@@ -93,7 +93,8 @@ def test_worked_example_corpus_average_and_closest():
     assert literal.headlines["delta_bleu"] == pytest.approx(0.8751733190, abs=1e-10)
     assert literal.headlines["delta_bleu"] == pytest.approx(math.exp(1 - (11 / 3 + 2) / 5), abs=1e-15)
     assert literal.settings["delta_bleu"]["brevity_references"] == "all"
-    assert any("rho from every reference" in line for _, line in KIND.describe_settings(literal.settings))
+    assert any("the reference length from every reference" in line
+               for _, line in KIND.describe_settings(literal.settings))
     closest = score(TWO_ITEMS, run, {"delta_bleu": {"brevity": "closest"}})
     assert closest.headlines["delta_bleu"] == 1.0
     # The MeasureSpec's corpus function over the stored statistics is the headline, for any subset too.

