@@ -181,6 +181,8 @@ INSTALLED_APPS = [
     "leaderboard",
     # The kinds' server halves (kinds/<kind>/): pages, jobs, models and commands of one kind.
     "kinds.response",
+    # E-mail notifications, announcements and the outbox (notices/).
+    "notices",
 ]
 
 MIDDLEWARE = [
@@ -335,6 +337,8 @@ CELERY_BEAT_SCHEDULE = {
     "pool-jobs-sweep": {"task": "kinds.response.extension_jobs.sweep_pool_jobs_task", "schedule": 60.0},
     # Phases that open and end, scheduled publications (tasks.phaseclock): recorded within seconds.
     "phase-clock": {"task": "tasks.phaseclock.phase_clock_task", "schedule": 15.0},
+    # E-mails whose send failed and is due again (notices.outbox): new ones are sent at once.
+    "notices-outbox": {"task": "notices.jobs.send_notices_task", "schedule": 60.0},
 }
 # The phase clock (tasks.phaseclock): "celery" (beat, above), "thread" (a daemon thread of each web
 # process, for the broker-less default) or "off" (tests; the rules themselves follow the clock).
@@ -470,6 +474,18 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
 EMAIL_TIMEOUT = env_int("EVALSERVER_EMAIL_TIMEOUT", default=10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env.str("EVALSERVER_EMAIL_FROM", default="DialEval server <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Notifications by e-mail (notices.outbox): who sends the outbox. "celery" (with a broker: a job once
+# an e-mail is recorded, and beat every minute for retries), "worker" (the broker-less default:
+# ``manage.py notices_worker``, which gunicorn.conf.py starts beside the scoring worker) or "off"
+# (nobody: ``manage.py send_notices`` sends what is due, as the tests do).
+EVALSERVER_NOTICE_MODE = env_choice("EVALSERVER_NOTICE_MODE", "worker" if CELERY_TASK_ALWAYS_EAGER else "celery",
+                                    ("celery", "worker", "off"))
+# The server's address as readers reach it: the links in e-mails, written by a background process
+# that has no request to take it from.
+EVALSERVER_SITE_URL = env.str("EVALSERVER_SITE_URL", default="http://127.0.0.1:8000").strip().rstrip("/")
+if urlsplit(EVALSERVER_SITE_URL).scheme not in ("http", "https") or not urlsplit(EVALSERVER_SITE_URL).netloc:
+    raise ImproperlyConfigured(f"EVALSERVER_SITE_URL={EVALSERVER_SITE_URL!r} is not an http(s) address such as "
+                               "https://eval.example.org")
 PASSWORD_RESET_TIMEOUT = env_int("EVALSERVER_PASSWORD_RESET_SECONDS", default=3 * 24 * 3600, minimum=300)
 EVALSERVER_PASSWORD_RESET_RATE = env_rate("EVALSERVER_PASSWORD_RESET_RATE", default="5/h")
 
