@@ -135,6 +135,16 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "organiser-encoder": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
                                   BARE_STAFF: 404}),
     "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
+    # E-mail choices: anyone signed in saves their own (an empty form turns every one off) and is sent back
+    # to the account page; the anonymous to the sign-in page.
+    "notices-preferences": ("POST", dict.fromkeys(ROLES, 302)),
+    # A public task's announcements are public (tests/test_announcements.py walks a hidden task's feed).
+    "announcements-feed": ("GET", dict.fromkeys(ROLES, 200)),
+    # An empty form: the organisers are sent back to the dashboard with what is missing; nothing posted or sent.
+    "organiser-announce": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                    BARE_STAFF: 404}),
+    "organiser-message": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                   BARE_STAFF: 404}),
     "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
     "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
                                  BARE_STAFF: 404}),
