@@ -80,6 +80,7 @@ URL_KINDS: dict[str, str] = {
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
+    "organiser-settings": ORGANISER_API, "organiser-data-file": ORGANISER_API, "organiser-withdraw": POST,
     "notices-preferences": POST, "announcements-feed": PAGE, "organiser-announce": POST, "organiser-message": POST,
     "pool-job": PAGE, "pool-job-status": PAGE,
     # Issue 30: a run's file (its team and organisers) and links form; team and account management.

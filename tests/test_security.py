@@ -137,6 +137,13 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
     # E-mail choices: anyone signed in saves their own (an empty form turns every one off) and is sent back
     # to the account page; the anonymous to the sign-in page.
+    "organiser-settings": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                   BARE_STAFF: 404}),
+    "organiser-data-file": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                    BARE_STAFF: 404}),
+    # No run named: the organisers are sent back to the dashboard with the reason; nothing withdrawn.
+    "organiser-withdraw": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                    BARE_STAFF: 404}),
     "notices-preferences": ("POST", dict.fromkeys(ROLES, 302)),
     # A public task's announcements are public (tests/test_announcements.py walks a hidden task's feed).
     "announcements-feed": ("GET", dict.fromkeys(ROLES, 200)),
@@ -243,7 +250,9 @@ def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
               f"/organiser/{world.task.slug}/",  # the dashboard's actions (publish, approve)
               f"/organiser/{world.task.slug}/rescore/",  # one run, or every run once confirmed
               f"/organiser/{world.task.slug}/vbleu/",  # starts a vBLEU job
-              f"/organiser/{world.task.slug}/encoder/"]  # sets the BERTScore encoder
+              f"/organiser/{world.task.slug}/encoder/",  # sets the BERTScore encoder
+              f"/organiser/{world.task.slug}/settings/",  # the task's settings and organisers
+              f"/organiser/{world.task.slug}/data-files/"]  # adds a data file
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)
