@@ -284,3 +284,42 @@ def test_an_event_rolled_back_records_no_e_mail(world: World) -> None:
 def test_an_account_without_an_address_is_skipped_and_nobody_else_is_written_to(world: World) -> None:
     submit(world, world.alice, run_bytes(world.gold))  # alice has no address yet
     assert Email.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_send_notices_sends_what_is_due_and_says_how_many(world: World) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    with_addresses(world)
+    submit(world, world.alice, run_bytes(world.gold))
+    submit(world, world.bob, run_bytes(world.gold, seed=3), name="b1")
+    out = io.StringIO()
+    call_command("send_notices", stdout=out)
+    assert out.getvalue() == "2 e-mails sent, 0 failed (tried again later), 0 given up\n"
+    assert sorted(message.to[0] for message in mail.outbox) == ["alice@aurora.example", "bob@borealis.example"]
+
+
+@pytest.mark.django_db
+def test_with_a_broker_the_sending_job_goes_to_the_heavy_queue_once_recorded(world: World, settings: Any,
+                                                                              monkeypatch: Any) -> None:
+    from celery import current_app
+
+    settings.EVALSERVER_NOTICE_MODE = "celery"
+    with_addresses(world)
+    queued = []
+    monkeypatch.setattr(current_app, "send_task", lambda name, **options: queued.append((name, options)))
+    submit(world, world.alice, run_bytes(world.gold))  # committed (its scoring, then its e-mail's job)
+    assert queued == [("notices.jobs.send_notices_task", {"queue": "celery-heavy"})]
+    assert mail.outbox == []  # the worker sends; the upload's request did not
+
+
+@pytest.mark.django_db
+def test_the_account_page_says_where_e_mails_go(world: World) -> None:
+    client = Client()
+    client.force_login(world.alice)
+    text = client.get("/accounts/account/").content.decode()
+    assert "your e-mail address, once you give one above (until then nothing is sent)" in text
+    with_addresses(world)
+    assert "Sent to <strong>alice@aurora.example</strong>" in client.get("/accounts/account/").content.decode()
