@@ -45,6 +45,8 @@ class TaskSettingsForm(forms.ModelForm):
                   "max_team_size": "Largest team (empty: no limit)",
                   "permutations": "Resamples of the significance tests (B of the randomised Tukey HSD test and of "
                                   "the bootstrap intervals, 100 to 1,000,000)"}
+        # The labels above say it all; the model's help texts would repeat them.
+        help_texts = {"is_public": "", "requires_team_approval": "", "max_team_size": "", "permutations": ""}
         widgets = {name: forms.Textarea(attrs={"rows": 4}) for name in ("description", "rules", "terms", "citation")}
 
     def clean(self) -> dict[str, Any]:
