@@ -323,3 +323,20 @@ def test_the_account_page_says_where_e_mails_go(world: World) -> None:
     assert "your e-mail address, once you give one above (until then nothing is sent)" in text
     with_addresses(world)
     assert "Sent to <strong>alice@aurora.example</strong>" in client.get("/accounts/account/").content.decode()
+
+
+@pytest.mark.django_db
+def test_an_unreachable_smtp_server_leaves_the_e_mail_for_later(world: World, settings: Any) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 2
+    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+    with_addresses(world)
+    submit(world, world.alice, run_bytes(world.gold))
+    assert outbox.send_due() == {"sent": 0, "failed": 1, "gave_up": 0}
+    email = Email.objects.get()
+    assert email.sent_at is None and email.attempts == 1 and "ConnectionRefusedError" in email.last_error
