@@ -157,20 +157,28 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
     published, the live-subset score of a test phase that has one, and nothing for a run scored
     against such a gold outside that phase (a run from before the phases, re-scored when the test
     gold was loaded)."""
-    if run.status != Run.DONE or run.gold_version_id is None:
+    scope = visible_scope(run, user, phases)
+    if scope is None:
         return None
     # Per-item details (nugget scores: megabytes for a large run) are read only where shown.
-    scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id).defer("details")}
+    return run.scores.filter(gold_version_id=run.gold_version_id, scope=scope).defer("details").first()
+
+
+def visible_scope(run: Run, user: Any, phases: list[Phase] | None = None) -> str | None:
+    """Which of a run's scores ``visible_score`` shows this user (``Score.FULL`` or ``Score.LIVE``),
+    without reading a score: None where it shows none. Lists of runs (a comparison's chooser) ask
+    it of each run without a query per run."""
+    if run.status != Run.DONE or run.gold_version_id is None:
+        return None
     if is_organiser(user, run.task):
-        return scores.get(Score.FULL)
+        return Score.FULL
     if phases is None:
         phases = task_phases(run.task_id)
     own = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
     if own is not None:
         scope, hidden = board_rule(phases, own, organiser=False)
-        return None if hidden else scores.get(scope)
-    scope = shown_scope(phases, run.gold_version_id, live_subset=False)
-    return None if scope is None else scores.get(scope)
+        return None if hidden else scope
+    return shown_scope(phases, run.gold_version_id, live_subset=False)
 
 
 # Run pages --------------------------------------------------------------------------------------
@@ -226,15 +234,20 @@ def public_per_item_score(run: Run, phases: list[Phase]) -> Score | None:
     """The score whose per-item values a public run page shows: where the run's team sees them
     (``may_see_per_item``: on test data once published, in a development phase if it gives
     per-item feedback), for a run that is public (``run_is_public``)."""
-    if not run_is_public(run, phases):
-        return None
-    if not on_test_data(run, phases) and run.phase_id and not (run.phase.per_item_feedback
-                                                               or run.phase.results_published):
-        return None
-    if not matrices_allowed(phases, run.gold_version_id, organiser=False):
+    if not public_per_item_allowed(run, phases):
         return None
     return run.scores.filter(gold_version_id=run.gold_version_id, scope=Score.FULL).select_related(
         "gold_version").first()
+
+
+def public_per_item_allowed(run: Run, phases: list[Phase]) -> bool:
+    """``public_per_item_score``'s rule without reading the score."""
+    if not run_is_public(run, phases):
+        return False
+    if not on_test_data(run, phases) and run.phase_id and not (run.phase.per_item_feedback
+                                                               or run.phase.results_published):
+        return False
+    return matrices_allowed(phases, run.gold_version_id, organiser=False)
 
 
 def readable_per_item(run: Run, user: Any, role: str, phases: list[Phase]) -> Score | None:
@@ -242,6 +255,29 @@ def readable_per_item(run: Run, user: Any, role: str, phases: list[Phase]) -> Sc
     if role == OWN:
         return per_item_score(run, user, phases)
     return public_per_item_score(run, phases)
+
+
+def run_role(reader: Reader, run: Run) -> str:
+    """How ``reader`` reads ``run``: ``OWN`` (its team, the task's organisers), ``PUBLIC`` (anybody
+    else, where ``run_is_public``) or "" (not at all): ``read_run_page``'s rule for a run of a
+    list, from a Reader resolved once."""
+    if is_member(reader, run) or reader.organiser:
+        return OWN
+    return PUBLIC if run_is_public(run, reader.phases) else ""
+
+
+def readable_per_item_scope(run: Run, reader: Reader, phases: list[Phase]) -> str | None:
+    """The scope of the score ``readable_per_item`` gives this reader for ``run`` (None: none), without
+    reading it: the same rules (``may_see_per_item`` and ``visible_scope`` for the run's team and the
+    organisers, ``public_per_item_allowed`` for anybody else)."""
+    role = run_role(reader, run)
+    if role == OWN:
+        if run.status != Run.DONE or not may_see_per_item(run, reader, phases):
+            return None
+        return visible_scope(run, reader, phases)
+    if role == PUBLIC and public_per_item_allowed(run, phases):
+        return Score.FULL
+    return None
 
 
 def log_access(request: HttpRequest, task: Task, what: str) -> None:
