@@ -27,6 +27,7 @@ from scoring import exports
 from scoring.kinds import MeasureSpec, grouped
 from tasks import access
 from tasks.api import details_payload, run_data
+from tasks.late import late_sentence, uploader_sentence
 from tasks.models import Run, Score
 from tasks.runfiles import download_name
 from tasks.runlinks import RunLinksForm
@@ -63,8 +64,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "settings": {"shared": run.task.kind_impl.describe_settings(run_settings), "differ": [],
                      "versions": run.task.kind_impl.describe_versions(run_settings)},
         "standing": _standing_rows(standing),
-        "comparable": comparable_runs(run, reader if own else access.reader_of(request.user, run.task, phases),
-                                      score.scope) if score is not None else [],
+        "comparable": comparable_runs(run, reader if own else reader.real, score.scope) if score is not None else [],
         "finished": run.status not in Run.UNFINISHED,
         "queue_ahead": _queue_ahead(run),
         "statistics_wait": _statistics_wait(run, standing),
@@ -72,6 +72,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "identical": identical_runs(run) if own else [],
         "links_form": RunLinksForm(instance=run) if member else None,
         "public_page": own and access.run_is_public(run, phases),
+        "late_note": late_sentence(run), "uploader_note": uploader_sentence(run) if own else "",
         # The gold moved under the run after it was submitted: its scores are on the new version.
         "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
 
@@ -378,7 +379,7 @@ def run_compare(request: HttpRequest, run_id: int) -> HttpResponse:
     phases = page_reader.phases
     # The run page's reader of a public run reads as anybody; the chooser and the second run are
     # read as the user is (a team's own runs beside another team's public run).
-    reader = page_reader if page_reader.role == access.OWN else access.reader_of(request.user, run.task, phases)
+    reader = page_reader if page_reader.role == access.OWN else page_reader.real
     first = access.readable_per_item(run, page_reader, page_reader.role, phases)
     context: dict[str, Any] = {"run": run, "comparable": comparable_runs(run, reader, first and first.scope)}
     other_id = request.GET.get("with", "")

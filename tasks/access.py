@@ -40,6 +40,9 @@ class Reader:
     team_ids: frozenset[int]
     phases: list[Phase]
     role: str = ""
+    # A PUBLIC page's reader reads as anybody; ``real`` keeps who they are, resolved once, for what
+    # the page offers beside the run (a comparison with their own team's runs).
+    real: Reader | None = None
 
 
 def reader_of(user: Any, task: Task, phases: list[Phase] | None = None, role: str = "") -> Reader:
@@ -95,7 +98,7 @@ def accepting_runs_on(phases: list[Phase], gold_version_id: int | None, now: dat
     """The phases that accept runs now and are scored against this gold version."""
     now = now or timezone.now()
     return [phase for phase in phases if phase.takes_runs and gold_version_id is not None
-            and phase.gold_version_id == gold_version_id and phase.is_open(now)]
+            and phase.gold_version_id == gold_version_id and phase.starts_at <= now < phase.closes_at]
 
 
 def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None = None) -> bool:
@@ -104,8 +107,9 @@ def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None =
     end was moved later) would answer every new run with its whole-test-set and per-item scores,
     so it waits until submissions on that gold have closed."""
     now = now or timezone.now()
-    if phase.takes_runs and phase.ends_at > now:
-        return False  # a test phase's results are its runs' once it has ended: not before it opens either
+    if phase.takes_runs and phase.closes_at > now:
+        # A test phase's results are its runs' once it has ended (a team's extension included: tasks.late).
+        return False
     return phase.published_at(now) and not accepting_runs_on(phases, phase.gold_version_id, now)
 
 
@@ -124,7 +128,7 @@ def gold_is_secret(phases: list[Phase], gold_version_id: int, now: datetime | No
     loaded before its phase is made; a version a phase has moved away from)."""
     now = now or timezone.now()
     on = [phase for phase in phases if phase.gold_version_id == gold_version_id]
-    return not on or not all(phase.ends_at <= now and publication_counts(phases, phase, now) for phase in on)
+    return not on or not all(phase.closes_at <= now and publication_counts(phases, phase, now) for phase in on)
 
 
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
@@ -226,7 +230,7 @@ def read_run_page(user: Any, run_id: int) -> tuple[Run, Reader]:
     if is_member(reader, run) or reader.organiser:
         return run, replace(reader, role=OWN)
     if run_is_public(run, reader.phases):
-        return run, Reader(AnonymousUser(), run.task_id, False, frozenset(), reader.phases, PUBLIC)
+        return run, Reader(AnonymousUser(), run.task_id, False, frozenset(), reader.phases, PUBLIC, real=reader)
     raise Http404("no such run")
 
 
@@ -310,7 +314,7 @@ def may_see_references(run: Run, user: Any, phases: list[Phase] | None = None) -
         return True
     if run.phase is None or not may_see_per_item(run, user, phases):
         return False
-    return run.phase.ends_at <= timezone.now()
+    return run.phase.closes_at <= timezone.now()  # a team's extension keeps the references back too
 
 
 def references_rule(run: Run, user: Any, role: str, phases: list[Phase] | None = None) -> tuple[bool, str]:
@@ -323,8 +327,8 @@ def references_rule(run: Run, user: Any, role: str, phases: list[Phase] | None =
     if phase is None:
         return False, ("the references it was scored against stay with the task's organisers: this run belongs "
                        "to no phase")
-    ends = f"the {phase.name} phase ends, at {phase.ends_at:%Y-%m-%d %H:%M} UTC"
-    ended = phase.ends_at <= timezone.now()
+    ends = f"the {phase.name} phase ends, at {phase.closes_at:%Y-%m-%d %H:%M} UTC"
+    ended = phase.closes_at <= timezone.now()
     if role != OWN:
         who = ("the run's team and the task's organisers" if ended
                else f"the task's organisers and, once {ends}, to the run's team")

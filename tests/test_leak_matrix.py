@@ -89,6 +89,8 @@ URL_KINDS: dict[str, str] = {
     "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
     # Issue 29: a response task's BERTScore encoder (its organisers upload a model).
     "organiser-encoder": ORGANISER_API,
+    # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
+    "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
