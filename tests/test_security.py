@@ -66,8 +66,9 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                                BARE_STAFF: 302}),
     "account": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
                         BARE_STAFF: 200}),
-    "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
-                            BARE_STAFF: 404}),
+    # The comparison's chooser of a public run opens for everyone, as the run's page (main's "compare: any two
+    # runs whose per-item scores the reader may see"); what it offers is tests/test_compare_runs.py's matrix.
+    "run-compare": ("GET", dict.fromkeys(ROLES, 200)),
     "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403,
                                 BARE_STAFF: 404}),
     "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
@@ -144,6 +145,12 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     # No run named: the organisers are sent back to the dashboard with the reason; nothing withdrawn.
     "organiser-withdraw": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
                                     BARE_STAFF: 404}),
+    # Late runs (tasks/organiser_late.py): an empty form sends the organisers back to the dashboard with the
+    # reason; the form to upload on a team's behalf is theirs alone.
+    "organiser-extensions": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                      BARE_STAFF: 404}),
+    "organiser-upload-for-team": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200,
+                                          "staff": 200, BARE_STAFF: 404}),
     "notices-preferences": ("POST", dict.fromkeys(ROLES, 302)),
     # A public task's announcements are public (tests/test_announcements.py walks a hidden task's feed).
     "announcements-feed": ("GET", dict.fromkeys(ROLES, 200)),
