@@ -420,7 +420,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
             "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms", "announcements-feed",
-            "organiser-announce", "organiser-message", "organiser-withdraw"):
+            "organiser-announce", "organiser-message", "organiser-withdraw", "organiser-extensions"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 
