@@ -63,7 +63,7 @@ from scoring.kinds.response.config import (
 )
 from scoring.kinds.response.encoder import EncoderUnavailable
 from scoring.kinds.response.formats import check_nugget_work, load_response_gold, load_response_run
-from scoring.kinds.response.languages import language_support
+from scoring.kinds.response.languages import language_support, vectors_words
 from scoring.kinds.response.languages import presets as language_presets
 from scoring.kinds.response.measures import RESPONSE_MEASURES
 from scoring.kinds.response.nlp import NlpUnavailable, load_pipeline
@@ -281,8 +281,9 @@ class ResponseKind(Kind):
                     **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
                     headline="mean", description=f"{LANGUAGES[config.language]['name']}; POS words: "
                                                  f"{', '.join(config.tags)}; spaCy pipeline {config.pipeline}; "
-                                                 f"vectors: {config.vectors_name or config.vectors}; range "
-                                                 "-(e + 1) to e + 1"))
+                                                 "vectors: " + vectors_words(config.pipeline, config.vectors,
+                                                                             config.vectors_name)
+                                                 + "; range -(e + 1) to e + 1"))
         # Without a gold: every measure a version of the task may have (a task's columns); with
         # one: vBLEU only when the gold holds references vBLEU added.
         if gold is None or gold.has_extended:

@@ -62,6 +62,30 @@ def name(code: str) -> str:
     return LANGUAGES[code]["name"]
 
 
+def vectors_words(pipeline: str, vectors: str, vectors_name: str) -> str:
+    """A task's POSSCORE word vectors in a reader's words."""
+    if vectors != "pipeline":
+        return f"the uploaded table {vectors_name or vectors[:12]}"
+    if pipeline == ZH_JIEBA:
+        return "multilingual-e5-small's input embeddings, averaged over each word's pieces"
+    return "the pipeline's"
+
+
+# A reply of two nuggets (an apology, a recommendation) for the run format's example entry.
+EXAMPLE_REPLIES: dict[str, tuple[str, str]] = {
+    "en": ("Sorry to hear that.", "Have you tried restarting it?"),
+    "zh": ("很抱歉给您带来不便。", "请先重启一下路由器试试。"),
+    "ja": ("ご不便をおかけして申し訳ございません。", "ルーターを再起動してみてください。"),
+}
+
+
+def example_reply(code: str) -> tuple[str, str, str]:
+    """The example's response and its two nuggets in the language (English for a language without
+    one here); Chinese and Japanese put sentences together without a space."""
+    first, second = EXAMPLE_REPLIES.get(code, EXAMPLE_REPLIES["en"])
+    return (first + second if code in ("zh", "ja") else f"{first} {second}"), first, second
+
+
 def default_measures(code: str) -> tuple[str, ...]:
     return DEFAULT_MEASURES.get(code, OTHER_MEASURES)
 
@@ -75,13 +99,14 @@ def script_class(code: str) -> str | None:
     return "en" if OTHER[code][2] else None
 
 
-def posscore_refusal(code: str, pipeline: str) -> str | None:
-    """Why POSSCORE cannot be computed in the language with this pipeline, or None."""
+def posscore_refusal(code: str, pipeline: str, label: str | None = None) -> str | None:
+    """Why POSSCORE cannot be computed in the language with this pipeline, or None (``label``: how
+    to name the language, default its name)."""
     if code in MAIN or pipeline != SENTENCES_ONLY:
         return None
-    return (f"POSSCORE needs a part-of-speech tagger and word vectors of {name(code)}, and none ships with the server "
-            "(no such package on the registry): leave it out, or name an installed spaCy pipeline of the language in "
-            "\"pipeline\"")
+    return (f"POSSCORE needs a part-of-speech tagger and word vectors of {label or name(code)}, and none ships "
+            "with the server (no such package on the registry): leave it out, or name an installed spaCy "
+            "pipeline of the language in \"pipeline\"")
 
 
 TOKENIZER_WORDS = {"13a": "sacrebleu's 13a tokens (words and punctuation)",
@@ -91,8 +116,9 @@ TOKENIZER_WORDS = {"13a": "sacrebleu's 13a tokens (words and punctuation)",
                    "intl": "sacrebleu's intl tokens (words and punctuation by Unicode classes)"}
 
 
-def measure_support(code: str) -> list[dict[str, Any]]:
-    """Per measure, for a task of the language: ``{"measure", "valid", "why"}`` in a reader's words."""
+def measure_support(code: str, label: str | None = None) -> list[dict[str, Any]]:
+    """Per measure, for a task of the language: ``{"measure", "valid", "why"}`` in a reader's words
+    (``label``: how to name the language, default its name)."""
     spec = LANGUAGES[code]
     tokens = TOKENIZER_WORDS[spec["tokenizer"]]
     rows = [{"measure": "BLEU and deltaBLEU", "valid": True, "why": tokens}]
@@ -106,7 +132,7 @@ def measure_support(code: str) -> list[dict[str, Any]]:
     else:
         why = None
     rows.append({"measure": "POSSCORE", "valid": why is not None,
-                 "why": why or posscore_refusal(code, SENTENCES_ONLY)})
+                 "why": why or posscore_refusal(code, SENTENCES_ONLY, label)})
     rows.append({"measure": "BERTScore (and vBERTScore)", "valid": True,
                  "why": "multilingual-e5-small's token vectors (about 100 languages)"
                         + ("; on by default" if "bertscore" in default_measures(code) else
@@ -138,5 +164,5 @@ def language_support() -> list[dict[str, Any]]:
     for tokenizer in ("char", "intl"):
         codes = sorted((code for code, spec in OTHER.items() if spec[1] == tokenizer), key=lambda code: OTHER[code][0])
         groups.append({"languages": ", ".join(f"{name(code)} ({code})" for code in codes),
-                       "measures": measure_support(codes[0])})
+                       "measures": measure_support(codes[0], "the language")})
     return groups

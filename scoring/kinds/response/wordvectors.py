@@ -64,7 +64,7 @@ class EncoderWordVectors:
         self.encoder = encoder
         self.strings = strings
         self.attribute = "LOWER" if lowercase else "ORTH"
-        self.name = f"{encoder.name} input embeddings (4-bit), {METHOD}"
+        self.name = f"{encoder.name} (4-bit weights): {METHOD}"
         self._metaspace = encoder.tokenizer.lookup.get(META, -1)
         self._unknown = encoder.tokenizer.unk
         self._cache: OrderedDict[int, np.ndarray | None] = OrderedDict()

@@ -246,3 +246,33 @@ def test_posscore_in_a_language_without_a_tagger_is_refused_with_why():
 
     with pytest.raises(ConfigInvalid, match="POSSCORE needs a part-of-speech tagger and word vectors of Thai"):
         KIND.config({"language": "th", "measures": ["bleu", "posscore"]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gold_seed", "run_seed", "prefix"), [(14, 14, "dev-"), (15, 21, "test-")])
+def test_the_chinese_demo_runs_are_graded_on_every_measure(gold_seed, run_seed, prefix):
+    """The demo's two golds and runs as ``manage.py demo`` makes them (30 contexts, seed 14):
+    strong above medium above weak on BLEU, deltaBLEU, POSSCORE and BERTScore."""
+    config = KIND.preset("response-zh")
+    gold = response_demo_zh.generate_gold(30, seed=gold_seed, prefix=prefix)
+    compiled = KIND.compile_gold(gold, config)
+    runs = response_demo_zh.generate_runs(gold, seed=run_seed)
+    scores = {name: KIND.score(KIND.parse_run(run, compiled, config), compiled, config).headlines
+              for name, run in runs.items()}
+    for measure in config.measures:
+        assert scores["strong"][measure] > scores["medium"][measure] > scores["weak"][measure], measure
+
+
+@pytest.mark.django_db
+def test_the_measures_page_says_per_language_which_measures_are_valid_and_why(client):
+    page = client.get("/measures/").content.decode()
+    section = page[page.index("Which measures are valid in which language"):]
+    chinese = section[section.index("<dt>Chinese (zh)</dt>"):section.index("<dt>Japanese (ja)</dt>")]
+    assert "<strong>POSSCORE: valid</strong> — jieba" in chinese and "multilingual-e5-small" in chinese
+    assert "<strong>BERTScore (and vBERTScore): valid</strong>" in chinese and "on by default" in chinese
+    thai = section[section.index("Thai (th)"):]
+    assert ("<strong>POSSCORE: refused</strong> — POSSCORE needs a part-of-speech tagger and word vectors of "
+            "the language") in thai
+    assert "char tokens" in thai.split("</dd>")[0]
+    german = section[section.index("German (de)"):].split("</dd>")[0]
+    assert "intl tokens" in german and "<strong>POSSCORE: refused</strong>" in german
