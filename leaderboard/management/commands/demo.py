@@ -90,6 +90,14 @@ METRIC_WORDS = {"close": "the human judgement plus a little noise",
 SYSTEM_WORDS = {"strong": "the expected content in varied wordings, split into nuggets with their acts",
                 "medium": "the first expected point only, then a vague closing",
                 "weak": "a reply meant for another conversation, without nuggets"}
+# The Chinese and Japanese demos' runs bring no nuggets: their own words (issue 42).
+CJK_SYSTEM_WORDS = {"zh": {"strong": "a good reply in other words than the references",
+                           "medium": "a good reply on two contexts in three, small talk elsewhere",
+                           "weak": "everyday small talk that answers none of the messages"},
+                    "ja": {"strong": "a good reply in other words than the references",
+                           "medium": "a good reply on two contexts in three, a reply meant for another "
+                                     "conversation elsewhere",
+                           "weak": "a reply meant for another conversation"}}
 
 
 def response_demo_task(size: int, seed: int) -> Demo:
@@ -117,7 +125,7 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
         made = response_demo_ja.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}', {SYSTEM_WORDS[name]}.") for name, team in teams.items()]
+                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['ja'][name]}.") for name, team in teams.items()]
 
     return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
                 f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
@@ -136,7 +144,7 @@ def response_zh_demo_task(size: int, seed: int) -> Demo:
         made = response_demo_zh.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}', {SYSTEM_WORDS[name]}.") for name, team in teams.items()]
+                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['zh'][name]}.") for name, team in teams.items()]
 
     return Demo("response-zh-demo", "response", "Chinese response generation demo (synthetic data)",
                 f"Participants return one response per Chinese customer-helpdesk message, scored with BLEU and "
