@@ -40,6 +40,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--languages", default="zh,en", help="which of zh, en to measure (one process each may "
+                                                              "run them side by side)")
     args = parser.parse_args()
 
     from fixtures import response_demo_zh as demo
@@ -49,8 +51,11 @@ def main() -> int:
     print(f"{args.items:,} items, 3 references each; load average at start {os.getloadavg()[0]:.1f}\n")
     print("| language | measures | compile gold (s, CPU s) | first run (s, CPU s) | warm run (s, CPU s) "
           "| warm items/s | warm items per CPU-s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|", flush=True)
+    chosen = args.languages.split(",")
     for language, preset in (("zh", "response-zh"), ("en", "response-bertscore")):
+        if language not in chosen:
+            continue
         scenarios = demo.SCENARIOS if language == "zh" else demo.SCENARIOS_EN
         gold = demo.generate_gold(args.items, seed=args.seed, scenarios=scenarios)
         runs = demo.generate_runs(gold, seed=args.seed)
@@ -64,18 +69,20 @@ def main() -> int:
         started, cpu = time.perf_counter(), time.process_time()
         compiled = kind.compile_gold(gold, config)
         figures.append((time.perf_counter() - started, time.process_time() - cpu))
+        print(f"  ({language}: gold compiled: {figures[-1][0]:.1f} s, {figures[-1][1]:.1f} CPU s)", flush=True)
         headlines = {}
         for name in ("medium", "strong"):
             started, cpu = time.perf_counter(), time.process_time()
             scored = kind.score(kind.parse_run(runs[name], compiled, config), compiled, config)
             figures.append((time.perf_counter() - started, time.process_time() - cpu))
             headlines[name] = scored.headlines
+            print(f"  ({language}: {name} run scored: {figures[-1][0]:.1f} s, {figures[-1][1]:.1f} CPU s)", flush=True)
         warm, warm_cpu = figures[-1]
         cells = " | ".join(f"{wall:.1f} ({cpu_s:.1f})" for wall, cpu_s in figures)
         print(f"| {language} | {', '.join(config.measures)} | {cells} | {args.items / warm:,.0f} | "
               f"{args.items / warm_cpu:,.0f} |")
         print("|   | strong: " + ", ".join(f"{key} {value:.3f}" for key, value in headlines["strong"].items())
-              + " | | | | | |")
+              + " | | | | | |", flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
