@@ -234,13 +234,17 @@ def format_table(report: Mapping) -> str:
         lines.append(f"{name:<16} {row['level']:<9} {_figure(row['alpha']):>7}  {shown:<17} {row['n_items']:>7} "
                      f"{row['n_judgements']:>10}")
     lines += [f"Krippendorff's alpha: 1 is perfect agreement, 0 what chance gives; interval: percentile bootstrap "
-              f"over items, {boot['resamples']} resamples, seed {boot['seed']}.", ""]
+              f"over items, {boot['resamples']} resamples, seed {boot['seed']}."]
+    if "nugget" in report["dimensions"]:
+        lines.append("nugget: the items are turns, each labelled by every assessor of its dialogue.")
+    lines.append("")
     names = list(report["dimensions"])
+    widths = {name: max(12, len(name) + 6) for name in names}
     lines.append(f"{'assessor':<16} {'judged':>6} {'median s':>8}  {'check acc':>9}  "
-                 + "  ".join(f"{'agree ' + name:>14} {'same ' + name:>12}" for name in names))
+                 + "  ".join(f"{'agree ' + name:>{widths[name]}} {'same ' + name:>{widths[name]}}" for name in names))
     for assessor, row in report["assessors"].items():
-        cells = "  ".join(f"{_figure(row['agreement'][name]['value']):>14} "
-                          f"{_figure(row['straight_lining'].get(name)):>12}" for name in names)
+        cells = "  ".join(f"{_figure(row['agreement'][name]['value']):>{widths[name]}} "
+                          f"{_figure(row['straight_lining'].get(name)):>{widths[name]}}" for name in names)
         lines.append(f"{assessor:<16} {row['n_judgements']:>6} {_figure(row['median_seconds'], 1):>8}  "
                      f"{_figure(row['check_accuracy']):>9}  {cells}")
     lines.append("agree: Spearman with the mean of the other assessors (scales) or share agreeing with their "
