@@ -25,6 +25,7 @@ raised with all of them: nothing is returned from a file with an error.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +35,9 @@ from scoring.kinds.stc3.config import STC3, TaskConfig
 from scoring.validation import Problems, ValidationFailed, canonical_id, quoted
 
 KINDS: tuple[str, ...] = ("stc3", "response", "metric")
+# The metrics track's rule for a dimension's name (a part of measure keys, URLs and CSV headers), so
+# that every scheme defined here gives a gold the metric kind reads.
+DIMENSION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
 MAX_DIMENSIONS = 50
 MAX_SCALE_POINTS = 101
 
@@ -160,8 +164,9 @@ def load_dimensions(data: object) -> tuple[Dimension, ...]:
             continue
         name, scale, level = entry.get("name"), entry.get("scale"), entry.get("level", "ordinal")
         ok = True
-        if not isinstance(name, str) or not name.strip() or len(name) > 100:
-            problems.add(f"{path}.name", "must be a non-empty string of at most 100 characters")
+        if not isinstance(name, str) or not DIMENSION_NAME.match(name):
+            problems.add(f"{path}.name", f"{quoted(name)}: must start with a letter and hold only letters, digits, _ "
+                                         "and -, at most 24 characters (it becomes part of measure keys and URLs)")
             ok = False
         elif name in names:
             problems.add(f"{path}.name", f"{quoted(name)} is already a dimension")

@@ -109,7 +109,7 @@ def test_judgements_to_gold_references_and_metric(tmp_path: Path) -> None:
     # p: 5, 1, 2, 3 (mean 2.75, sd sqrt(2.1875)); q: 3, 1, 4 (mean 8/3, sd sqrt(14/9)).
     z_p1, z_q1 = (5 - 2.75) / 2.1875 ** 0.5, (3 - 8 / 3) / (14 / 9) ** 0.5
     assert built[0]["responses"][0]["human"] == pytest.approx((z_p1 + z_q1) / 2, abs=1e-12)
-    assert built[0]["responses"][0]["judgements"] == {"appropriateness": [5, 3]}
+    assert built[0]["responses"][0]["judgements"] == {"human": [5, 3]}
 
 
 def test_bad_input_names_every_problem_and_writes_nothing(stc3_files: dict[str, Path], tmp_path: Path) -> None:

@@ -144,14 +144,16 @@ def test_dimensions_file() -> None:
                          {"name": "b", "scale": ["x", "y"], "level": "interval"},
                          {"name": "c", "scale": [1], "level": "ratio"},
                          {"name": "d", "scale": [1, 1.0]}, {"name": "e", "scale": [1, 2], "meanings": ["one"]},
-                         {"name": "f", "scale": [1, None]}, 3])
+                         {"name": "f", "scale": [1, None]}, 3, {"name": "two words", "scale": [1, 2]}])
     assert caught.value.errors == [
         "[0].scale: must list its numbers from lowest to highest", '[1].name: "a" is already a dimension',
         "[2].scale: the interval level needs numbers", '[3].level: must be one of nominal, ordinal, interval, '
         'not "ratio"', "[3].scale: must be a list of 2 to 101 points, lowest first", "[4].scale: lists a point twice",
         "[5].meanings: must be a list of texts, one per point of the scale",
         "[6].scale[1]: must be a finite number or a non-empty label, not None",
-        "[7]: must be an object with \"name\" and \"scale\", not 3"]
+        "[7]: must be an object with \"name\" and \"scale\", not 3",
+        '[8].name: "two words": must start with a letter and hold only letters, digits, _ and -, at most 24 '
+        'characters (it becomes part of measure keys and URLs)']
     with pytest.raises(ValidationFailed, match="must be a non-empty JSON list"):
         load_dimensions({})
     found = load_judgements([{"item": "r", "assessor": "a", "values": {"relevance": 2, "verdict": "ok"}}],
