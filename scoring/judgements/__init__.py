@@ -20,8 +20,11 @@ API contract (what to call with what)
         Percentile bootstrap over units (the server's resampling stream,
         ``scoring.stats.bootstrap.resample_counts``); say R and the seed beside it. None when
         alpha is undefined.
-    Cost: alpha of 1,672 dialogues x 19 annotators in ~20 ms; its interval with R = 1,000 in
-    ~0.1 s; nugget labels of ~13,000 turns with R = 1,000 in ~0.5 s.
+    ``alpha_with_interval(...same arguments...) -> (alpha | None, interval | None)``: both, the
+        units read once (what the report uses).
+    Cost (CPU, benchmarks/judgements_speed.py): alpha of 1,672 dialogues x 19 annotators ~10 ms,
+    its interval with R = 1,000 ~60 ms; nugget labels of 6,917 turns x 19 ~60 ms and ~0.3 s; the
+    whole agreement report of that round ~0.9 s (cache it per campaign state, not per page view).
 
 ``scoring.judgements.formats`` (every ``load_*`` raises ``scoring.validation.ValidationFailed``
 whose ``errors`` list every problem as ``"<json path>: <problem>"``; nothing is returned then)

@@ -389,6 +389,7 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
     entries = _entries(data, "judgements file", problems)
     judgements: list[Judgement] = []
     first_seen: dict[tuple[str, str], int] = {}
+    turns_seen: dict[str, tuple[int, int]] = {}
     has_quality = kind == "stc3" and any(entry.get("quality") is not None for _, entry in entries)
     has_nugget = kind == "stc3" and any(entry.get("nugget") is not None for _, entry in entries)
     if kind == "stc3" and entries and not (has_quality or has_nugget):
@@ -414,6 +415,13 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
                     nugget = _nugget(entry["nugget"], f"{path}.nugget", senders, config, problems)
                     if nugget is None:
                         values = None
+                    elif senders is None and item is not None:
+                        # Without the dialogues, the judgements of one dialogue must at least agree on its turns.
+                        length, where = turns_seen.setdefault(item, (len(nugget), position))
+                        if length != len(nugget):
+                            problems.add(f"{path}.nugget", f"has {len(nugget)} label(s) where [{where}].nugget, of the "
+                                         f"same dialogue, has {length}: one label per turn")
+                            values = None
         else:
             values = _values(entry.get("values"), f"{path}.values", dims, problems) if "values" in entry else None
             if "values" not in entry:

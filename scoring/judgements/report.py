@@ -17,7 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from scoring.judgements.alpha import LEVELS, alpha_interval, krippendorff_alpha
+from scoring.judgements.alpha import LEVELS, alpha_with_interval
 from scoring.judgements.formats import Dimension, JudgementSet, _on_scale
 from scoring.validation import Problems, ValidationFailed, canonical_id, quoted
 
@@ -79,8 +79,7 @@ def _units(judgements: JudgementSet, checks: Mapping[str, object]) -> dict[str, 
 def _dimension_alpha(by_unit: Mapping[object, list], level: str, order: Sequence | None, resamples: int,
                      seed: int) -> dict:
     values = [[value for _, value in pairs] for pairs in by_unit.values()]
-    alpha = krippendorff_alpha(values, level, order)
-    interval = alpha_interval(values, level, resamples=resamples, seed=seed, order=order) if alpha is not None else None
+    alpha, interval = alpha_with_interval(values, level, resamples=resamples, seed=seed, order=order)
     out = {"alpha": alpha, "level": level, "interval": list(interval) if interval else None,
            "n_items": len(values), "n_pairable_items": sum(len(v) >= 2 for v in values),
            "n_judgements": sum(len(v) for v in values)}
@@ -173,7 +172,10 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
         dimensions[NUGGET]["unit"] = "turn"
     names = judgements.assessors()
     tables = {name: _Table(units.get(name, {}), names, dims.get(name)) for name in levels}
-    assessors = {assessor: _assessor(a, assessor, judgements, tables, levels, checks)
+    by_assessor: dict[str, list] = defaultdict(list)
+    for judgement in judgements.judgements:
+        by_assessor[judgement.assessor].append(judgement)
+    assessors = {assessor: _assessor(a, by_assessor[assessor], tables, levels, checks)
                  for a, assessor in enumerate(names)}
     items = {judgement.item for judgement in judgements.judgements}
     return {
@@ -189,9 +191,8 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
     }
 
 
-def _assessor(a: int, assessor: str, judgements: JudgementSet, tables: Mapping[str, _Table],
+def _assessor(a: int, mine: list, tables: Mapping[str, _Table],
               levels: Mapping[str, str], checks: Mapping[str, Mapping]) -> dict:
-    mine = [judgement for judgement in judgements.judgements if judgement.assessor == assessor]
     seconds = [judgement.seconds for judgement in mine if judgement.seconds is not None]
     straight: dict[str, float] = {}
     for name in levels:

@@ -92,6 +92,8 @@ def test_file_level_problems() -> None:
 def test_without_items_any_id_and_either_sides_labels_pass() -> None:
     found = load_judgements([good(item="anything", nugget=["HNUG", "CNUG"])], "stc3")
     assert found.judgements[0].nugget == ("HNUG", "CNUG")
+    assert errors([good(), good(assessor="b", nugget=["CNUG0", "HNUG"])]) == [
+        '[1].nugget: has 2 label(s) where [0].nugget, of the same dialogue, has 3: one label per turn']
     assert errors([good(nugget=["HNUG", "XNUG"])]) == [
         '[0].nugget[1]: unknown label "XNUG" (allowed: CNUG0, CNUG, CNUG*, CNaN, HNUG, HNUG*, HNaN)']
 
