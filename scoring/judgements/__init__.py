@@ -38,7 +38,9 @@ whose ``errors`` list every problem as ``"<json path>: <problem>"``; nothing is 
         responses), ``REFERENCE_RATING`` (1-5, deltaBLEU's), ``stc3_dimensions(config)`` (A, E, S).
     ``load_judgements(data, kind, items=None, dimensions=None, config=STC3) -> JudgementSet``:
         stc3 ``{"item", "assessor", "quality": {...}, "nugget": [...]}``; response and metric
-        ``{"item", "assessor", "values": {dimension: value}}``; optional ``"seconds"``.
+        ``{"item", "assessor", "values": {dimension: value}}``; optional ``"seconds"`` and
+        ``"check": true`` (``JudgementSet.check_items``; ``without_checks()`` drops them; the
+        report and the gold builders leave them out themselves).
         ``JudgementSet.judgements`` is a list of ``Judgement(item, assessor, values, nugget,
         seconds)``; a campaign builds one from its stored answers the same way (a list of dicts).
 

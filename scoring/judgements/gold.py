@@ -16,7 +16,7 @@ judgements specification, "From judgements to gold").
 
 Every built gold is validated by its kind's own gold reader before it is returned: what this
 module writes, the server accepts. Items with no judgement are left out (stc3, metric) and the
-provenance says the gold is incomplete.
+provenance says the gold is incomplete; check items (marked ``"check": true``) never go into a gold.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def stc3_gold(judgements: JudgementSet, dialogues: list) -> list[dict]:
     """The judged dialogues of ``dialogues`` (the items file, parsed) with their annotations."""
     if judgements.kind != "stc3":
         raise ValueError(f"stc3_gold needs stc3 judgements, not {judgements.kind}")
-    grouped = _by_item(judgements)
+    grouped = _by_item(judgements.without_checks())
     gold = []
     for dialogue in dialogues:
         item = canonical_id(dialogue.get("id"))
@@ -124,7 +124,7 @@ def reference_gold(judgements: JudgementSet, gold: list) -> list[dict]:
     if judgements.kind != "response":
         raise ValueError(f"reference_gold needs response (reference) judgements, not {judgements.kind}")
     ratings: dict[str, list[float]] = defaultdict(list)
-    for judgement in judgements.judgements:
+    for judgement in judgements.without_checks().judgements:
         ratings[judgement.item].append(float(judgement.values["rating"]))  # type: ignore[arg-type]
     built = copy.deepcopy(gold)
     problems = []
@@ -172,6 +172,7 @@ def metric_gold(judgements: JudgementSet, gold: list, aggregation: str = "mean")
     if labelled:
         raise ValidationFailed([f"dimension {quoted(name)} has labels, not numbers: a human score is a mean and "
                                 "needs a numeric scale" for name in labelled])
+    judgements = judgements.without_checks()
     grouped = _by_item(judgements)
     names = [dimension.name for dimension in judgements.dimensions]
     assessors = judgements.assessors()

@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -127,11 +126,6 @@ def read_inputs(options: argparse.Namespace) -> Inputs:
         raise Invalid(problems or [f"{options.judgements}: could not be read"])
     assert isinstance(judgements, JudgementSet)
     return Inputs(judgements, items_data, checks)
-
-
-def without(judgements: JudgementSet, items: set[str]) -> JudgementSet:
-    """The judgements of every item but ``items`` (check items kept out of a gold)."""
-    return replace(judgements, judgements=[j for j in judgements.judgements if j.item not in items])
 
 
 def run(build_parser: Callable[[], argparse.ArgumentParser], work: Callable[[argparse.Namespace], str],

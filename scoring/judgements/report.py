@@ -62,7 +62,7 @@ def load_checks(data: object, judgements: JudgementSet) -> dict[str, dict[str, H
     return out
 
 
-def _units(judgements: JudgementSet, checks: Mapping[str, object]) -> dict[str, dict[str, list]]:
+def _units(judgements: JudgementSet, checks: set[str]) -> dict[str, dict[str, list]]:
     """Per dimension (and ``nugget`` per turn), the values each unit received, by assessor."""
     units: dict[str, dict[object, list]] = defaultdict(lambda: defaultdict(list))
     for judgement in judgements.judgements:
@@ -149,17 +149,19 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
     ``level`` overrides the dimensions' own (A, E, S and Likert scales are ordinal by default;
     nugget labels are always nominal); interval needs numeric scales. ``resamples`` and ``seed``
     make the bootstrap intervals (said in ``bootstrap``). ``checks``: known answers of check items
-    (``load_checks``).
+    (``load_checks``); items marked ``"check": true`` are check items too (left out of alpha,
+    accuracy only where an answer is known).
     """
     if level is not None and level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
     checks = dict(checks or {})
+    excluded = set(checks) | judgements.check_items
     dims = {dimension.name: dimension for dimension in judgements.dimensions}
     if level == "interval":
         labelled = [name for name, dimension in dims.items() if not dimension.numeric]
         if labelled:
             raise ValueError(f"the interval level needs numbers, but {', '.join(labelled)} has labels")
-    units = _units(judgements, checks)
+    units = _units(judgements, excluded)
     dimensions: dict[str, dict] = {}
     levels: dict[str, str] = {}
     for name, dimension in dims.items():
@@ -181,8 +183,8 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
     return {
         "kind": judgements.kind,
         "n_judgements": len(judgements.judgements),
-        "n_items": len(items - set(checks)),
-        "n_check_items": len(items & set(checks)),
+        "n_items": len(items - excluded),
+        "n_check_items": len(items & excluded),
         "n_assessors": len(assessors),
         "bootstrap": {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE,
                       "method": "percentile bootstrap over items"},

@@ -161,3 +161,19 @@ def test_dimensions_file() -> None:
     found = load_judgements([{"item": "r", "assessor": "a", "values": {"relevance": 2, "verdict": "ok"}}],
                             "metric", dimensions=dims)
     assert found.judgements[0].values == {"relevance": 2, "verdict": "ok"}
+
+
+def test_check_items_marked_in_the_file() -> None:
+    rows = [{"item": "r1", "assessor": "a", "values": {"appropriateness": 1}, "check": True},
+            {"item": "r1", "assessor": "b", "values": {"appropriateness": 2}, "check": True},
+            {"item": "r2", "assessor": "a", "values": {"appropriateness": 5}, "check": False},
+            {"item": "r3", "assessor": "a", "values": {"appropriateness": 5}}]
+    found = load_judgements(rows, "metric")
+    assert found.check_items == {"r1"}
+    assert [j.item for j in found.without_checks().judgements] == ["r2", "r3"]
+    assert [j.item for j in found.without_checks({"r3"}).judgements] == ["r2"]
+    rows += [{"item": "r2", "assessor": "b", "values": {"appropriateness": 4}, "check": True},
+             {"item": "r4", "assessor": "b", "values": {"appropriateness": 4}, "check": "yes"}]
+    assert errors(rows, "metric") == [
+        '[4].check: item "r2" is not a check item at [2]: every judgement of an item says the same',
+        '[5].check: must be true (a check item) or false, not "yes"']

@@ -188,3 +188,11 @@ def test_metric_gold_refuses_labels_for_a_mean() -> None:
     judgements = load_judgements(rows, "metric", load_items(METRIC_ITEMS, "metric"), dims)
     with pytest.raises(ValidationFailed, match="dimension \"verdict\" has labels, not numbers"):
         metric_gold(judgements, METRIC_ITEMS)
+
+
+def test_check_items_never_go_into_a_gold() -> None:
+    rows = _metric_judgements()
+    rows = [dict(row, check=True) if row["item"] == "r2" else row for row in rows]
+    judgements = load_judgements(rows, "metric", load_items(METRIC_ITEMS, "metric"))
+    gold, left_out = metric_gold(judgements, METRIC_ITEMS)
+    assert [r["id"] for c in gold for r in c["responses"]] == ["r1", "r3", "r4", "r5"] and left_out == ["r2"]
