@@ -44,6 +44,12 @@ whose ``errors`` list every problem as ``"<json path>: <problem>"``; nothing is 
         ``JudgementSet.judgements`` is a list of ``Judgement(item, assessor, values, nugget,
         seconds)``; a campaign builds one from its stored answers the same way (a list of dicts).
 
+``scoring.judgements.tables``
+    ``records_from_csv(data: bytes, kind, dimensions=None, config=STC3) -> list[dict]``: a CSV
+        table (columns item, assessor, seconds, check, the dimensions, stc3 ``nugget``
+        space-separated) as records for ``load_judgements``; ``csv_lines(errors, data)`` says its
+        problems by line. A campaign's CSV import can use both.
+
 ``scoring.judgements.report``
     ``agreement_report(judgements, level=None, resamples=1000, seed=0, checks=None) -> dict``
         (JSON-ready, no NaN): ``{"dimensions": {name: {"alpha", "level", "interval", "n_items",
