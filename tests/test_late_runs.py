@@ -164,6 +164,8 @@ def test_the_late_mark_is_on_boards_exports_and_public_pages(late_world) -> None
     assert {row["run_id"]: row["late"] for row in rows} == {
         str(run.pk): "1" if run.pk == late_run.pk else "0"
         for run in Run.objects.filter(status=Run.DONE, gold_version=world.gold_version)}
+    runs = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=test").json()["runs"]
+    assert {run["id"]: run["late"] for run in runs if run["late"]} == {late_run.pk: True}
     results = signed_in(world.organiser).get(f"/organiser/{world.task.slug}/results.json").json()["results"]
     assert {row["run_id"]: row["late"] for row in results if row["run_id"] == late_run.pk} == {late_run.pk: True}
     public = html.unescape(Client().get(f"/runs/{late_run.pk}/").content.decode())
