@@ -80,8 +80,8 @@ def test_a_published_phase_is_not_reopened_and_the_refusal_says_to_withdraw_the_
             "total_quota": "200", "live_subset_seed": "0"}
     page = html.unescape(organiser.post(f"/organiser/{world.task.slug}/phase/?phase=test", form).content.decode())
     assert ("results_published: The test phase has ended and its results are published: it cannot be reopened "
-            "while they are. Withdraw the publication first (the dashboard's Withdraw button), then move its end. "
-            "A reopened phase takes runs from every team; to let one team submit late, give that team an "
+            "while they are. Withdraw the publication first (the dashboard's Withdraw publication button), then "
+            "move its end. A reopened phase takes runs from every team; to let one team submit late, give that team an "
             "extension instead.") in page
     assert Phase.objects.get(pk=test.pk).ends_at < timezone.now()
     # Withdrawn, the phase reopens, for every team.
