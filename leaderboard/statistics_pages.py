@@ -139,6 +139,10 @@ def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] 
         # At most CURVES_PER_CHART curves a chart, each in its own colour and dash.
         table["charts"] = [asl_chart(curves[start:start + CURVES_PER_CHART])
                            for start in range(0, len(curves), CURVES_PER_CHART)]
+        # A kind's table may be a heat map (the metrics track's dimension x metric correlations).
+        heat = table.get("heat_map")
+        if heat:
+            table["heat"] = heat_map(heat["rows"], heat["columns"], heat["values"], what=heat["what"])
     return tables
 
 

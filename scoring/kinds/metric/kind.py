@@ -48,8 +48,10 @@ from scoring.kinds.metric.config import (
     MetricConfig,
     MetricRun,
 )
+from scoring.kinds.metric.dimcompare import compare_slices, human_table, slice_runs, slice_tables
 from scoring.kinds.metric.dimensions import DimensionData, Slice, make_slices
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
+from scoring.kinds.metric.humans import human_figures
 from scoring.kinds.metric.measures import sliced_specs
 from scoring.kinds.metric.sliced import score_metric
 from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape
@@ -188,13 +190,21 @@ class MetricKind(Kind):
     def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The statistics page's tables of ``compare()``: predictive power, the paired tests,
         concordance and discriminative power, each saying how it was computed."""
-        return comparison.compare_tables(data)
+        if "slices" in data:
+            return slice_tables(data)
+        return comparison.compare_tables(data) + ([human_table(data["humans"])] if data.get("humans") else [])
 
     def compare(self, runs: Mapping[str, MetricRun], gold: MetricGold, config: MetricConfig, *,
                 seed: int, resamples: int) -> dict[str, Any]:
         """Statistics between the metrics of one board (runs scoring every gold response): the
         structure is documented at :func:`scoring.kinds.metric.comparison.compare_metrics`."""
-        return comparison.compare_metrics(runs, gold, config, seed=seed, resamples=resamples)
+        slices = slices_of(config, gold)
+        if len(slices) > 1 or slices[0].prefix:
+            return compare_slices(runs, gold, config, slices, seed=seed, resamples=resamples)
+        scored_gold, one = slice_runs(runs, gold, slices[0])
+        data = comparison.compare_metrics(one, scored_gold, config, seed=seed, resamples=resamples)
+        humans = human_figures(gold.dims, slices, config.agreement_level) if gold.dims is not None else {}
+        return {**data, "humans": humans} if humans else data
 
     # Baselines and display -----------------------------------------------------------------
     def baselines(self, gold: MetricGold, config: MetricConfig) -> list[Baseline]:
