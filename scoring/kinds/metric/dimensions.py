@@ -43,6 +43,16 @@ LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2}$")
 # The longest measure name (system_pearson_disattenuated, 28) plus a dot fits a 64-character key.
 MAX_PREFIX = 64 - 29
 _OPTIONAL_FIELDS = ("judgements", "level", "language")
+# Titles speak the reader's language: the languages of the metric shared tasks by name, others by code.
+LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "es": "Spanish", "ja": "Japanese", "de": "German",
+                  "fr": "French", "ko": "Korean", "ar": "Arabic", "ru": "Russian", "pt": "Portuguese",
+                  "it": "Italian", "nl": "Dutch", "hi": "Hindi", "id": "Indonesian", "vi": "Vietnamese"}
+
+
+def language_name(code: str) -> str:
+    """``zh`` -> ``Chinese``; ``zh-Hant`` -> ``Chinese (zh-Hant)``; an unlisted code as it is."""
+    name = LANGUAGE_NAMES.get(code.split("-")[0].lower())
+    return code if name is None else name if "-" not in code else f"{name} ({code})"
 _LARGEST = sys.float_info.max
 
 
@@ -85,7 +95,7 @@ def make_slices(dimensions: list[tuple[str, str]], languages: list[str]) -> list
         for language in languages or [None]:
             parts = [name] + ([level] if name in both else []) + ([language] if len(languages) > 1 else [])
             words = [f"{level} level"] if several_levels else []
-            words += [language] if language is not None and len(languages) > 1 else []
+            words += [language_name(language)] if language is not None and len(languages) > 1 else []
             title = name + (f" ({', '.join(words)})" if words else "")
             found.append(Slice(name, level, language, ".".join(parts), title))
     if len(found) == 1:

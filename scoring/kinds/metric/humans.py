@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from scoring.kinds.metric.dimensions import DimensionData, Slice
+from scoring.kinds.metric.dimensions import DimensionData, Slice, language_name
 
 REFERENCE_MEASURES = ("kendall_tau_b", "spearman", "pearson")
 
@@ -82,3 +82,34 @@ def human_figures(dims: DimensionData, slices: list[Slice], level: str) -> dict[
             "dimension": chosen.dimension, "title": chosen.title, "alpha": agreement(matrix, level),
             "alpha_level": level, "n_items": int(rows.size), **leave_one_out(matrix)}
     return figures
+
+
+def describe_dimensions(description: dict[str, Any], config: Any, slices: list[Slice]) -> dict[str, Any]:
+    """The run format's description for a task of several dimensions: the ``scores`` object when
+    the task takes one score per dimension, and what the board ranks by."""
+    from scoring.kinds.metric.meta.registry import MEASURES
+
+    by_level: dict[str, list[str]] = {}
+    for name, level in config.dimensions:
+        by_level.setdefault(level, []).append(name)
+    judged = "; ".join(f"{level}-level items: {', '.join(names)}" for level, names in by_level.items())
+    measure = MEASURES[config.aggregate].label
+    notes = [f"The human judgements have several dimensions ({judged})"
+             + (f", in {', '.join(map(language_name, config.languages))}" if config.languages else "")
+             + f"; every figure is computed per dimension{', level' if len(by_level) > 1 else ''}"
+             + (" and language" if len(config.languages) > 1 else "") + f" ({len(slices)} in all).",
+             f"The board's default order is the task's aggregate: the mean over those {len(slices)} of the figure "
+             f"\"{measure}\"."]
+    if config.run_scores == "per-dimension":
+        first = next(iter(by_level.values()))
+        description = {**description,
+                       "summary": "A JSON list with one entry per item (a turn, or a whole dialogue for dialogue-level "
+                                  "items) of the test data: your metric's score on each of the item's dimensions, "
+                                  "higher meaning better. Every item is scored, once.",
+                       "fields": [description["fields"][0],
+                                  {"path": "[i].scores.<dimension>", "type": "number",
+                                   "meaning": "a finite number per dimension of the item's level, higher = better"}],
+                       "example": {"id": "<response id>", "scores": dict.fromkeys(first, 0.73)}}
+    else:
+        notes.append("One score per item is held against every dimension of its level.")
+    return {**description, "notes": notes + list(description["notes"][:1]) + list(description["notes"][2:])}

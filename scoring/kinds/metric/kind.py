@@ -51,7 +51,7 @@ from scoring.kinds.metric.config import (
 from scoring.kinds.metric.dimcompare import compare_slices, human_table, slice_runs, slice_tables
 from scoring.kinds.metric.dimensions import DimensionData, Slice, make_slices
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
-from scoring.kinds.metric.humans import human_figures
+from scoring.kinds.metric.humans import describe_dimensions, human_figures
 from scoring.kinds.metric.measures import sliced_specs
 from scoring.kinds.metric.sliced import score_metric
 from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape
@@ -287,8 +287,11 @@ class MetricKind(Kind):
             responses = []
             for response in context["responses"]:
                 item = {"id": response["id"]}
-                if response.get("text") is not None:
-                    item["text"] = response["text"]
+                # A participant's metric needs to know what an item is (a turn or a whole dialogue)
+                # and its language; never its judgements.
+                for key in ("text", "level", "language"):
+                    if response.get(key) is not None:
+                        item[key] = response[key]
                 responses.append(item)
             entry["responses"] = sorted(responses, key=lambda item: str(item["id"]))
             published.append(entry)
@@ -321,12 +324,16 @@ class MetricKind(Kind):
         response_id = canonical_id(response.get("id"))
         if response_id is None:
             return
-        for part in ("human", "property", "grades"):
+        for part in ("human", "property", "grades", "judgements"):
             value = response.get(part)
-            if isinstance(value, int | float | list) and not isinstance(value, bool):
+            if isinstance(value, int | float | list | dict) and not isinstance(value, bool):
                 yield response_id, canonical_record(part, response_id, value) or ""
 
     def format_description(self, config: MetricConfig) -> dict[str, Any]:
+        description = self._one_dimension_description(config)
+        return describe_dimensions(description, config, slices_of(config, None)) if config.dimensions else description
+
+    def _one_dimension_description(self, config: MetricConfig) -> dict[str, Any]:
         specs = self.measures(config)
         official = [spec.title for spec in specs if spec.official]
         tolerance = ("scores that are exactly equal" if config.tie_tolerance == 0
