@@ -207,9 +207,9 @@ class DimensionReader:
         # Per (dimension, level): annotators per item, from the first item that has judgements.
         self.annotators: dict[tuple[str, str], tuple[int, str]] = {}
 
-    def read(self, response: dict, path: str, problems: Problems) -> tuple[float | None, _Item | None]:
-        """The response's first dimension (the compiled gold's ``human``) and its fields, or
-        None where a problem was found (added with its path)."""
+    def read(self, response: dict, path: str, problems: Problems) -> tuple[float | None, _Item]:
+        """The response's first dimension (the compiled gold's ``human``; None after a problem,
+        added with its path) and its fields (for the context's checks even after a problem)."""
         start = len(problems.lines) + problems.dropped
         level = response.get("level", "turn")
         if level not in LEVELS:
@@ -225,9 +225,10 @@ class DimensionReader:
                                                  f"\"es\", got {quoted(language)}")
         values = self._values(response.get("human"), level, f"{path}.human", problems)
         judgements = self._judgements(response.get("judgements"), values, level, f"{path}.judgements", problems)
+        item = _Item(values or {}, level, language, judgements)
         if len(problems.lines) + problems.dropped > start or values is None:
-            return None, None
-        return next(iter(values.values())), _Item(values, level, language, judgements)
+            return None, item
+        return next(iter(values.values())), item
 
     def _values(self, human: object, level: str, path: str, problems: Problems) -> dict[str, float] | None:
         if not self.objects:
@@ -289,9 +290,9 @@ class DimensionReader:
                 found[name] = [math.nan if v is None else float(v) for v in given]
         return found
 
-    def check_context(self, items: list[_Item | None], path: str, problems: Problems) -> None:
+    def check_context(self, items: list[_Item], path: str, problems: Problems) -> None:
         """The responses of one context share their level and language."""
-        known = [item for item in items if item is not None]
+        known = [item for item in items if item is not None]  # None: not an object (reported already)
         if len({item.level for item in known}) > 1:
             problems.add(f"{path}.responses", "mixes turn-level and dialogue-level items: the items compared in one "
                                               "context must be of one level")
