@@ -96,10 +96,10 @@ def make_slices(dimensions: list[tuple[str, str]], languages: list[str]) -> list
             parts = [name] + ([level] if name in both else []) + ([language] if len(languages) > 1 else [])
             words = [f"{level} level"] if several_levels else []
             words += [language_name(language)] if language is not None and len(languages) > 1 else []
-            title = name + (f" ({', '.join(words)})" if words else "")
+            title = name.replace("_", " ") + (f" ({', '.join(words)})" if words else "")
             found.append(Slice(name, level, language, ".".join(parts), title))
     if len(found) == 1:
-        found[0] = dataclasses.replace(found[0], prefix="", title=found[0].dimension)
+        found[0] = dataclasses.replace(found[0], prefix="", title=found[0].dimension.replace("_", " "))
     return found
 
 

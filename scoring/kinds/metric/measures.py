@@ -141,8 +141,7 @@ def sliced_specs(slices: list[Slice], aggregate: str, gold: MetricGold | None = 
     names = sorted({sl.dimension for sl in slices})
     mean = MeasureSpec(
         key=aggregate_key(aggregate), name=aggregate_key(aggregate),
-        title=f"Mean {chosen.title[0].lower()}{chosen.title[1:]} over the {len(slices)} dimension slices "
-              "(the task's aggregate)",
+        title=f"Mean over the {len(slices)} dimension slices of the {chosen.title} (the task's aggregate)",
         short_title=f"Mean {chosen.short_title}", higher_is_better=True, value_range=chosen.value_range,
         citation=chosen.citation, official=True, group=chosen.group, group_title=chosen.group_title,
         headline="run",
@@ -156,7 +155,7 @@ def sliced_specs(slices: list[Slice], aggregate: str, gold: MetricGold | None = 
             for spec in base:
                 if spec.group == group:
                     specs.append(dataclasses.replace(
-                        spec, key=f"{sl.prefix}.{spec.key}", subgroup=sl.prefix, subgroup_title=sl.title,
+                        spec, key=f"{sl.prefix}.{spec.key}", subgroup=sl.title, subgroup_title=sl.title,
                         official=spec.key == aggregate, title=f"{spec.title}: {sl.title}"))
     # The aggregate's group first, so that its tab is the board's first.
     return sorted(specs, key=lambda spec: spec.group != chosen.group)

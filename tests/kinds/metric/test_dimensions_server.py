@@ -1,0 +1,94 @@
+"""A metrics task judged on several dimensions, levels and languages through the server (issue 39):
+the board's default order is the task's aggregate, its columns the dimensions as subgroups, the
+CSV and LaTeX exports carry the board's numbers, and the statistics page shows the dimension x
+metric heat map and the people's agreement."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import orjson
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from rest_framework.test import APIClient
+
+from fixtures import metric_dims_demo
+from scoring.kinds import get_kind
+from tests.conftest import committing
+
+
+@pytest.fixture
+def dims_task(db: Any, settings: Any) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from tasks.models import Team
+    from tasks.organising import create_task, load_gold_version
+    from tasks.tokens import issue_token
+
+    settings.EVALSERVER_STATISTICS_MODE = "sync"
+    task = create_task("dims-task", "metric-quick", "Dimensions", kind="metric")
+    task.config = {**task.config, **metric_dims_demo.CONFIG}
+    task.permutations = 200
+    task.save()
+    gold = metric_dims_demo.generate_gold(6, seed=2)
+    with committing():
+        load_gold_version(task, orjson.dumps(gold), "gold.json")
+    user = get_user_model().objects.create_user("alice", password="alice-pass-1")
+    Team.objects.create(name="Aurora", slug="aurora").members.add(user)
+    return {"task": task, "gold": gold, "token": issue_token(user),
+            "runs": metric_dims_demo.generate_runs(gold, seed=4)}
+
+
+def upload(data: dict[str, Any], name: str) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {data['token']}")
+    with committing():
+        response = client.post("/api/v1/tasks/dims-task/runs/", {
+            "file": SimpleUploadedFile("run.json", orjson.dumps(data["runs"][name])), "name": name},
+            format="multipart")
+    assert response.status_code == 202, response.content
+
+
+@pytest.mark.django_db
+def test_board_exports_and_statistics_of_several_dimensions(dims_task: dict[str, Any]) -> None:
+    kind, task = get_kind("metric"), dims_task["task"]
+    config = task.kind_config
+    gold = kind.compile_gold(dims_task["gold"], config)
+    for name in ("close", "noisy", "contrary"):
+        upload(dims_task, name)
+    board = Client().get("/api/v1/tasks/dims-task/leaderboard/").json()
+    runs = {run["name"]: run for run in board["runs"]}
+    for name in ("close", "noisy", "contrary"):
+        direct = kind.score(kind.parse_run(dims_task["runs"][name], gold, config), gold, config).summary()
+        assert runs[name]["scores"] == orjson.loads(orjson.dumps(direct))
+    # The aggregate ranks: close (the mean judgement plus noise) first, contrary last.
+    assert runs["close"]["ranks"]["mean_spearman"] == 1 and runs["contrary"]["ranks"]["mean_spearman"] >= 3
+
+    page = Client().get("/tasks/dims-task/").content.decode()
+    assert "Mean Spearman ▼" in page  # the default sort, marked
+    assert "coherence (dialogue level, Chinese)" in page and "content richness (turn level, English)" in page
+    for name in ("close", "contrary"):
+        assert f"{runs[name]['scores']['measures']['mean_spearman']:.4f}" in page
+
+    rows = list(csv.DictReader(io.StringIO(Client().get("/tasks/dims-task/leaderboard.csv").content.decode())))
+    by_run = {row["run"]: row for row in rows}
+    keys = [spec.key for spec in kind.measures(config, gold)]
+    assert keys[0] == "mean_spearman" and len(keys) == 1 + 16 * 12
+    for name in ("close", "noisy", "contrary"):
+        measures = runs[name]["scores"]["measures"]
+        for key in keys:
+            cell = by_run[name][key]
+            assert (cell == "" and measures[key] is None) or float(cell) == measures[key], (name, key)
+
+    latex = Client().get("/tasks/dims-task/statistics/all/means.tex").content.decode()
+    close = runs["close"]["scores"]["measures"]
+    assert "overall (dialogue level, Chinese)" in latex
+    assert f"{close['overall.zh.predictive_power']:.4f}" in latex
+
+    statistics = Client().get("/tasks/dims-task/statistics/").content.decode()
+    assert "Spearman, responses pooled per dimension and metric" in statistics
+    assert "People: agreement and the human reference line" in statistics
+    assert "people (one annotator vs the others)" in statistics
