@@ -26,10 +26,8 @@ def agreement(judgements: np.ndarray, level: str) -> float | None:
     """Krippendorff's alpha of an items x annotators matrix (NaN: no judgement) at ``level``
     (``interval``, ``ordinal`` or ``nominal``); None when not computable. The one call of the
     project's alpha (``scoring.judgements.alpha``) from the metrics track."""
-    try:
-        from scoring.judgements.alpha import krippendorff_alpha
-    except ModuleNotFoundError:  # the judgements package is merged separately (issue 39's note)
-        return None
+    from scoring.judgements.alpha import krippendorff_alpha
+
     units = [row[~np.isnan(row)].tolist() for row in judgements]
     return krippendorff_alpha(units, level)
 

@@ -22,7 +22,6 @@ from scoring.kinds.metric import meta
 from scoring.kinds.metric.config import MetricConfig, MetricRun
 from scoring.kinds.metric.dimensions import Slice, slice_gold
 from scoring.kinds.metric.formats import MetricGold
-from scoring.kinds.metric.humans import human_figures
 from scoring.kinds.metric.measures import _NO_INFORMATION, _PREDICTIVE, _WITHIN, aggregate_key, measure_specs
 
 AGGREGATE_NOTE = ("no interval: the mean over dimension slices is not resampled as one figure; each slice's "
@@ -97,7 +96,6 @@ def score_metric(run: MetricRun, gold: MetricGold, config: MetricConfig, items: 
         base, scores = gold, run.scores
     else:
         base, scores = gold.subset(contexts), run.scores[np.isin(gold.context, contexts)]
-    humans = human_figures(base.dims, slices, config.agreement_level) if base.dims is not None else {}
     if len(slices) == 1 and not slices[0].prefix:
         scored_gold, rows = slice_gold(base, slices[0])
         column = scores[rows] if scores.ndim == 1 else scores[rows, base.dims.column(slices[0])]
@@ -109,8 +107,7 @@ def score_metric(run: MetricRun, gold: MetricGold, config: MetricConfig, items: 
             details={"n_responses": base.n_responses, "n_systems": found["n_systems"],
                      "n_contexts_defined": found["n_contexts_defined"], "n_undefined": found["n_undefined"]},
             extra={"measures": found["measures"], "n_pairs": found["n_pairs"], "intervals": found["intervals"],
-                   "interval_labels": found["labels"], **({"interval_notes": found["notes"]} if found["notes"] else {}),
-                   **({"humans": humans} if humans else {})})
+                   "interval_labels": found["labels"], **({"interval_notes": found["notes"]} if found["notes"] else {})})
 
     per_item: dict[str, np.ndarray] = {}
     statistics: dict[str, np.ndarray] = {}
@@ -173,5 +170,4 @@ def score_metric(run: MetricRun, gold: MetricGold, config: MetricConfig, items: 
         extra={"measures": measures, "n_pairs": n_pairs, "intervals": {k: intervals.get(k) for k in measures},
                "interval_labels": labels, "interval_notes": notes, "dimensions": described,
                "aggregate": {"key": mean_key, "measure": config.aggregate, "n_slices": len(slices),
-                             "n_defined": len(defined)},
-               **({"humans": humans} if humans else {})})
+                             "n_defined": len(defined)}})
