@@ -70,8 +70,9 @@ def make_round(n_items: int, n_metrics: int, seed: int = 0) -> tuple[list, dict,
         scores = quality + rng.normal(scale=0.3 + 0.1 * m, size=quality.size)
         one[f"m{m:02d}"] = [{"id": i, "score": float(v)} for i, v in zip(ids, scores.tolist(), strict=True)]
         per_dimension[f"m{m:02d}"] = [
-            {"id": i, "scores": {name: float(v + 0.01 * d) for d, name in enumerate(TURN if lv == "turn" else DIALOGUE)}}
-            for i, v, lv in zip(ids, scores.tolist(), levels, strict=True)]
+            {"id": i, "scores": {name: float(v + 0.01 * d)
+                                 for d, name in enumerate(TURN if lv == "turn" else DIALOGUE)}}
+            for i, v, lv in zip(ids, scores.tolist(), levels, strict=True)] if m == 0 else []
     config = {"dimensions": [{"name": n, "level": "turn"} for n in TURN]
               + [{"name": n, "level": "dialogue"} for n in DIALOGUE]}
     return gold, one, per_dimension, config
@@ -108,6 +109,7 @@ def main() -> None:
     gold = kind.compile_gold(gold_data, config)
     runs = {name: kind.parse_run(run, gold, quick) for name, run in one.items()}
     first = next(iter(runs.values()))
+    kind.score(first, gold, config)  # imports, the rank kernel's compilation: not part of any step
     n_contexts = gold.n_contexts
     rows = [
         measure("validate + compile gold (with 3 annotators' judgements)", lambda: kind.compile_gold(gold_data, config),

@@ -223,19 +223,27 @@ class DimensionReader:
             elif not isinstance(language, str) or not LANGUAGE_TAG.match(language):
                 problems.add(f"{path}.language", f"must be a BCP 47 language code such as \"en\", \"zh\" or "
                                                  f"\"es\", got {quoted(language)}")
-        values = self._values(response.get("human"), level, f"{path}.human", problems)
+        values = self._values(response.get("human"), level, f"{path}.human", problems, response.get("judgements"))
         judgements = self._judgements(response.get("judgements"), values, level, f"{path}.judgements", problems)
         item = _Item(values or {}, level, language, judgements)
         if len(problems.lines) + problems.dropped > start or values is None:
             return None, item
         return next(iter(values.values())), item
 
-    def _values(self, human: object, level: str, path: str, problems: Problems) -> dict[str, float] | None:
+    def _values(self, human: object, level: str, path: str, problems: Problems,
+                judgements: object = None) -> dict[str, float] | None:
         if not self.objects:
             if not _finite(human):
                 problems.add(path, _number_problem(human))
                 return None
-            return {"human": float(human)}
+            # One dimension as a number, its judgements named by the dimension (what the
+            # judgements-to-gold command writes): the judgements' name is the dimension's.
+            name = next(iter(judgements)) if isinstance(judgements, dict) and len(judgements) == 1 else "human"
+            first = self.level_dimensions.setdefault(level, ([name], path))
+            if first[0] != [name] and DIMENSION_NAME.match(name):
+                problems.add(f"{path[: -len('.human')]}.judgements", f"names the dimension {quoted(name)} but the "
+                             f"item at {first[1]} names {quoted(first[0][0])}")
+            return {name: float(human)}
         if not isinstance(human, dict) or not human:
             problems.add(path, "must be an object of dimensions ({\"overall\": 4.3, ...}) like the gold's other "
                                f"items, got {quoted(human)}")
@@ -273,8 +281,8 @@ class DimensionReader:
             if values is not None and name not in names:
                 problems.add(where, f"is not a dimension of this item's human judgement ({', '.join(sorted(names))})")
                 continue
-            if not isinstance(given, list) or len(given) < 2:
-                problems.add(where, "must be a list of at least 2 judgements, one per annotator (null for a missing "
+            if not isinstance(given, list) or not given:
+                problems.add(where, "must be a non-empty list of judgements, one per annotator (null for a missing "
                                     f"one), got {quoted(given)}")
                 continue
             bad = [k for k, v in enumerate(given) if v is not None and not _finite(v)]
@@ -282,10 +290,10 @@ class DimensionReader:
                 problems.add(f"{where}[{k}]", _number_problem(given[k]))
             if sum(v is not None for v in given) < 1:
                 problems.add(where, "has no judgement at all (every entry null)")
-            expected = self.annotators.setdefault((name, level), (len(given), where))
-            if expected[0] != len(given):
-                problems.add(where, f"has {len(given)} entries where {expected[1]} has {expected[0]}: one entry per "
-                                    "annotator, in the same order on every item (null where an annotator gave none)")
+            # Slot k is each item's k-th judgement: annotator k when every item lists the same
+            # annotators in one order (null where one gave none); items may have more or fewer.
+            width = self.annotators.get((name, level), (0, where))[0]
+            self.annotators[name, level] = (max(width, len(given)), where)
             if not bad:
                 found[name] = [math.nan if v is None else float(v) for v in given]
         return found
@@ -328,7 +336,7 @@ class DimensionReader:
             languages=languages,
             language=np.array([languages.index(item.language) if item.language is not None else -1
                                for item in self.kept], dtype=np.int64),
-            judgements=judgements, plain=not self.objects)
+            judgements=judgements, plain=not self.objects and [name for name, _ in pairs] == ["human"])
         for chosen in data.slices():
             if len(chosen.prefix) > MAX_PREFIX:
                 problems.add("$", f"dimension {quoted(chosen.dimension)}: with its level and language its measure "

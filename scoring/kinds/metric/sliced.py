@@ -107,7 +107,8 @@ def score_metric(run: MetricRun, gold: MetricGold, config: MetricConfig, items: 
             details={"n_responses": base.n_responses, "n_systems": found["n_systems"],
                      "n_contexts_defined": found["n_contexts_defined"], "n_undefined": found["n_undefined"]},
             extra={"measures": found["measures"], "n_pairs": found["n_pairs"], "intervals": found["intervals"],
-                   "interval_labels": found["labels"], **({"interval_notes": found["notes"]} if found["notes"] else {})})
+                   "interval_labels": found["labels"],
+                   **({"interval_notes": found["notes"]} if found["notes"] else {})})
 
     per_item: dict[str, np.ndarray] = {}
     statistics: dict[str, np.ndarray] = {}

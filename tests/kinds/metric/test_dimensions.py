@@ -26,6 +26,7 @@ import pytest
 from scipy import stats as sps
 
 from fixtures import metric_dims_demo
+from scoring.judgements.alpha import krippendorff_alpha
 from scoring.kinds import ValidationFailed, get_kind
 from scoring.kinds.metric.config import MetricConfig
 from scoring.kinds.metric.humans import leave_one_out
@@ -176,9 +177,11 @@ def test_leave_one_out_reference_written_out():
         assert got[f"{key}_max"] == pytest.approx(max(per[key]), abs=1e-12)
 
 
-def test_humans_per_slice_in_the_summary(demo):
+def test_humans_per_slice_beside_the_comparisons(demo):
     gold_data, runs = demo
-    humans = score(gold_data, runs["noisy"])[0].summary()["humans"]
+    gold = KIND.compile_gold(gold_data, DEMO_CONFIG)
+    parsed = {name: KIND.parse_run(runs[name], gold, DEMO_CONFIG) for name in ("close", "noisy")}
+    humans = KIND.compare(parsed, gold, DEMO_CONFIG, seed=1, resamples=20)["humans"]
     entry = humans["coherence.en"]
     assert entry["title"] == "coherence (dialogue level, English)" and entry["n_annotators"] == 3
     matrix = np.array([response["judgements"]["coherence"] for context in gold_data for response in
@@ -186,8 +189,22 @@ def test_humans_per_slice_in_the_summary(demo):
                       dtype=np.float64)
     assert entry["n_items"] == matrix.shape[0] == 16
     assert entry["spearman"] == pytest.approx(leave_one_out(matrix)["spearman"], abs=1e-15)
-    alpha = pytest.importorskip("scoring.judgements.alpha")
-    assert entry["alpha"] == alpha.krippendorff_alpha(matrix.tolist(), "interval")
+    assert entry["alpha"] == krippendorff_alpha(matrix.tolist(), "interval")
+    assert 0.2 < entry["alpha"] < 0.9  # three noisy annotators of one latent quality agree in part
+
+
+def test_a_number_with_named_judgements_is_one_named_dimension():
+    # What the judgements-to-gold command writes for one dimension: the number, its judgements by name.
+    gold = [{"id": c["id"], "responses": [{"id": r["id"], "human": r["human"]["overall"],
+                                           "judgements": {"overall": [r["human"]["overall"]] * 2}}
+                                          for r in c["responses"]]} for c in HAND_GOLD]
+    config = MetricConfig.from_dict({**QUICK, "dimensions": [{"name": "overall"}]})
+    result, compiled = score(gold, HAND_RUN, config)
+    assert compiled.dims.names == ["overall"] and result.headlines["predictive_power"] == 0.6
+    gold[1]["responses"][0]["judgements"] = {"fluent": [1, 2]}
+    assert errors_of(KIND.compile_gold, gold, config) == [
+        "[1].responses[0].judgements: names the dimension \"fluent\" but the item at [0].responses[0].human "
+        "names \"overall\""]
 
 
 # ------------------------------------------------------------------ validation
@@ -223,15 +240,14 @@ def test_levels_languages_and_judgements_checked():
     gold[0]["responses"][1]["language"] = "zh"
     gold[0]["responses"][2]["language"] = "english!"
     gold[1]["responses"][0]["level"] = "dialogue"
-    gold[1]["responses"][1]["judgements"] = {"overall": [1, 2], "engaging": [None, None, None]}
+    gold[1]["responses"][1]["judgements"] = {"overall": [1, 2, "x"], "engaging": [None, None, None]}
     del gold[1]["responses"][2]["judgements"]
     errors = errors_of(KIND.compile_gold, gold, MetricConfig.from_dict({}))
     assert errors == [
         "[0].responses[2].language: must be a BCP 47 language code such as \"en\", \"zh\" or \"es\", got "
         "\"english!\"",
         "[0].responses: mixes languages: the items compared in one context must be in one language",
-        "[1].responses[1].judgements.overall: has 2 entries where [0].responses[0].judgements.overall has 3: one "
-        "entry per annotator, in the same order on every item (null where an annotator gave none)",
+        "[1].responses[1].judgements.overall[2]: must be a finite number, got \"x\"",
         "[1].responses[1].judgements.engaging: has no judgement at all (every entry null)",
         "[1].responses[2].judgements: missing: other items of the gold carry their annotators' judgements, so "
         "every one must",
