@@ -15,9 +15,10 @@ import numpy as np
 from scoring.kinds.metric import meta, session
 from scoring.kinds.metric.comparison import compare_metrics, compare_tables
 from scoring.kinds.metric.config import MetricConfig, MetricRun
-from scoring.kinds.metric.dimensions import Slice, slice_gold
+from scoring.kinds.metric.dimensions import Slice
 from scoring.kinds.metric.formats import MetricGold
 from scoring.kinds.metric.humans import REFERENCE_MEASURES, human_figures
+from scoring.kinds.metric.sliced import slice_gold
 
 PEOPLE = "people (one annotator vs the others)"
 

@@ -11,7 +11,8 @@ level judge the same dimensions, and ``language`` and ``judgements`` are on ever
 
 The meta-evaluation runs per *slice*: one dimension at one level in one language. A slice is
 whole contexts, so it is :meth:`MetricGold.subset` of them with that dimension as ``human``, and
-every existing figure, interval and test applies to it unchanged (:func:`slice_gold`).
+every existing figure, interval and test applies to it unchanged
+(:func:`scoring.kinds.metric.sliced.slice_gold`).
 
 This module reads and checks those fields (:class:`DimensionReader`, called by
 :func:`scoring.kinds.metric.formats.load_metric_gold` on a gold that uses any of them), keeps
@@ -26,14 +27,11 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from scoring.validation import Problems, quoted
-
-if TYPE_CHECKING:
-    from scoring.kinds.metric.formats import MetricGold
 
 LEVELS: tuple[str, ...] = ("turn", "dialogue")
 # A dimension name is part of a measure key, a URL and a CSV header: letters, digits, _ and -.
@@ -359,19 +357,6 @@ class DimensionReader:
 def _varies_within_contexts(context: np.ndarray, values: np.ndarray) -> bool:
     order = np.lexsort((values, context))
     return bool(((np.diff(context[order]) == 0) & (np.diff(values[order]) != 0)).any())
-
-
-def slice_gold(gold: MetricGold, chosen: Slice) -> tuple[MetricGold, np.ndarray]:
-    """The gold of one slice (its contexts, that dimension as ``human``) and its response rows in
-    ``gold``; the gold itself for a gold without dimension fields."""
-    dims = gold.dims
-    if dims is None:
-        return gold, np.arange(gold.n_responses)
-    rows = dims.slice_rows(chosen)
-    contexts = np.unique(gold.context[rows])
-    sub = gold if contexts.size == gold.n_contexts else gold.subset(contexts)
-    # A slice is whole contexts (a context is of one level and language), so its rows are the subset's.
-    return dataclasses.replace(sub, human=dims.values[rows, dims.column(chosen)], dims=None), rows
 
 
 def read_dimension_scores(entry: dict, path: str, row: int | None, dims: DimensionData, scores: np.ndarray,

@@ -4,9 +4,10 @@ line, how well one annotator's judgements correlate with the mean of the others'
 
 The reference is leave-one-out: for each annotator a (slot a of the items' judgement lists: one
 annotator when every item lists the same annotators in one order, else the a-th judgement of
-each item), over the items a judged and at least one other annotator judged, the correlation of a's judgements with the mean of the others' on the same
-item; the line is the mean over annotators (Tsuta et al. 2023 report the minimum and maximum of
-the same per-annotator figures, given beside it). It is the pooled item-level correlation, the
+each item), over the items a judged and at least one other annotator judged, the correlation of
+a's judgements with the mean of the others' on the same item; the line is the mean over
+annotators (Tsuta et al. 2023 report the minimum and maximum of the same per-annotator figures,
+given beside it). It is the pooled item-level correlation, the
 figure a metric's ``spearman`` (``pearson``, ``kendall_tau_b``) is read against: a metric near the
 line agrees with the people about as well as one of them agrees with the rest.
 """

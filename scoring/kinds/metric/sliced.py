@@ -12,6 +12,7 @@ and equal to the headline. A one-slice gold keeps today's keys and numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -20,9 +21,23 @@ import numpy as np
 from scoring.kinds.base import MeasureSpec, Scored
 from scoring.kinds.metric import meta
 from scoring.kinds.metric.config import MetricConfig, MetricRun
-from scoring.kinds.metric.dimensions import Slice, slice_gold
+from scoring.kinds.metric.dimensions import Slice
 from scoring.kinds.metric.formats import MetricGold
 from scoring.kinds.metric.measures import _NO_INFORMATION, _PREDICTIVE, _WITHIN, aggregate_key, measure_specs
+
+
+def slice_gold(gold: MetricGold, chosen: Slice) -> tuple[MetricGold, np.ndarray]:
+    """The gold of one slice (its contexts, that dimension as ``human``) and its response rows in
+    ``gold``; the gold itself for a gold without dimension fields."""
+    dims = gold.dims
+    if dims is None:
+        return gold, np.arange(gold.n_responses)
+    rows = dims.slice_rows(chosen)
+    contexts = np.unique(gold.context[rows])
+    sub = gold if contexts.size == gold.n_contexts else gold.subset(contexts)
+    # A slice is whole contexts (a context is of one level and language), so its rows are the subset's.
+    return dataclasses.replace(sub, human=dims.values[rows, dims.column(chosen)], dims=None), rows
+
 
 AGGREGATE_NOTE = ("no interval: the mean over dimension slices is not resampled as one figure; each slice's "
                   "figure has its own interval")
