@@ -279,6 +279,8 @@ class Command(BaseCommand):
             (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
             (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
             (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
+            if demo.config:  # the settings a task needs for this gold (create_task --config-file)
+                (folder / "config.json").write_bytes(orjson.dumps(demo.config, option=orjson.OPT_INDENT_2))
             # The baselines as run files too: with sample-run.json, runs to try `manage.py compare` with.
             for baseline in kind.baselines(kind.compile_gold(demo.test, config), config):
                 (folder / f"baseline-{baseline.name}.json").write_bytes(orjson.dumps(baseline.content))
@@ -290,4 +292,5 @@ class Command(BaseCommand):
         if pool:
             pool[0](folders[0] / "pool.jsonl")
         self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
-                          "gold.json" + (f", pool.jsonl ({pool[1]})" if pool else ""))
+                          "gold.json" + (", config.json (create_task --config-file)" if demo.config else "")
+                          + (f", pool.jsonl ({pool[1]})" if pool else ""))

@@ -107,3 +107,31 @@ def test_board_exports_and_statistics_of_several_dimensions(dims_task: dict[str,
     assert len(taus) == 16 * 3 and all(subgroup[tau["a"]] == subgroup[tau["b"]] for tau in taus)
     assert ("Correlation with people within contexts (mean over contexts), overall (dialogue level, Chinese): "
             "Kendall&#x27;s tau between measures") in statistics
+
+
+@pytest.mark.django_db
+def test_create_task_takes_its_dimensions_from_a_settings_file(tmp_path: Any) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from tasks.models import Task
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"dimensions": [{"name": "x y"}], "languages": "en"}')
+    with pytest.raises(CommandError) as caught:
+        call_command("create_task", "metric-dims", "--kind", "metric", "--config-file", str(bad))
+    assert str(caught.value) == (
+        f"{bad}: invalid task configuration: dimensions[0].name: must start with a letter and hold only letters, "
+        "digits, _ and -, at most 24 characters, got 'x y'; languages: must be a list of BCP 47 codes such as "
+        "\"en\", \"zh\", got 'en'")
+    assert not Task.objects.filter(slug="metric-dims").exists()
+    listed = tmp_path / "list.json"
+    listed.write_text("[1]")
+    with pytest.raises(CommandError, match="must be a JSON object of settings, not list"):
+        call_command("create_task", "metric-dims", "--kind", "metric", "--config-file", str(listed))
+    good = tmp_path / "config.json"
+    good.write_text(orjson.dumps(metric_dims_demo.CONFIG).decode())
+    call_command("create_task", "metric-dims", "--kind", "metric", "--preset", "metric-quick",
+                 "--config-file", str(good))
+    task = Task.objects.get(slug="metric-dims")
+    assert task.kind_config.dimensions[-1] == ("overall", "dialogue") and task.kind_config.n_resamples == 200
