@@ -67,7 +67,7 @@ def stc3_demo(size: int, seed: int) -> Demo:
 
 
 def metric_demo_task(size: int, seed: int) -> Demo:
-    contexts = max(12, size // 10)
+    contexts = max(12, size // 20)  # per language: 15 by default, 16 dimension slices of them
 
     def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
         made = metric_dims_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))

@@ -109,10 +109,10 @@ def slice_tables(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         mean_row.append(float(np.mean(defined)) if defined else None)
     tables: list[dict[str, Any]] = [{
         "title": f"{measure} per dimension and metric",
-        "note": f"Each cell: the metric's {measure[0].lower()}{measure[1:]} with the human judgements of one dimension "
-                "(rows), and the mean over dimensions, the task's aggregate (last row)."
-                + (" The last column is the people's own reference line (leave one out) on the same figure."
-                   if heat["people"] is not None else ""),
+        "note": f"Each cell: {measure} between a metric's scores (columns) and the human judgements of one "
+                "dimension (rows); the last row is the mean over dimensions, the task's aggregate."
+                + (" The last column is the people's own reference line on the same figure: one annotator against "
+                   "the mean of the others, averaged over annotators." if heat["people"] is not None else ""),
         "shade": False, "headers": [], "rows": [],
         "heat_map": {"rows": [*heat["slices"], "mean over dimensions"], "columns": columns,
                      "values": [*rows, mean_row], "what": measure}}]

@@ -49,7 +49,7 @@ from scoring.kinds.metric.config import (
     MetricRun,
 )
 from scoring.kinds.metric.dimcompare import compare_slices, human_table, slice_runs, slice_tables
-from scoring.kinds.metric.dimensions import DimensionData, Slice, make_slices
+from scoring.kinds.metric.dimensions import LEVELS, DimensionData, Slice, language_name, make_slices
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
 from scoring.kinds.metric.humans import describe_dimensions, human_figures
 from scoring.kinds.metric.measures import sliced_specs
@@ -239,6 +239,14 @@ class MetricKind(Kind):
     def describe_item(self, gold: MetricGold, index: int) -> str:
         size = int(gold.context_sizes[index])
         start = int(gold.context_sizes[:index].sum())
+        dims = gold.dims
+        if dims is not None and len(dims.slices()) > 1:
+            # Several dimensions: what the context is; pairs differ per dimension.
+            level = LEVELS[int(dims.level[start])]
+            language = f" in {language_name(dims.languages[int(dims.language[start])])}" if dims.languages else ""
+            noun = "dialogues" if level == "dialogue" else "responses"
+            judged = [name.replace("_", " ") for name, own in dims.pairs if own == level]
+            return (f"context {gold.context_ids[index]} ({size} {noun}{language}, judged on {', '.join(judged)})")
         human = gold.human[start : start + size]
         differing = int((human[:, None] != human[None, :]).sum()) // 2
         return (f"context {gold.context_ids[index]} ({size} responses, {differing} pair"

@@ -308,6 +308,8 @@ def test_per_dimension_run_problems():
 def test_bytes_round_trip_and_live_subset_equal_restricted_files(demo):
     gold_data, runs = demo
     gold = KIND.compile_gold(gold_data, DEMO_CONFIG)
+    assert KIND.describe_item(gold, 23) == ("context zh-d011 (4 dialogues in Chinese, judged on coherence, engageness, "
+                                            "informativeness, overall)")
     again = KIND.gold_from_bytes(gold.to_bytes())
     assert again.dims.names == gold.dims.names and again.dims.languages == ["en", "zh"]
     np.testing.assert_array_equal(again.dims.judgements, gold.dims.judgements)
