@@ -78,6 +78,15 @@ def test_board_exports_and_statistics_of_several_dimensions(dims_task: dict[str,
     for name in ("close", "contrary"):
         assert f"{runs[name]['scores']['measures']['mean_spearman']:.4f}" in page
 
+    # The run's own page: the mean over dimensions above the dimensions x measures table.
+    alice = Client()
+    assert alice.login(username="alice", password="alice-pass-1")
+    from tasks.models import Run
+
+    run_page = alice.get(f"/runs/{Run.objects.get(task=task, name='close').pk}/").content.decode()
+    mean_at = run_page.index(f"{runs['close']['scores']['measures']['mean_spearman']:.4f}")
+    assert mean_at < run_page.index("appropriateness (turn level, English)")
+
     rows = list(csv.DictReader(io.StringIO(Client().get("/tasks/dims-task/leaderboard.csv").content.decode())))
     by_run = {row["run"]: row for row in rows}
     keys = [spec.key for spec in kind.measures(config, gold)]
