@@ -136,8 +136,6 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "organiser-encoder": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
                                   BARE_STAFF: 404}),
     "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
-    # E-mail choices: anyone signed in saves their own (an empty form turns every one off) and is sent back
-    # to the account page; the anonymous to the sign-in page.
     "organiser-settings": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
                                    BARE_STAFF: 404}),
     "organiser-data-file": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
@@ -151,6 +149,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                                       BARE_STAFF: 404}),
     "organiser-upload-for-team": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200,
                                           "staff": 200, BARE_STAFF: 404}),
+    # E-mail choices: anyone signed in saves their own (an empty form turns every one off) and is sent back
+    # to the account page; the anonymous to the sign-in page.
     "notices-preferences": ("POST", dict.fromkeys(ROLES, 302)),
     # A public task's announcements are public (tests/test_announcements.py walks a hidden task's feed).
     "announcements-feed": ("GET", dict.fromkeys(ROLES, 200)),
