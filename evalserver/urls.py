@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evalserver.health import healthz
+from evalserver.metrics import metrics
 from leaderboard import runs as run_views
 from leaderboard import statistics_exports, statistics_pages
 from leaderboard import views as board_views
@@ -86,6 +87,7 @@ urlpatterns = [
          name="api-redoc"),
     re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", task_views.favicon, name="favicon"),
     path("client/evalserver_cli.py", task_views.client_download, name="client-download"),
     path("admin/", admin.site.urls),

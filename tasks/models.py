@@ -589,3 +589,8 @@ class AccessLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.user}: {self.what}"
+
+
+
+# A model of its own module (the heartbeats and the model they write), registered with the app here.
+from tasks.heartbeats import WorkerHeartbeat  # noqa: E402, F401

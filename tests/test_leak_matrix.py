@@ -89,6 +89,8 @@ URL_KINDS: dict[str, str] = {
     "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
     # Issue 29: a response task's BERTScore encoder (its organisers upload a model).
     "organiser-encoder": ORGANISER_API,
+    # Issue 41: Prometheus' figures (counts by kind and status, no task data), behind a token.
+    "metrics": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
