@@ -419,6 +419,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The enum hook is drf-spectacular's default; ours adds the 500 and 503 any operation can answer.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "evalserver.apischema.common_answers"],
 }
 
 SESSION_COOKIE_HTTPONLY = True
