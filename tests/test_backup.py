@@ -25,9 +25,8 @@ from django.core.management import CommandError, call_command
 
 from tasks import backup, blobs
 from tasks.models import Run
-from tests.conftest import using_postgres
-from tests.workers import PYTHON, ROOT, ObjectStore, drop_database, scratch_database, site_env
-from tests.workers.restore import BUSY, wait_for
+from tests.workers import PYTHON, ROOT, ObjectStore
+from tests.workers.restore import BUSY, Installations, wait_for
 
 
 def program(env: dict[str, str], name: str, spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
@@ -40,36 +39,6 @@ def program(env: dict[str, str], name: str, spec: dict[str, Any], timeout: float
 def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
-
-
-class Installations:
-    """New installations on the suite's kind of database: a SQLite file in the installation's own
-    folder, or a scratch database on the suite's PostgreSQL server."""
-
-    def __init__(self, root: Path) -> None:
-        from django.conf import settings
-
-        self.root, self.databases = root, []
-        database = settings.DATABASES["default"]
-        self.server = None
-        if using_postgres():
-            credentials = database["USER"] + (f":{database['PASSWORD']}" if database.get("PASSWORD") else "")
-            self.server = f"postgres://{credentials}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}"
-            self.prefix = f"{database['NAME']}_drill"
-
-    def new(self, label: str, **extra: str) -> dict[str, str]:
-        folder = self.root / label
-        folder.mkdir()
-        if self.server:
-            self.databases.append(f"{self.prefix}_{label}")
-            url = scratch_database(self.server, self.databases[-1])
-        else:
-            url = f"sqlite:///{folder / 'db.sqlite3'}"
-        return site_env(url, folder, **extra)
-
-    def drop(self) -> None:
-        for name in self.databases:
-            drop_database(self.server, name)
 
 
 @pytest.fixture
