@@ -71,8 +71,8 @@ def test_an_unknown_upload_field_is_named_and_nothing_is_stored(world: Any) -> N
         "paper_url": "https://example.org/paper.pdf", "Priority": "1"})
     assert answer.status_code == 400
     assert answer.json() == {"errors": [
-        "'Priority': unknown field; an upload takes file, priority, public, name, description, phase",
-        "'paper_url': unknown field; an upload takes file, priority, public, name, description, phase"]}
+        "'Priority': unknown field; an upload takes file, priority, public, name, description, phase, team",
+        "'paper_url': unknown field; an upload takes file, priority, public, name, description, phase, team"]}
     assert Run.objects.count() == before
     # The web form's own fields (its CSRF token, its buttons) are not the API's business.
     accepted = api.post(f"/api/v1/tasks/{world.task.slug}/runs/", {
@@ -111,6 +111,6 @@ def test_the_schema_documents_every_answer(client: Client) -> None:
     upload = schema["paths"]["/api/v1/tasks/{slug}/runs/"]["post"]
     body = upload["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert body["additionalProperties"] is False and body["required"] == ["file"]
-    assert set(body["properties"]) == {"file", "name", "description", "priority", "public", "phase"}
+    assert set(body["properties"]) == {"file", "name", "description", "priority", "public", "phase", "team"}
     assert (body["properties"]["priority"]["minimum"], body["properties"]["priority"]["maximum"]) == (1, 99)
     assert {"202", "400", "401", "403", "404", "409", "411", "413", "415", "429", "503"} <= set(upload["responses"])

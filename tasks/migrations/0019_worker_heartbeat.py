@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tasks', '0017_i30a_merge_i26'),
+        ('tasks', '0018_late_runs'),
     ]
 
     operations = [
