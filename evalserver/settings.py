@@ -357,6 +357,9 @@ EVALSERVER_SCORING_MODE = env_choice("EVALSERVER_SCORING_MODE", "inline" if CELE
 # killed mid-scoring) and is taken over at once by the next worker, not after the time limit.
 EVALSERVER_SCORING_HEARTBEAT_SECONDS = env_float("EVALSERVER_SCORING_HEARTBEAT_SECONDS", 5.0, 0.1, 600.0)
 EVALSERVER_SCORING_LEASE_SECONDS = env_float("EVALSERVER_SCORING_LEASE_SECONDS", 30.0, 1.0, 3600.0)
+# Every background process (scoring, statistics and Celery workers) writes a heartbeat row this often,
+# busy or idle (tasks.heartbeats); /healthz and /metrics count one silent for three beats as gone.
+EVALSERVER_WORKER_HEARTBEAT_SECONDS = env_float("EVALSERVER_WORKER_HEARTBEAT_SECONDS", 10.0, 0.1, 600.0)
 # The background worker's CPU priority (nice value, 0-19): its work (loading spaCy at start, scoring,
 # the statistics it computes in a thread) shares the machine with the web processes, and a reader
 # waiting for a page should not wait behind it. With the cores free it runs at full speed all the
@@ -420,6 +423,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The enum hook is drf-spectacular's default; ours adds the 500 and 503 any operation can answer.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "evalserver.apischema.common_answers"],
 }
 
 SESSION_COOKIE_HTTPONLY = True
@@ -439,7 +444,15 @@ if SECURE:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # health checks come over plain HTTP from inside
+    # Health checks and Prometheus scrapes come over plain HTTP from inside (/metrics needs its token).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
+# /metrics (Prometheus' text format) answers only requests with "Authorization: Bearer <this token>";
+# empty: /metrics is off (403). At least 32 characters: it guards the queue and worker figures.
+EVALSERVER_METRICS_TOKEN = env.str("EVALSERVER_METRICS_TOKEN", default="").strip()
+if EVALSERVER_METRICS_TOKEN and len(EVALSERVER_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("EVALSERVER_METRICS_TOKEN must be at least 32 characters (python3 -c "
+                               "'import secrets; print(secrets.token_urlsafe(32))' makes one)")
 
 LOG_LEVEL = env_choice("EVALSERVER_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {

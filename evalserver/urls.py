@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evalserver.health import healthz
+from evalserver.metrics import metrics
 from leaderboard import runs as run_views
 from leaderboard import statistics_exports, statistics_pages
 from leaderboard import views as board_views
@@ -17,6 +18,7 @@ from tasks import views as task_views
 
 READ_ONLY = ["get", "head"]
 handler400 = "evalserver.errors.bad_request"
+handler404 = "evalserver.errors.not_found"
 handler500 = "evalserver.errors.server_error"
 
 urlpatterns = [
@@ -91,8 +93,11 @@ urlpatterns = [
          name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", http_method_names=READ_ONLY),
          name="api-redoc"),
-    re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
+    # Any character after api/, a newline too (a percent-encoded %0A in a slug: "." stops at it, and
+    # such a path fell through to the site's HTML 404 page).
+    re_path(r"^api/[\s\S]*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", task_views.favicon, name="favicon"),
     path("client/evalserver_cli.py", task_views.client_download, name="client-download"),
     path("admin/", admin.site.urls),

@@ -93,6 +93,8 @@ URL_KINDS: dict[str, str] = {
     "organiser-encoder": ORGANISER_API,
     # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
     "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
+    # Issue 41: Prometheus' figures (counts by kind and status, no task data), behind a token.
+    "metrics": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

@@ -112,6 +112,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "api-not-found": ("GET", dict.fromkeys(ROLES, 404)),
     "client-download": ("GET", dict.fromkeys(ROLES, 200)),
     "healthz": ("GET", dict.fromkeys(ROLES, 200)),
+    # Off without EVALSERVER_METRICS_TOKEN, whoever asks: a staff session is not the token.
+    "metrics": ("GET", dict.fromkeys(ROLES, 403)),
     "task-overview": ("GET", dict.fromkeys(ROLES, 200)),
     "task-terms": ("POST", dict.fromkeys(ROLES, 302)),  # sign in first; a task without terms: back to its overview
     "task-data": ("GET", dict.fromkeys(ROLES, 200)),
