@@ -5,25 +5,25 @@ files, big synthetic data made fast, HTTP calls that never raise, a reader-load 
 ``seed`` command that builds a site in a fresh database. Free of pytest, so that the report can
 use it: failures raise ``RuntimeError`` with the end of the process's log.
 
-    python -m tests.workers seed SPEC.json   # what the report and the PostgreSQL test run
+    python -m devtools.workers seed SPEC.json   # what the report and the PostgreSQL test run
 
-Modules, one job each; every public name is importable from ``tests.workers`` as before the split:
+Modules, one job each; every public name is importable from ``devtools.workers`` as before the split:
 
-* :mod:`tests.workers.processes`: server processes (Celery, gunicorn, an S3 store), shared settings;
-* :mod:`tests.workers.brokers`: queues, the test process as a publisher, the runs' fate;
-* :mod:`tests.workers.postgres`: a private PostgreSQL cluster and scratch databases;
-* :mod:`tests.workers.data`: big synthetic data and filling a leaderboard;
-* :mod:`tests.workers.web`: HTTP calls that never raise;
-* :mod:`tests.workers.load`: the reader-load generator;
-* :mod:`tests.workers.drill`: PostgreSQL restarted under traffic;
-* :mod:`tests.workers.leak`: the leak probe;
-* :mod:`tests.workers.seeding`: seeding a site, counting rows, ``main`` (``__main__`` runs it).
+* :mod:`devtools.workers.processes`: server processes (Celery, gunicorn, an S3 store), shared settings;
+* :mod:`devtools.workers.brokers`: queues, the test process as a publisher, the runs' fate;
+* :mod:`devtools.workers.postgres`: a private PostgreSQL cluster and scratch databases;
+* :mod:`devtools.workers.data`: big synthetic data and filling a leaderboard;
+* :mod:`devtools.workers.web`: HTTP calls that never raise;
+* :mod:`devtools.workers.load`: the reader-load generator;
+* :mod:`devtools.workers.drill`: PostgreSQL restarted under traffic;
+* :mod:`devtools.workers.leak`: the leak probe;
+* :mod:`devtools.workers.seeding`: seeding a site, counting rows, ``main`` (``__main__`` runs it).
 
 The names here are re-exports: a test that replaces one sets it on the module that reads it.
 """
 
 # Re-exported for the tests and benchmarks that import them from here (noqa: not used here).
-from tests.workers.brokers import (  # noqa: F401
+from devtools.workers.brokers import (  # noqa: F401
     new_queue,
     publishing_to,
     queue_length,
@@ -33,9 +33,9 @@ from tests.workers.brokers import (  # noqa: F401
     wait_for_status,
     worker_env,
 )
-from tests.workers.data import big_gold, big_run, fill_board, hostile_run_files  # noqa: F401
-from tests.workers.drill import RestartDrill, Traffic, children, clean_failure, postgres_restart_drill  # noqa: F401
-from tests.workers.leak import (  # noqa: F401
+from devtools.workers.data import big_gold, big_run, fill_board, hostile_run_files  # noqa: F401
+from devtools.workers.drill import RestartDrill, Traffic, children, clean_failure, postgres_restart_drill  # noqa: F401
+from devtools.workers.leak import (  # noqa: F401
     LEAK_PROBE_MEASURE,
     forbidden_test_numbers,
     leak_probe,
@@ -44,9 +44,9 @@ from tests.workers.leak import (  # noqa: F401
     number_forms,
     statistics_numbers,
 )
-from tests.workers.load import CLIENTS, LoadResult, read_load, read_load_processes  # noqa: F401
-from tests.workers.postgres import PrivatePostgres, drop_database, postgres_bin, scratch_database  # noqa: F401
-from tests.workers.processes import (  # noqa: F401
+from devtools.workers.load import CLIENTS, LoadResult, read_load, read_load_processes  # noqa: F401
+from devtools.workers.postgres import PrivatePostgres, drop_database, postgres_bin, scratch_database  # noqa: F401
+from devtools.workers.processes import (  # noqa: F401
     BROKERS,
     FAULT_LIMITS,
     PYTHON,
@@ -64,10 +64,11 @@ from tests.workers.processes import (  # noqa: F401
     manage,
     process_alive,
     queue_settings_module,
+    reachable,
     site_env,
     start_gunicorn,
     start_worker,
     wait_until,
 )
-from tests.workers.seeding import count_rows, kind_gold, leak_site, main, seed, seed_site  # noqa: F401
-from tests.workers.web import Reply, call, looks_like_traceback, multipart, send_case, upload, upload_patiently  # noqa: F401
+from devtools.workers.seeding import count_rows, kind_gold, leak_site, main, seed, seed_site  # noqa: F401
+from devtools.workers.web import Reply, call, looks_like_traceback, multipart, send_case, upload, upload_patiently  # noqa: F401
