@@ -17,6 +17,9 @@ every reference's matches multiplied by its weight). Nugget-level scores NS(T, n
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
+Every measure is one entry of ``scoring.kinds.response.measures`` (title, description, the
+configuration sections it reads, resources, languages, scorer): ``measures`` builds the board's
+columns from the entries and ``score`` scores through their scorers, the only path there is.
 The configuration is described in ``scoring.kinds.response.config``; what the server must do (vector
 tables, encoder models, tagging processes) in ``scoring.kinds.response.resources``; the compiled gold in
 ``scoring.kinds.response.compiled``; the "Scored with" lines and vBLEU provenance in
