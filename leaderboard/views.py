@@ -110,7 +110,8 @@ def measures_page(request: HttpRequest) -> HttpResponse:
         for name in KINDS:
             kind = KINDS[name]
             specs = kind.measures(kind.preset(kind.default_preset)) if kind.default_preset else []
-            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs})
+            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs,
+                                   "languages": kind.language_support()})
     return render(request, "leaderboard/measures.html", {"kinds": _MEASURES_PAGE})
 
 
@@ -358,8 +359,9 @@ def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str,
                                for label, value in task.kind_impl.describe_settings(board.settings)],
         "versions_described": [{"label": label, "value": value}
                                for label, value in task.kind_impl.describe_versions(board.settings)],
-        "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
-                                                  "submitted_at", "scores", "ranks")} for row in board.rows],
+        "runs": [{**{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
+                                                     "submitted_at", "scores", "ranks")},
+                  "late": row.get("late", False)} for row in board.rows],
     })
     bodies = {"identity": plain, "gzip": gzip.compress(plain, compresslevel=6, mtime=0)}
     cache.set_many({f"{key}:{name}": value for name, value in bodies.items()}, CACHE_SECONDS)

@@ -171,10 +171,9 @@ def upload_run(request: Request, slug: str) -> Response:
     # The request's size (and a Content-Length that is not a number) was checked before its body
     # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
-    team = request.POST.get("team")
+    team = str(request.POST.get("team") or "").strip()  # an empty field is no team, as for the phase
     # An organiser's upload for a team (tasks.late): refused for anybody else before the file is read.
-    resolved = (upload_context_for_team(task, request.user, str(team)) if team is not None
-                else upload_context(task, request.user))
+    resolved = upload_context_for_team(task, request.user, team) if team else upload_context(task, request.user)
     submission = submission_from_request(request, API_FORM)
     run = submit_run(task, request.user, submission, phase_for_upload(resolved, submission.phase), resolved)
     copies = identical_runs(run)

@@ -417,7 +417,7 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
     if kind == RUN or name in ("run-visibility", "run-links"):
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
-            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms"):
+            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms", "organiser-extensions"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 

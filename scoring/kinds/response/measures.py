@@ -33,6 +33,7 @@ import numpy as np
 from scoring.kinds.base import MeasureSpec
 from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
+from scoring.kinds.response.languages import vectors_words
 from scoring.kinds.response.posscore import score_rows
 
 # Not configurable: a gold with references vBLEU added brings it (and vBERTScore to a task that
@@ -349,7 +350,8 @@ register(ResponseMeasure(
     (-(float(np.e) + 1.0), float(np.e) + 1.0), "mean",
     title=lambda config: "POSSCORE (mean over contexts, maximum over references)",
     description=lambda config: (f"{config.language_name}; POS words: {', '.join(config.tags)}; spaCy pipeline "
-                                f"{config.pipeline}; vectors: {config.vectors_name or config.vectors}; range "
+                                f"{config.pipeline}; vectors: "
+                                f"{vectors_words(config.pipeline, config.vectors, config.vectors_name)}; range "
                                 "-(e + 1) to e + 1"),
     scorer=score_posscore, config_keys=("posscore", "pipeline", "vectors"), resources=("pipeline", "vectors"),
     nugget_turns=True))
