@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -37,8 +36,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from scoring.kinds import get_kind  # noqa: E402
 from scoring.kinds.metric.config import MetricConfig  # noqa: E402
 

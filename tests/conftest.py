@@ -7,7 +7,6 @@ without them and fail, never skip, when ``CI=true``.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 import orjson
 import pytest
+
+from devtools.workers.processes import reachable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -63,14 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not getattr(sys, "_evalserver_var_guard", False):
         sys.addaudithook(_refuse_checkout_var_writes)
         sys._evalserver_var_guard = True  # type: ignore[attr-defined]
-
-
-def reachable(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def require_service(name: str, port: int) -> None:

@@ -25,12 +25,12 @@ from django.core.management import CommandError, call_command
 
 from tasks import backup, blobs
 from tasks.models import Run
-from tests.workers import PYTHON, ROOT, ObjectStore
-from tests.workers.restore import BUSY, Installations, wait_for
+from devtools.workers import PYTHON, ROOT, ObjectStore
+from devtools.workers.restore import BUSY, Installations, wait_for
 
 
 def program(env: dict[str, str], name: str, spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
-    completed = subprocess.run([PYTHON, "-m", "tests.workers", name, json.dumps(spec)], cwd=ROOT, env=env,
+    completed = subprocess.run([PYTHON, "-m", "devtools.workers", name, json.dumps(spec)], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=timeout)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -71,7 +71,7 @@ def test_restore_drill_gives_back_every_run_score_board_and_export(
 
     # Uploads to a task of their own go on while the backup is written.
     stop, started = tmp_path / "stop", tmp_path / "started"
-    traffic = subprocess.Popen([PYTHON, "-m", "tests.workers", "restore-traffic", json.dumps(
+    traffic = subprocess.Popen([PYTHON, "-m", "devtools.workers", "restore-traffic", json.dumps(
         {"gold": made["gold"], "stop": str(stop), "started": str(started)})], cwd=ROOT, env=original,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

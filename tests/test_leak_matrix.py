@@ -294,7 +294,7 @@ def _four_decimals(value: float) -> set[str]:
 
 def statistics_numbers() -> set[float]:
     """Every stored statistic except the means (a stale record's means are the forbidden scores)."""
-    from tests.workers import statistics_numbers as of_task
+    from devtools.workers import statistics_numbers as of_task
 
     return {value for task in Task.objects.all() for value in of_task(task)}
 
@@ -640,9 +640,9 @@ def test_statistics_of_another_scope_are_not_served(world: World) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_server: Any) -> None:
-    """``tests.workers.leak_probe``, which the reliability report runs against a live server: no
+    """``devtools.workers.leak_probe``, which the reliability report runs against a live server: no
     problem on this server, and a problem for each number it is told is forbidden but shown."""
-    from tests.workers import forbidden_test_numbers, leak_probe
+    from devtools.workers import forbidden_test_numbers, leak_probe
 
     world = make_world(n_dialogues=30, seed=5, permutations=100)
     test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)

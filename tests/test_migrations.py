@@ -189,8 +189,8 @@ def test_a_site_made_by_the_previous_release_migrates_with_everything_kept(tmp_p
     import subprocess
 
     from tests.conftest import IN_CI
-    from tests.workers import PYTHON, ROOT
-    from tests.workers.restore import Installations
+    from devtools.workers import PYTHON, ROOT
+    from devtools.workers.restore import Installations
 
     if shutil.which("git") is None or subprocess.run(["git", "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
                                                      cwd=ROOT, capture_output=True).returncode:
@@ -201,8 +201,11 @@ def test_a_site_made_by_the_previous_release_migrates_with_everything_kept(tmp_p
     old.mkdir()
     archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-    # The reader of a site (tests/workers/restore.py's probe) is the same program on both sides.
-    shutil.copy(ROOT / "tests" / "workers" / "restore.py", old / "tests" / "workers" / "upgrade_probe.py")
+    # The reader of a site (devtools/workers/restore.py's probe) is the same program on both sides.
+    # The previous release kept these helpers in tests/workers/; the copy imports them from there.
+    probe_source = (ROOT / "devtools" / "workers" / "restore.py").read_text()
+    (old / "tests" / "workers" / "upgrade_probe.py").write_text(
+        probe_source.replace("from devtools.workers.", "from tests.workers."))
 
     installations = Installations(tmp_path / "sites")
     (tmp_path / "sites").mkdir()
@@ -220,11 +223,11 @@ def test_a_site_made_by_the_previous_release_migrates_with_everything_kept(tmp_p
         run(old, "-m", "tests.workers", "seed", json.dumps(spec))
         run(old, "-c", "import django; django.setup(); from leaderboard.statistics import compute_task_statistics; "
                        "from tasks.models import Task; compute_task_statistics(Task.objects.get(slug='upgrade').pk)")
-        probe = ('import json; from tests.workers.{} import probe; print(json.dumps(probe({{"parsed": True}})))')
-        before = json.loads(run(old, "-c", probe.format("upgrade_probe")))
+        probe = ('import json; from {} import probe; print(json.dumps(probe({{"parsed": True}})))')
+        before = json.loads(run(old, "-c", probe.format("tests.workers.upgrade_probe")))
         run(ROOT, "manage.py", "migrate", "-v0")
         run(ROOT, "manage.py", "migrate", "--check")
-        after = json.loads(run(ROOT, "-c", probe.format("restore")))
+        after = json.loads(run(ROOT, "-c", probe.format("devtools.workers.restore")))
     finally:
         installations.drop()
     assert len(before["runs"]) >= 6 and before["statistics"]

@@ -57,7 +57,7 @@ def test_a_short_metrics_token_stops_the_start() -> None:
     import subprocess
     import sys
 
-    from tests.workers import ROOT
+    from devtools.workers import ROOT
 
     completed = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, capture_output=True,
                                text=True, env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "evalserver.settings",

@@ -1,5 +1,5 @@
 """The restore drill's three programs, each run inside Django in a process of the installation it
-is about (``python -m tests.workers restore-populate|restore-traffic|restore-probe``):
+is about (``python -m devtools.workers restore-populate|restore-traffic|restore-probe``):
 
 - ``populate``: every demo task (``manage.py demo``: each kind, development and test phases,
   baselines, runs of two teams, statistics), results published on two of them, and a task of its
@@ -23,8 +23,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.workers.postgres import drop_database, scratch_database
-from tests.workers.processes import site_env
+from devtools.workers.postgres import drop_database, scratch_database
+from devtools.workers.processes import site_env
 
 BUSY = "busy"
 
