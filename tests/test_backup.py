@@ -23,10 +23,10 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from tasks import backup, blobs
-from tasks.models import Run
 from devtools.workers import PYTHON, ROOT, ObjectStore
 from devtools.workers.restore import BUSY, Installations, wait_for
+from tasks import backup, blobs
+from tasks.models import Run
 
 
 def program(env: dict[str, str], name: str, spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:

@@ -188,9 +188,9 @@ def test_a_site_made_by_the_previous_release_migrates_with_everything_kept(tmp_p
     import shutil
     import subprocess
 
-    from tests.conftest import IN_CI
     from devtools.workers import PYTHON, ROOT
     from devtools.workers.restore import Installations
+    from tests.conftest import IN_CI
 
     if shutil.which("git") is None or subprocess.run(["git", "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
                                                      cwd=ROOT, capture_output=True).returncode:
