@@ -21,7 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,6 +32,7 @@ from leaderboard.scheduling import board_status
 from leaderboard.tables import board_table, sort_link
 from scoring import exports
 from tasks import access, cachekeys
+from tasks.api import ERRORS
 from tasks.lookup import cached_task
 from tasks.models import GoldVersion, Phase, Run, Score, Task, publication_problem
 from tasks.runfiles import download_name
@@ -110,7 +111,8 @@ def measures_page(request: HttpRequest) -> HttpResponse:
         for name in KINDS:
             kind = KINDS[name]
             specs = kind.measures(kind.preset(kind.default_preset)) if kind.default_preset else []
-            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs})
+            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs,
+                                   "languages": kind.language_support()})
     return render(request, "leaderboard/measures.html", {"kinds": _MEASURES_PAGE})
 
 
@@ -316,7 +318,10 @@ def _setting_cell(value: Any) -> Any:
                 "`settings_differ` the keys whose values differ between runs (each run's are in its scores).",
     parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
                                                          "open phase, else the latest that started)")],
-    responses={200: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT,
+               304: OpenApiResponse(description="the board has not changed since the ETag sent in If-None-Match"),
+               404: OpenApiResponse(ERRORS, description="no such task (or not visible to you), or no phase of it "
+                                                        "has the name given in `phase`")},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:

@@ -110,6 +110,8 @@ def isolated_settings(media_root: Any, cache_location: str) -> dict[str, Any]:
         "EVALSERVER_STATISTICS_MODE": "off",
         # No clock thread per test process: tests call tasks.phaseclock.advance with the time they choose.
         "EVALSERVER_PHASE_CLOCK_MODE": "off",
+        # Nobody sends the e-mail outbox: tests call notices.outbox.send_due and read Django's outbox.
+        "EVALSERVER_NOTICE_MODE": "off",
         # Pool jobs run where they are started (tests of the background modes switch those on).
         "EVALSERVER_POOL_JOB_MODE": "sync",
         "CACHES": {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -80,6 +80,8 @@ URL_KINDS: dict[str, str] = {
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
+    "organiser-settings": ORGANISER_API, "organiser-data-file": ORGANISER_API, "organiser-withdraw": POST,
+    "notices-preferences": POST, "announcements-feed": PAGE, "organiser-announce": POST, "organiser-message": POST,
     "pool-job": PAGE, "pool-job-status": PAGE,
     # Issue 30: a run's file (its team and organisers) and links form; team and account management.
     "run-file": RUN, "run-links": POST, "team-join": PAGE, "team-leave": POST, "team-remove-member": POST,
@@ -91,6 +93,8 @@ URL_KINDS: dict[str, str] = {
     "organiser-encoder": ORGANISER_API,
     # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
     "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
+    # Issue 41: Prometheus' figures (counts by kind and status, no task data), behind a token.
+    "metrics": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -417,7 +421,8 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
     if kind == RUN or name in ("run-visibility", "run-links"):
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
-            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms", "organiser-extensions"):
+            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms", "announcements-feed",
+            "organiser-announce", "organiser-message", "organiser-withdraw", "organiser-extensions"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 

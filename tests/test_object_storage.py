@@ -349,7 +349,9 @@ def test_two_workers_without_a_shared_disk_score_every_upload_and_one_finishes_t
         web = start_gunicorn(web_env, web_port, tmp_path / "gunicorn.log", workers=1, threads=2)
         processes.append(web)
         base = f"http://127.0.0.1:{web_port}"
-        wait_until("gunicorn to answer", lambda: call(f"{base}/healthz").status == 200, 45, web)
+        # The web process's own health: the workers start next.
+        wait_until("gunicorn to answer", lambda: call(f"{base}/healthz?check=database,broker,storage").status == 200,
+                   45, web)
         first = worker("a")
 
         uploaded: dict[int, bytes] = {}

@@ -176,5 +176,13 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "leak":
         print(json.dumps(leak_site(json.loads(argv[1]))))
         return 0
-    print("usage: python -m tests.workers seed|leak SPEC_JSON", file=sys.stderr)
+    if len(argv) == 2 and argv[0] in ("restore-populate", "restore-traffic", "restore-probe"):
+        from tests.workers import restore
+
+        program = {"restore-populate": restore.populate, "restore-traffic": restore.traffic,
+                   "restore-probe": restore.probe}[argv[0]]
+        print(json.dumps(program(json.loads(argv[1]))))
+        return 0
+    print("usage: python -m tests.workers seed|leak|restore-populate|restore-traffic|restore-probe SPEC_JSON",
+          file=sys.stderr)
     return 2
