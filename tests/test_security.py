@@ -161,11 +161,6 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                                     BARE_STAFF: 404}),
     "organiser-message": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
                                    BARE_STAFF: 404}),
-    # An empty extension form: the organisers are sent back to the dashboard with what is missing.
-    "organiser-extensions": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
-                                      BARE_STAFF: 404}),
-    "organiser-upload-for-team": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200,
-                                          "staff": 200, BARE_STAFF: 404}),
     "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
     "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
                                  BARE_STAFF: 404}),
