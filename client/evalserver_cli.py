@@ -239,6 +239,10 @@ def run_report(run: dict[str, Any], base_url: str, digits: int) -> str:
         lines.append(f"public:      {'yes' if run['is_public'] else 'no'}")
     if run.get("withdrawn"):
         lines.append("withdrawn:   yes")
+    if run.get("late_note"):  # submitted after its phase's end under its team's extension
+        lines.append(f"late:        {run['late_note']}")
+    if run.get("uploaded_on_behalf"):
+        lines.append(f"uploaded:    {run['uploaded_on_behalf']}")
     if run.get("description"):
         lines.append(f"description: {clip(run['description'], 200)}")
     if run.get("url"):

@@ -757,4 +757,7 @@ def test_an_organiser_submits_for_a_team_with_team(served: Served, tmp_path: Pat
     run = api(served, f"/api/v1/runs/{run_id_in(result.stdout)}/", served.world.bob_token)
     assert (run["team"], run["name"]) == ("Borealis", "emailed")
     assert run["uploaded_on_behalf"].startswith("Uploaded on the team's behalf by olivia, an organiser of the task")
+    # The team's own status command prints who uploaded it.
+    status = cli("--server", served.url, "--token", served.world.bob_token, "status", str(run["id"]))
+    assert status.returncode == 0 and f"uploaded:    {run['uploaded_on_behalf']}" in status.stdout
 
