@@ -181,6 +181,8 @@ INSTALLED_APPS = [
     "leaderboard",
     # The kinds' server halves (kinds/<kind>/): pages, jobs, models and commands of one kind.
     "kinds.response",
+    # Annotation campaigns: assessors judge items on the server (issue 40).
+    "campaigns",
 ]
 
 MIDDLEWARE = [

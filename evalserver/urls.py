@@ -42,6 +42,8 @@ urlpatterns = [
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
     # The pages of the kinds' apps (kinds/<kind>/urls.py): the response kind's vBLEU pages.
     path("", include("kinds.response.urls")),
+    # Annotation campaigns (campaigns/urls.py): the organisers' campaign pages and the assessors' judging pages.
+    path("", include("campaigns.urls")),
     path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),
     path("organiser/<slug:slug>/phase/", organiser_forms.phase_form, name="organiser-phase"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
