@@ -55,10 +55,4 @@ def export(campaign: Campaign, fmt: str) -> tuple[bytes, str]:
 def gold_versions_of(campaign: Campaign) -> list[GoldVersion]:
     """The gold versions made from this campaign (their provenance names it)."""
     return [version for version in campaign.task.gold_versions.order_by("-number")
-            if isinstance(version.provenance, dict)
-            and (version.provenance.get("campaign") or {}).get("id") == campaign.pk]
-
-
-def agreement(campaign: Campaign) -> dict[str, Any] | None:
-    """The agreement report (the library's, once it is on this branch): None until then."""
-    return None
+            if isinstance(version.provenance, dict) and version.provenance.get("campaign_id") == campaign.pk]

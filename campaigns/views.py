@@ -4,13 +4,14 @@ runs, opening and closing, assessors, exports, imports and the gold made from it
 
 from __future__ import annotations
 
+import orjson
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from campaigns import results
+from campaigns import library, results
 from campaigns.access import campaign_for_organiser
 from campaigns.assignment import assign, close_campaign, open_campaign, progress
 from campaigns.building import add_assessors, assessor_users, create_campaign
@@ -66,13 +67,15 @@ def campaign_page(request: HttpRequest, campaign_id: int) -> HttpResponse:
             messages.error(request, error)
         return redirect("campaign-page", campaign_id=campaign.pk)
     campaign.refresh_from_db()
-    report = results.agreement(campaign)
+    report = library.agreement(campaign)
     return render(request, "campaigns/campaign.html", {
         "task": campaign.task, "campaign": campaign, "kind_words": KIND_WORDS[campaign.kind],
         "progress": progress(campaign), "report": report, "ranking": results.ranking(campaign),
         "dimensions": campaign.dimensions, "dimensions_text": dimensions_text(campaign.dimensions),
         "gold_versions": results.gold_versions_of(campaign), "n_runs": campaign.runs.count(),
         "checks": campaign.items.filter(is_check=True).count(),
+        # A response task's gold holds references: judged responses make a metrics-track gold instead.
+        "metrics_only": campaign.kind == "responses" and campaign.task.kind == "response",
     })
 
 
@@ -96,14 +99,14 @@ def _action(request: HttpRequest, campaign: Campaign) -> list[str]:
             more = f", {made:,} new assignments" if made else ""
             messages.success(request, f"{len(added)} assessor(s) added{more}.")
         elif action == "gold":
-            version = results.build_gold(campaign, request.POST.get("aggregation", "mean"), request.user)
+            version = library.build_gold(campaign, request.POST.get("aggregation", "mean"), request.user)
             access.log_access(request, task, f"gold version {version.number} from campaign {campaign.pk}")
             messages.success(request, f"Gold version {version.number} is stored from this campaign's judgements.")
         elif action == "import":
             upload = request.FILES.get("file")
             if upload is None:
                 return ["import: choose a judgements file"]
-            count = results.import_judgements(campaign, upload.read())
+            count = library.import_judgements(campaign, upload.read())
             access.log_access(request, task, f"imported {count} judgements into campaign {campaign.pk}")
             messages.success(request, f"{count:,} judgements imported.")
         else:
@@ -134,3 +137,27 @@ def export(request: HttpRequest, campaign_id: int, fmt: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-judgements.{fmt}"'
     return response
 
+
+
+@require_GET
+@login_required
+def metrics_gold(request: HttpRequest, campaign_id: int) -> HttpResponse:
+    """The metrics-track gold a responses campaign's judgements make (``?aggregation=mean|z-score``;
+    ``?part=provenance`` for what it stands on): a response task keeps references as its gold, so
+    these human scores go to a metrics task (``load_gold``) to meta-evaluate metrics against."""
+    campaign = campaign_for_organiser(request.user, campaign_id)
+    if campaign.kind != "responses":
+        return render(request, "campaigns/refused.html", {"errors": [
+            "only a responses campaign makes a metrics-track gold; this campaign's gold is made on its page"]},
+            status=404)
+    try:
+        gold, made = library.gold_content(campaign, request.GET.get("aggregation", "mean").replace("\x00", ""))
+    except Rejected as rejected:
+        return render(request, "campaigns/refused.html", {"errors": rejected.errors}, status=rejected.status)
+    # The gold alone, as load_gold takes it; ?part=provenance: what it stands on (alpha, assessors).
+    part = "provenance" if request.GET.get("part") == "provenance" else "gold"
+    access.log_access(request, campaign.task, f"downloaded the metrics-track {part} of campaign {campaign.pk}")
+    response = HttpResponse(orjson.dumps(made if part == "provenance" else gold, option=orjson.OPT_INDENT_2),
+                            content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-metrics-{part}.json"'
+    return response

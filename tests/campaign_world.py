@@ -34,13 +34,13 @@ def stc3_campaign(world: World, assessors: tuple[str, ...] = ("carol", "dave", "
     return create_campaign(world.task, plan, world.organiser)
 
 
-def response_task(with_gold: bool = True) -> tuple[Any, Any, list[dict[str, Any]]]:
+def response_task(with_gold: bool = True, n: int = 4) -> tuple[Any, Any, list[dict[str, Any]]]:
     """A response task with a small gold (no scoring: its runs are stored as scored runs directly)."""
     from fixtures import response_demo
     from tasks.organising import create_task, load_gold_version
 
     task = create_task("response-task", "response", "Responses", kind="response")
-    gold = response_demo.generate_gold(4, seed=3)
+    gold = response_demo.generate_gold(n, seed=3)
     version = load_gold_version(task, orjson.dumps(gold), "gold.json") if with_gold else None
     return task, version, gold
 

@@ -30,6 +30,8 @@ def expected(url: str, role: str, state: str) -> int:
     """The status the rules give (written from the module's docstring, not read from the views)."""
     if role == "anonymous":
         return 302  # to sign in, whatever the campaign and its state
+    if url == "metrics-gold":
+        return 404  # organisers too: a dialogues campaign makes STC-3 gold, not a metrics-track one
     if url in ("list", "page", "page-post", "export-json", "export-csv"):
         if role in ORGANISERS:
             return 302 if url == "page-post" else 200
@@ -84,6 +86,7 @@ def _requests(campaign: Campaign, world: World) -> dict[str, tuple[str, str, dic
             "export-json": ("get", reverse("campaign-export", args=[campaign.pk, "json"]), {}),
             "export-csv": ("get", reverse("campaign-export", args=[campaign.pk, "csv"]), {}),
             "judging": ("get", reverse("judging"), {}),
+            "metrics-gold": ("get", reverse("campaign-metrics-gold", args=[campaign.pk]), {}),
             "judge": ("get", reverse("campaign-judge", args=[campaign.pk]), {}),
             "judge-at": ("get", reverse("campaign-judge", args=[campaign.pk]) + f"?at={position}", {}),
             "answer": ("post", reverse("campaign-answer", args=[campaign.pk, position]), answer)}
@@ -132,3 +135,37 @@ def test_an_organiser_of_another_task_gets_nothing(world: World) -> None:
     for name, (method, url, data) in _requests(campaign, world).items():
         status = getattr(client, method)(url, data).status_code
         assert status == (200 if name == "judging" else 404), (name, status)
+
+
+def test_the_pages_of_a_responses_campaign_as_every_role(db: Any) -> None:
+    """A response task's campaign: its metrics-track gold and its page (the ranking) for its
+    organisers only; its assessor (a participant of Borealis) judges, never Aurora's responses."""
+    from campaigns.building import Plan, create_campaign
+    from tasks.models import Team
+    from tests.campaign_world import response_task, stored_run
+
+    task, version, gold = response_task()
+    organiser = user("olivia")
+    task.organisers.add(organiser)
+    aurora = Team.objects.create(name="Aurora", slug="aurora")
+    borealis = Team.objects.create(name="Borealis", slug="borealis")
+    aurora.members.add(user("alice"))
+    borealis.members.add(user("bob"))
+    run = stored_run(task, aurora, "aurora-1", {entry["id"]: f"reply {entry['id']}" for entry in gold})
+    campaign = create_campaign(task, Plan(name="replies", kind="responses", gold_version=version, runs=[run],
+                                          per_item=1, assessors=["bob"]))
+    open_campaign(campaign)
+    urls = [reverse("campaign-page", args=[campaign.pk]), reverse("campaign-metrics-gold", args=[campaign.pk]),
+            reverse("campaign-metrics-gold", args=[campaign.pk]) + "?part=provenance",
+            reverse("campaign-export", args=[campaign.pk, "json"])]
+    for who, status in (("olivia", 200), ("alice", 404), ("bob", 404)):
+        client = Client()
+        client.force_login(user(who))
+        for url in urls:
+            got = client.get(url).status_code
+            # No judgement yet: the metrics-track gold says so (409) to the organisers.
+            assert got == (409 if who == "olivia" and "metrics-gold" in url else status), (who, url, got)
+    client = Client()
+    client.force_login(user("bob"))
+    page = client.get(reverse("campaign-judge", args=[campaign.pk]))
+    assert page.status_code == 200 and "aurora" not in page.content.decode().lower()

@@ -93,7 +93,7 @@ URL_KINDS: dict[str, str] = {
     # here for every campaign of the world (one on the test gold, alice and bob its assessors) and a
     # missing one; tests/test_campaign_matrix.py walks every role x campaign state.
     "campaign-list": ORGANISER_API, "campaign-page": PAGE, "campaign-export": PAGE, "judging": PAGE,
-    "campaign-judge": PAGE, "campaign-answer": POST,
+    "campaign-judge": PAGE, "campaign-answer": POST, "campaign-metrics-gold": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"

@@ -146,6 +146,7 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "campaign-export": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
     "campaign-judge": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
     "campaign-answer": ("POST", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "campaign-metrics-gold": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
     "judging": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 200)}),
 }
 ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200, BARE_STAFF: 200}
