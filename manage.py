@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 # Commands whose modules run without Django (tasks.management.offline makes them Django commands too).
-OFFLINE_COMMANDS = {"score": "scoring.cli", "compare": "scoring.compare"}
+OFFLINE_COMMANDS = {"score": "scoring.cli", "compare": "scoring.compare",
+                    "agreement": "scoring.judgements.agreement_cli",
+                    "judgements_to_gold": "scoring.judgements.gold_cli"}
 VENV_PYTHON = Path(__file__).resolve().parent / ".venv" / "bin" / "python"
 
 

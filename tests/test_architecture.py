@@ -133,8 +133,9 @@ def test_each_kind_is_one_package_with_the_same_file_names() -> None:
         assert (home / "kind.py").is_file() and (home / "formats.py").is_file(), kind
     top = {path.stem for path in (ROOT / "scoring").glob("*.py")}
     assert top == {"__init__", "cli", "compare", "exports", "offline", "report", "significance", "validation"}, top
-    assert not [path for path in (ROOT / "scoring").iterdir() if path.is_dir() and path.name not in ("kinds", "stats",
-                                                                                                     "__pycache__")]
+    # judgements/: human judgements (agreement, files, gold), which serve every kind and are none.
+    homes = ("kinds", "stats", "judgements", "__pycache__")
+    assert not [path for path in (ROOT / "scoring").iterdir() if path.is_dir() and path.name not in homes]
 
 
 # Modules that serve every kind and so may name none (the registry's strings excepted): a kind's

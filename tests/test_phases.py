@@ -309,7 +309,10 @@ def test_an_upload_naming_its_phase_goes_there_and_is_scored_on_its_gold(world: 
 def test_a_run_sent_to_the_wrong_phase_is_told_which_phase_and_gold_it_was_read_against(world: World) -> None:
     _, _, test_gold = overlapping_phases(world)
     errors = api_upload(world, run_bytes(test_gold), phase="development").json()["errors"]
-    assert errors[0] == f'[0].id: dialogue "{test_gold[0]["id"]}" is not in the gold data of this task'
+    assert errors[0] == (
+        f"$: none of the {len(test_gold)} ids in this file is an id of this task's gold data (the file's first is "
+        f'"{test_gold[0]["id"]}"); it looks like a run of this kind (it has \'quality\' and \'nugget\'), for other '
+        "gold data")
     assert errors[-1] == (
         "the file was checked against gold version 1 of demo-task, the gold of its development phase (development); "
         "also open: test (gold version 2); to send the run there, name one with the upload's phase field (the "

@@ -228,7 +228,9 @@ def test_a_missing_description_is_listed_with_the_other_problems(world: World) -
     response = api_upload(world, b'[{"id": "x"}]')
     errors = response.json()["errors"]
     assert errors[0] == "description: the test phase requires a description of the method"
-    assert any("not in the gold data" in line for line in errors[1:])
+    assert errors[1:] == ["$: none of the 1 ids in this file is an id of this task's gold data (the file's first is "
+                          '"x"): is it a run of this task?',
+                          "the file was checked against gold version 1 of demo-task, the gold of its test phase (test)"]
     page = signed_in(world.alice).get(f"/tasks/{world.task.slug}/upload/").content.decode()
     assert "(required in the test phase)" in page
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+import orjson
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -84,12 +85,15 @@ def test_upload_form_accepts_a_run_and_redirects_to_its_page(world: World) -> No
 def test_upload_form_lists_every_problem(world: World) -> None:
     client = signed_in(world.alice)
     before = Run.objects.count()
-    response = upload_form(client, world, b'[{"id": "x"}, 5]', name="broken")
+    # A run of this gold with two faults: an entry with an unknown id and one that is no object.
+    entries = orjson.loads(run_bytes(world.gold))
+    entries[1]["id"] = "x"
+    response = upload_form(client, world, orjson.dumps([*entries, 5]), name="broken")
     assert response.status_code == 400
     page = response.content.decode()
     assert "nothing was stored" in page
-    assert "[1]: expected an object, got int" in page
-    assert "[0].id: dialogue &quot;x&quot; is not in the gold data of this task" in page
+    assert f"[{len(entries)}]: expected an object, got int" in page
+    assert "[1].id: dialogue &quot;x&quot; is not in the gold data of this task" in page
     assert Run.objects.count() == before
 
 

@@ -43,10 +43,3 @@ def test_module_state_set_through_the_old_path_is_what_the_code_reads(tmp_path, 
     assert kind.vector_table_path("ab" * 32) == tmp_path / f"{'ab' * 32}.txt"
     kind.set_resource_locator(lambda what, sha256: Path("/elsewhere") / what / sha256)
     assert kind.encoder_model_path("cd" * 32) == Path("/elsewhere/encoders") / ("cd" * 32)
-
-
-def test_each_split_module_is_under_600_lines():
-    home = Path(kind.__file__).parent
-    files = [home / f"{name}.py" for name in ("kind", "config", "resources", "compiled", "describe")]
-    files += sorted((home / "vbleu").glob("*.py"))
-    assert {path.name: n for path in files if (n := len(path.read_text().splitlines())) >= 600} == {}
