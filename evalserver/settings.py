@@ -212,6 +212,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "evalserver.context.site",
+                "campaigns.context.judging",  # the header's Judging link (annotation campaigns)
             ],
         },
     },
