@@ -650,6 +650,8 @@ def command_submit(args: argparse.Namespace, client: Client) -> int:
         fields.append(("priority", str(args.priority)))
     if args.phase is not None:
         fields.append(("phase", args.phase))
+    if args.team is not None:
+        fields.append(("team", args.team))
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     attempt = 0
     while True:
@@ -1010,7 +1012,8 @@ def build_parser() -> argparse.ArgumentParser:
         "queued for scoring; --wait waits for the scores (exit status 1 if scoring fails).",
         "submit stc3-zh TEAM-run1.json --name TEAM-run1 --priority 1 --wait",
         "submit stc3-zh TEAM-run2.json --description-file method.txt --private",
-        "submit stc3-zh TEAM-test-run1.json --phase test --priority 1"))
+        "submit stc3-zh TEAM-test-run1.json --phase test --priority 1",
+        "submit stc3-zh emailed-run.json --team Aurora --phase test   # an organiser, for a team"))
     submit.add_argument("task", metavar="TASK", help="the task's short name (see the 'tasks' command)")
     submit.add_argument("run_file", metavar="RUN.json", help="the run file")
     submit.add_argument("--name", help="run name shown on the leaderboard (default: the file name)")
@@ -1022,6 +1025,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--phase", metavar="NAME",
                         help="the phase the run is for, by its name (needed while several phases of the task are "
                              "open; default: the only open one)")
+    submit.add_argument("--team", metavar="TEAM",
+                        help="organisers of the task only: upload the run on behalf of this team (its name or short "
+                             "name); the run follows the team's phase, extension and quota and records who uploaded it")
     submit.add_argument("--private", action="store_true",
                         help="keep the run off the public leaderboard (your team and the organisers see it)")
     submit.add_argument("--wait", action="store_true", help="wait for the scores and print them")

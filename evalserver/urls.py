@@ -9,7 +9,7 @@ from evalserver.health import healthz
 from leaderboard import runs as run_views
 from leaderboard import statistics_exports, statistics_pages
 from leaderboard import views as board_views
-from tasks import accounts, organiser, organiser_forms, runlinks, teams
+from tasks import accounts, organiser, organiser_forms, organiser_late, runlinks, teams
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -46,6 +46,8 @@ urlpatterns = [
     path("", include("campaigns.urls")),
     path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),
     path("organiser/<slug:slug>/phase/", organiser_forms.phase_form, name="organiser-phase"),
+    path("organiser/<slug:slug>/extensions/", organiser_late.extensions, name="organiser-extensions"),
+    path("organiser/<slug:slug>/upload/", organiser_late.upload_for_team, name="organiser-upload-for-team"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
     path("runs/<int:run_id>/visibility/", task_views.run_visibility, name="run-visibility"),
     path("runs/<int:run_id>/items.csv", run_views.run_items_csv, name="run-items-csv"),

@@ -141,6 +141,7 @@ def build_board(task: Task, phase: Phase | None, organiser: bool, preview: bool 
             "id": run.pk, "team": run.team.name if run.team_id else "baseline", "name": run.name,
             "description": run.description, "is_baseline": run.is_baseline, "is_public": run.is_public,
             "priority": run.priority, "submitted_at": run.created_at.isoformat(), "linked": linked,
+            "late": run.late,  # submitted after the phase's end under its team's extension (tasks.late)
             # The groups the run has scores in (a DQ-only run is not on the ND tab).
             "groups": sorted({column.group for column in board.columns if values[column.key] is not None}),
             "scores": summary, "values": values,

@@ -12,7 +12,6 @@ from urllib.parse import quote, urlencode
 
 import numpy as np
 import orjson
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
@@ -28,6 +27,7 @@ from scoring import exports
 from scoring.kinds import MeasureSpec, grouped
 from tasks import access
 from tasks.api import details_payload, run_data
+from tasks.late import late_sentence, uploader_sentence
 from tasks.models import Run, Score
 from tasks.runfiles import download_name
 from tasks.runlinks import RunLinksForm
@@ -64,7 +64,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "settings": {"shared": run.task.kind_impl.describe_settings(run_settings), "differ": [],
                      "versions": run.task.kind_impl.describe_versions(run_settings)},
         "standing": _standing_rows(standing),
-        "comparable": comparable_runs(run, reader) if per_item and own else [],
+        "comparable": comparable_runs(run, reader if own else reader.real, score.scope) if score is not None else [],
         "finished": run.status not in Run.UNFINISHED,
         "queue_ahead": _queue_ahead(run),
         "statistics_wait": _statistics_wait(run, standing),
@@ -72,6 +72,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "identical": identical_runs(run) if own else [],
         "links_form": RunLinksForm(instance=run) if member else None,
         "public_page": own and access.run_is_public(run, phases),
+        "late_note": late_sentence(run), "uploader_note": uploader_sentence(run) if own else "",
         # The gold moved under the run after it was submitted: its scores are on the new version.
         "gold_notes": run.phase.gold_change_notes(since=run.created_at) if run.phase_id else []})
 
@@ -344,46 +345,67 @@ def run_items_csv(request: HttpRequest, run_id: int) -> HttpResponse:
     return response
 
 
-def comparable_runs(run: Run, user: Any) -> list[Run]:
-    """Runs the user may compare with ``run`` item by item: their team's other scored runs of the
-    task on the same gold version (every such run of the task for its organisers)."""
+MAX_COMPARABLE = 200
+
+
+def comparable_runs(run: Run, reader: access.Reader, scope: str | None) -> list[Run]:
+    """Runs ``reader`` may compare with ``run`` item by item: every other scored run of the task on
+    the same gold version whose per-item scores on the same scope (``scope``, the one the reader
+    reads of ``run``) the reader may see (``tasks.access.readable_per_item_scope``, the run page's
+    rule): the reader's team's runs, other teams' public runs and the baselines where the task's
+    rules show their per-item scores, every run for the task's organisers. The reader's own runs
+    first, then the baselines, then the others, newest first in each."""
+    if scope is None:
+        return []
     runs = Run.objects.filter(task_id=run.task_id, status=Run.DONE, gold_version_id=run.gold_version_id,
-                              withdrawn_at__isnull=True).exclude(pk=run.pk).select_related("team")
-    if not access.is_organiser(user, run.task):
-        runs = runs.filter(team_id=run.team_id) if access.is_member(user, run) else runs.none()
-    return list(runs.order_by("-created_at")[:200])
+                              withdrawn_at__isnull=True).exclude(pk=run.pk).select_related(
+        "task", "team", "phase", "gold_version").order_by("-created_at", "-pk")
+    found = [other for other in runs if access.readable_per_item_scope(other, reader, reader.phases) == scope]
+    found.sort(key=lambda other: (not access.is_member(reader, other), not other.is_baseline))
+    return found[:MAX_COMPARABLE]
+
+
+NOT_COMPARABLE = "no such run to compare with in this task"
 
 
 @require_GET
-@login_required
 def run_compare(request: HttpRequest, run_id: int) -> HttpResponse:
     """Two runs item by item on one measure: a scatter of their per-item scores and the sorted
-    differences. Each run is one the user may open, and both per-item scores must be visible to
-    the user (``tasks.access.per_item_score``), on the same gold and scope."""
-    run = access.get_run_for_user(request.user, run_id)
+    differences. Each run is one whose page the reader may open (``tasks.access.read_run_page``:
+    their team's, the organisers', or a public one) and whose per-item scores the reader may see
+    there (``readable_per_item``), on the same gold and scope; a run the reader may not open is a
+    404, as on its page, whichever position it takes."""
+    run, page_reader = access.read_run_page(request.user, run_id)
+    phases = page_reader.phases
+    # The run page's reader of a public run reads as anybody; the chooser and the second run are
+    # read as the user is (a team's own runs beside another team's public run).
+    reader = page_reader if page_reader.role == access.OWN else page_reader.real
+    first = access.readable_per_item(run, page_reader, page_reader.role, phases)
+    context: dict[str, Any] = {"run": run, "comparable": comparable_runs(run, reader, first and first.scope)}
     other_id = request.GET.get("with", "")
     if not other_id:
-        return render(request, "tasks/compare.html", {"run": run, "comparable": comparable_runs(run, request.user),
-                                                      "choose": True})
+        return render(request, "tasks/compare.html", {**context, "choose": True, "readable": first is not None})
     if not other_id.isascii() or not other_id.isdigit() or len(other_id) > 18:
         raise Http404("no such run to compare with: ?with= takes a run id")
-    other = access.get_run_for_user(request.user, int(other_id))
-    if other.task_id != run.task_id or other.pk == run.pk:
-        raise Http404("compare two different runs of the same task")
-    phases = access.task_phases(run.task_id)
-    scores = [access.per_item_score(item, request.user, phases) for item in (run, other)]
-    context: dict[str, Any] = {"run": run, "other": other, "comparable": comparable_runs(run, request.user)}
-    if any(score is None for score in scores):
+    other = Run.objects.select_related("task", "team", "phase", "gold_version").filter(
+        pk=int(other_id), task_id=run.task_id).exclude(pk=run.pk).first()
+    role = access.run_role(reader, other) if other is not None else ""
+    if not role:
+        raise Http404(NOT_COMPARABLE)
+    second = access.readable_per_item(other, reader, role, phases)
+    context["other"] = other
+    scores = (first, second)
+    if first is None or second is None:
         missing = " and ".join(item.label for item, score in zip((run, other), scores, strict=True) if score is None)
         context["problem"] = (f"The per-item scores of both runs are needed, and those of {missing} are not "
                               "available to you (on test data they come with the published results).")
         return render(request, "tasks/compare.html", context)
-    if scores[0].gold_version_id != scores[1].gold_version_id or scores[0].scope != scores[1].scope:
+    if first.gold_version_id != second.gold_version_id or first.scope != second.scope:
         context["problem"] = "The two runs were scored on different gold data or different items: nothing to pair."
         return render(request, "tasks/compare.html", context)
-    for item, score, partner in ((run, scores[0], other), (other, scores[1], run)):
+    for item, score, partner in ((run, first, other), (other, second, run)):
         _log_per_item(request, item, score, phases, f"per-item comparison with run #{partner.pk}")
-    context.update(compare_runs(scores[0], scores[1], request.GET.get("measure", "")))
+    context.update(compare_runs(first, second, request.GET.get("measure", "")))
     return render(request, "tasks/compare.html", context)
 
 

@@ -17,6 +17,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from scoring.kinds import MeasureSpec
+from tasks.late import LATE_TITLE
 
 # p-value cells get darker below each of these bounds (the last one only shades "close to").
 SHADE_BOUNDS: tuple[float, ...] = (0.01, 0.05, 0.1)
@@ -84,6 +85,9 @@ def board_table(rows: list[dict[str, Any]], columns: list[MeasureSpec], sort_key
         if not row["is_public"]:
             tags += ' <span class="tag">hidden</span>'
         priority = f' <span class="tag">#{row["priority"]}</span>' if row["priority"] else ""
+        if row.get("late"):
+            priority += f' <span class="tag late" title="{LATE_TITLE}">late</span>'
+
         row_class = ' class="baseline"' if row["is_baseline"] else ""
         # Shown under the run's name where the team column is hidden (a phone; CSS content, so
         # the cell's text stays the run's name).
@@ -100,6 +104,9 @@ def board_table(rows: list[dict[str, Any]], columns: list[MeasureSpec], sort_key
             parts.append(f'<td class="num{sorted_class}">{cell}</td>')
         parts.append("</tr>")
     parts.append("</tbody></table>")
+    if any(row.get("late") for row in rows):
+        # In words under the table too: a phone cannot open the tag's title.
+        parts.append(f'<p class="meta board-legend"><span class="tag late">late</span>: {LATE_TITLE}.</p>')
     return mark_safe("".join(parts))  # noqa: S308 - every piece of participant text above went through escape()
 
 

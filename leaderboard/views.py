@@ -283,14 +283,16 @@ def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     rows: list[list[Any]] = [["run_id", "team", "run", "baseline", "submitted_at", "gold_version", "scope"]
                              + [column.key for column in board.columns]
                              + [f"rank:{column.key}" for column in board.columns]
-                             + [f"setting:{key}" for key in settings]]
+                             + [f"setting:{key}" for key in settings] + ["late"]]
     for row in board.rows:
         run_settings = row["scores"].get("settings") or {}
         rows.append([row["id"], row["team"], row["name"], int(row["is_baseline"]), row["submitted_at"],
                      board.gold_version, board.scope]
                     + [row["values"][column.key] for column in board.columns]
                     + [row["ranks"][column.key] or None for column in board.columns]
-                    + [_setting_cell(run_settings.get(key)) for key in settings])
+                    + [_setting_cell(run_settings.get(key)) for key in settings]
+                    # 1: submitted after the phase's end under its team's extension (tasks.late).
+                    + [int(row.get("late", False))])
     # The project's one CSV writer: participant text cannot become a spreadsheet formula.
     response = HttpResponse(exports.csv_text(rows), content_type="text/csv; charset=utf-8")
     suffix = f"-{phase.name}" if phase else ""

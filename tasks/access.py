@@ -40,6 +40,9 @@ class Reader:
     team_ids: frozenset[int]
     phases: list[Phase]
     role: str = ""
+    # A PUBLIC page's reader reads as anybody; ``real`` keeps who they are, resolved once, for what
+    # the page offers beside the run (a comparison with their own team's runs).
+    real: Reader | None = None
 
 
 def reader_of(user: Any, task: Task, phases: list[Phase] | None = None, role: str = "") -> Reader:
@@ -95,7 +98,7 @@ def accepting_runs_on(phases: list[Phase], gold_version_id: int | None, now: dat
     """The phases that accept runs now and are scored against this gold version."""
     now = now or timezone.now()
     return [phase for phase in phases if phase.takes_runs and gold_version_id is not None
-            and phase.gold_version_id == gold_version_id and phase.is_open(now)]
+            and phase.gold_version_id == gold_version_id and phase.starts_at <= now < phase.closes_at]
 
 
 def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None = None) -> bool:
@@ -104,8 +107,9 @@ def publication_counts(phases: list[Phase], phase: Phase, now: datetime | None =
     end was moved later) would answer every new run with its whole-test-set and per-item scores,
     so it waits until submissions on that gold have closed."""
     now = now or timezone.now()
-    if phase.takes_runs and phase.ends_at > now:
-        return False  # a test phase's results are its runs' once it has ended: not before it opens either
+    if phase.takes_runs and phase.closes_at > now:
+        # A test phase's results are its runs' once it has ended (a team's extension included: tasks.late).
+        return False
     return phase.published_at(now) and not accepting_runs_on(phases, phase.gold_version_id, now)
 
 
@@ -124,7 +128,7 @@ def gold_is_secret(phases: list[Phase], gold_version_id: int, now: datetime | No
     loaded before its phase is made; a version a phase has moved away from)."""
     now = now or timezone.now()
     on = [phase for phase in phases if phase.gold_version_id == gold_version_id]
-    return not on or not all(phase.ends_at <= now and publication_counts(phases, phase, now) for phase in on)
+    return not on or not all(phase.closes_at <= now and publication_counts(phases, phase, now) for phase in on)
 
 
 def _test_phases(run: Run, phases: list[Phase] | None) -> list[Phase]:
@@ -157,20 +161,28 @@ def visible_score(run: Run, user: Any, phases: list[Phase] | None = None) -> Sco
     published, the live-subset score of a test phase that has one, and nothing for a run scored
     against such a gold outside that phase (a run from before the phases, re-scored when the test
     gold was loaded)."""
-    if run.status != Run.DONE or run.gold_version_id is None:
+    scope = visible_scope(run, user, phases)
+    if scope is None:
         return None
     # Per-item details (nugget scores: megabytes for a large run) are read only where shown.
-    scores = {score.scope: score for score in run.scores.filter(gold_version_id=run.gold_version_id).defer("details")}
+    return run.scores.filter(gold_version_id=run.gold_version_id, scope=scope).defer("details").first()
+
+
+def visible_scope(run: Run, user: Any, phases: list[Phase] | None = None) -> str | None:
+    """Which of a run's scores ``visible_score`` shows this user (``Score.FULL`` or ``Score.LIVE``),
+    without reading a score: None where it shows none. Lists of runs (a comparison's chooser) ask
+    it of each run without a query per run."""
+    if run.status != Run.DONE or run.gold_version_id is None:
+        return None
     if is_organiser(user, run.task):
-        return scores.get(Score.FULL)
+        return Score.FULL
     if phases is None:
         phases = task_phases(run.task_id)
     own = run.phase if run.phase_id and run.phase.gold_version_id == run.gold_version_id else None
     if own is not None:
         scope, hidden = board_rule(phases, own, organiser=False)
-        return None if hidden else scores.get(scope)
-    scope = shown_scope(phases, run.gold_version_id, live_subset=False)
-    return None if scope is None else scores.get(scope)
+        return None if hidden else scope
+    return shown_scope(phases, run.gold_version_id, live_subset=False)
 
 
 # Run pages --------------------------------------------------------------------------------------
@@ -218,7 +230,7 @@ def read_run_page(user: Any, run_id: int) -> tuple[Run, Reader]:
     if is_member(reader, run) or reader.organiser:
         return run, replace(reader, role=OWN)
     if run_is_public(run, reader.phases):
-        return run, Reader(AnonymousUser(), run.task_id, False, frozenset(), reader.phases, PUBLIC)
+        return run, Reader(AnonymousUser(), run.task_id, False, frozenset(), reader.phases, PUBLIC, real=reader)
     raise Http404("no such run")
 
 
@@ -226,15 +238,20 @@ def public_per_item_score(run: Run, phases: list[Phase]) -> Score | None:
     """The score whose per-item values a public run page shows: where the run's team sees them
     (``may_see_per_item``: on test data once published, in a development phase if it gives
     per-item feedback), for a run that is public (``run_is_public``)."""
-    if not run_is_public(run, phases):
-        return None
-    if not on_test_data(run, phases) and run.phase_id and not (run.phase.per_item_feedback
-                                                               or run.phase.results_published):
-        return None
-    if not matrices_allowed(phases, run.gold_version_id, organiser=False):
+    if not public_per_item_allowed(run, phases):
         return None
     return run.scores.filter(gold_version_id=run.gold_version_id, scope=Score.FULL).select_related(
         "gold_version").first()
+
+
+def public_per_item_allowed(run: Run, phases: list[Phase]) -> bool:
+    """``public_per_item_score``'s rule without reading the score."""
+    if not run_is_public(run, phases):
+        return False
+    if not on_test_data(run, phases) and run.phase_id and not (run.phase.per_item_feedback
+                                                               or run.phase.results_published):
+        return False
+    return matrices_allowed(phases, run.gold_version_id, organiser=False)
 
 
 def readable_per_item(run: Run, user: Any, role: str, phases: list[Phase]) -> Score | None:
@@ -242,6 +259,29 @@ def readable_per_item(run: Run, user: Any, role: str, phases: list[Phase]) -> Sc
     if role == OWN:
         return per_item_score(run, user, phases)
     return public_per_item_score(run, phases)
+
+
+def run_role(reader: Reader, run: Run) -> str:
+    """How ``reader`` reads ``run``: ``OWN`` (its team, the task's organisers), ``PUBLIC`` (anybody
+    else, where ``run_is_public``) or "" (not at all): ``read_run_page``'s rule for a run of a
+    list, from a Reader resolved once."""
+    if is_member(reader, run) or reader.organiser:
+        return OWN
+    return PUBLIC if run_is_public(run, reader.phases) else ""
+
+
+def readable_per_item_scope(run: Run, reader: Reader, phases: list[Phase]) -> str | None:
+    """The scope of the score ``readable_per_item`` gives this reader for ``run`` (None: none), without
+    reading it: the same rules (``may_see_per_item`` and ``visible_scope`` for the run's team and the
+    organisers, ``public_per_item_allowed`` for anybody else)."""
+    role = run_role(reader, run)
+    if role == OWN:
+        if run.status != Run.DONE or not may_see_per_item(run, reader, phases):
+            return None
+        return visible_scope(run, reader, phases)
+    if role == PUBLIC and public_per_item_allowed(run, phases):
+        return Score.FULL
+    return None
 
 
 def log_access(request: HttpRequest, task: Task, what: str) -> None:
@@ -274,7 +314,7 @@ def may_see_references(run: Run, user: Any, phases: list[Phase] | None = None) -
         return True
     if run.phase is None or not may_see_per_item(run, user, phases):
         return False
-    return run.phase.ends_at <= timezone.now()
+    return run.phase.closes_at <= timezone.now()  # a team's extension keeps the references back too
 
 
 def references_rule(run: Run, user: Any, role: str, phases: list[Phase] | None = None) -> tuple[bool, str]:
@@ -287,8 +327,8 @@ def references_rule(run: Run, user: Any, role: str, phases: list[Phase] | None =
     if phase is None:
         return False, ("the references it was scored against stay with the task's organisers: this run belongs "
                        "to no phase")
-    ends = f"the {phase.name} phase ends, at {phase.ends_at:%Y-%m-%d %H:%M} UTC"
-    ended = phase.ends_at <= timezone.now()
+    ends = f"the {phase.name} phase ends, at {phase.closes_at:%Y-%m-%d %H:%M} UTC"
+    ended = phase.closes_at <= timezone.now()
     if role != OWN:
         who = ("the run's team and the task's organisers" if ended
                else f"the task's organisers and, once {ends}, to the run's team")

@@ -24,6 +24,7 @@ from evalserver.errors import request_problem
 from evalserver.middleware import API_MESSAGE, RETRY_AFTER_SECONDS
 from tasks import access
 from tasks.errors import TRANSIENT_DB_ERRORS, Rejected
+from tasks.late import late_sentence, uploader_sentence
 from tasks.models import Run
 from tasks.submissions import (
     API_FORM,
@@ -35,6 +36,7 @@ from tasks.submissions import (
     submission_status,
     submit_run,
     upload_context,
+    upload_context_for_team,
 )
 
 log = logging.getLogger(__name__)
@@ -97,9 +99,14 @@ def run_data(run: Run, user: Any, phases: list[Any] | None = None, describe: boo
         "scores_scope": score.scope if score else None,
         "gold_version": run.gold_version.number if run.gold_version_id else None,
         "submitted_at": run.created_at.isoformat(),
+        # Submitted after its phase's end under its team's extension (tasks.late), in words too.
+        "late": run.late, "late_note": late_sentence(run),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "url": reverse("api-run", args=[run.pk]),
     }
+    if access.is_member(user, run) or access.is_organiser(user, run.task):
+        # Who uploaded a run an organiser sent for its team: for the team and the organisers only.
+        data["uploaded_on_behalf"] = uploader_sentence(run)
     if describe:
         # What each key of "scores" means and which way is better, in the board's order.
         data["measures"] = [spec.public() for spec in run.task.measure_specs()
@@ -147,6 +154,9 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
         "file": serializers.FileField(), "name": serializers.CharField(required=False),
         "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
         "public": serializers.BooleanField(required=False),
+        "team": serializers.CharField(required=False, help_text=(
+            "organisers of the task only: the team (its name or short name) this run is uploaded for; the run "
+            "follows that team's phase, extension and quota and records who uploaded it")),
         "phase": serializers.CharField(required=False, help_text=(
             "the phase's name; may be left out while only one phase is open, and must be given while several "
             "are (an upload that names none is then refused with the open phases listed)"))})},
@@ -161,8 +171,11 @@ def upload_run(request: Request, slug: str) -> Response:
     # The request's size (and a Content-Length that is not a number) was checked before its body
     # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
+    team = request.POST.get("team")
+    # An organiser's upload for a team (tasks.late): refused for anybody else before the file is read.
+    resolved = (upload_context_for_team(task, request.user, str(team)) if team is not None
+                else upload_context(task, request.user))
     submission = submission_from_request(request, API_FORM)
-    resolved = upload_context(task, request.user)
     run = submit_run(task, request.user, submission, phase_for_upload(resolved, submission.phase), resolved)
     copies = identical_runs(run)
     return Response({"id": run.pk, "status": Run.QUEUED, "url": reverse("api-run", args=[run.pk]),

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from scoring.kinds import KINDS, Kind, MeasureSpec, get_kind
 from tasks.names import validate_visible_name
+from tasks.phaserules import publication_problem, reopening_problem
 
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$",
                                 "use 3-50 lower-case letters, digits and hyphens, not starting or ending with -")
@@ -228,6 +229,10 @@ class Phase(models.Model):
     clock_state = models.CharField(
         max_length=10, blank=True, editable=False,
         help_text="the state the phase clock (tasks.phaseclock) last recorded: upcoming, open or ended")
+    # The latest end of an extension given to one team (tasks.late), kept here so that every rule
+    # reading a list of phases (publication, a secret gold, references) sees the phase still taking runs.
+    late_until = models.DateTimeField(null=True, blank=True, editable=False,
+                                      help_text="until when an extension lets a team submit after the end")
     data_registered_only = models.BooleanField(
         default=False, help_text="the phase's data (participants' data, sample run, the organisers' files of the "
                                  "phase) only for signed-in members of a team, approved where the task requires "
@@ -264,6 +269,11 @@ class Phase(models.Model):
         at = at or timezone.now()
         return self.results_published or (self.publish_at is not None and self.publish_at <= at)
 
+    @property
+    def closes_at(self) -> datetime:
+        """When the phase stops taking runs from every team: its end, or a team's later extension."""
+        return max(self.ends_at, self.late_until) if self.late_until else self.ends_at
+
     def is_open(self, at: datetime | None = None) -> bool:
         at = at or timezone.now()
         return self.starts_at <= at < self.ends_at
@@ -287,9 +297,10 @@ class Phase(models.Model):
         test set would be an oracle."""
         at = at or timezone.now()
         found = [] if self.pk is None else list(
-            Phase.objects.filter(task_id=self.task_id, gold_version_id=self.gold_version_id, starts_at__lte=at,
-                                 ends_at__gt=at).exclude(kind=self.FINAL).exclude(pk=self.pk))
-        if self.takes_runs and self.is_open(at):
+            Phase.objects.filter(models.Q(ends_at__gt=at) | models.Q(late_until__gt=at), task_id=self.task_id,
+                                 gold_version_id=self.gold_version_id, starts_at__lte=at)
+            .exclude(kind=self.FINAL).exclude(pk=self.pk))
+        if self.takes_runs and self.starts_at <= at < self.closes_at:
             found.insert(0, self)
         return found
 
@@ -306,7 +317,7 @@ class Phase(models.Model):
         if self.publish_at is not None and self.kind == self.DEVELOPMENT:
             raise ValidationError({"publish_at": "a development phase has no results to publish"})
         if self.results_published and self.task_id and self.gold_version_id and self.starts_at and self.ends_at:
-            problem = publication_problem(self, self.open_phases_on_gold())
+            problem = reopening_problem(self) or publication_problem(self, self.open_phases_on_gold())
             if self.takes_runs and self.starts_at > timezone.now():
                 problem = (f"The {self.name} phase has not started yet (it opens at "
                            f"{self.starts_at:%Y-%m-%d %H:%M} UTC): it has no results to publish.")
@@ -320,21 +331,6 @@ class Phase(models.Model):
             return None
         rng = np.random.default_rng(self.live_subset_seed)
         return np.sort(rng.choice(n, size=self.live_subset_size, replace=False))
-
-
-def publication_problem(phase: Phase, open_phases: list[Phase]) -> str:
-    """Why the results of ``phase`` cannot be published while ``open_phases`` accept runs on its
-    gold (``Phase.open_phases_on_gold``), in a sentence; empty when nothing stands in the way."""
-    if not open_phases:
-        return ""
-    names = " and ".join(f"{other.name} (until {other.ends_at:%Y-%m-%d %H:%M} UTC)" for other in open_phases)
-    if open_phases == [phase]:
-        which = f"the {phase.name} phase is still open for submissions until {phase.ends_at:%Y-%m-%d %H:%M} UTC"
-    else:
-        which = f"{'the phase' if len(open_phases) == 1 else 'the phases'} {names} still accept runs on the same gold"
-    return (f"The results of the {phase.name} phase cannot be published yet: {which}. Every run submitted after "
-            "publication would get its scores on the whole test set and per item, which would turn the test set "
-            "into an answer key. Close submissions first (or wait until the phase ends), then publish.")
 
 
 def _join_code() -> str:
@@ -396,6 +392,8 @@ class Run(models.Model):
     errors = models.JSONField(default=list, blank=True)
     warnings = models.JSONField(default=list, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    late = models.BooleanField(default=False, help_text="submitted after its phase's end, under its team's extension")
+    on_behalf = models.BooleanField(default=False, help_text="uploaded by an organiser (submitted by) for the team")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     queued_at = models.DateTimeField(default=timezone.now, help_text="when the scoring job was last queued")
     last_sent_at = models.DateTimeField(null=True, blank=True,
@@ -589,3 +587,6 @@ class AccessLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.user}: {self.what}"
+
+
+from tasks.extensions import Extension  # noqa: E402,F401 - a model of this app kept in its own module

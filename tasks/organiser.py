@@ -25,6 +25,7 @@ from scoring import exports
 from tasks import access, datafiles
 from tasks.errors import Rejected
 from tasks.hooks import organiser_links
+from tasks.late import late_context
 from tasks.models import AccessLog, DataFile, Phase, Run, Score, Task, Team
 from tasks.organising import rescore_runs, runs_to_rescore, set_publication
 from tasks.runfiles import download_name, read_run_file
@@ -88,7 +89,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "gold_versions": task.gold_versions.order_by("-number")[:10], "kind_links": organiser_links(task),
         "data_files": data_file_rows(task),
         "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
-        if task.requires_team_approval else [],
+        if task.requires_team_approval else [], **late_context(task),
     })
 
 
@@ -357,7 +358,7 @@ def _dicts_csv(rows: list[dict[str, Any]], empty_header: list[str]) -> str:
 def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]:
     """One row per scored run and scope: the means of every measure, for CSV and JSON exports."""
     scores = Score.objects.filter(run__task=task, run__is_baseline__in=[True, False]).select_related(
-        "run", "run__team", "run__phase", "gold_version").order_by("run_id", "scope")
+        "run", "run__team", "run__phase", "run__submitted_by", "gold_version").order_by("run_id", "scope")
     if phase is not None:
         scores = scores.filter(run__phase=phase)
     rows = []
@@ -369,7 +370,9 @@ def results_rows(task: Task, phase: Phase | None = None) -> list[dict[str, Any]]
                                "run": run.name, "baseline": run.is_baseline, "public": run.is_public,
                                "withdrawn": run.is_withdrawn, "phase": run.phase.name if run.phase else "",
                                "priority": run.priority, "gold_version": score.gold_version.number,
-                               "scope": score.scope, "submitted_at": run.created_at.isoformat()}
+                               "scope": score.scope, "submitted_at": run.created_at.isoformat(),
+                               "late": run.late, "uploaded_by": run.submitted_by.get_username()
+                               if run.submitted_by_id else "", "on_behalf": run.on_behalf}
         row.update(score.summary.get("measures", {}))
         # How the numbers were made (variant, aggregation, ...), named in every row.
         row.update({f"setting:{key}": _setting_value(value)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from scoring.kinds import KINDS
 from scoring.validation import ValidationFailed, parse_json
-from tasks import blobs
+from tasks import blobs, late
 from tasks.changes import board_changed, boards_on_gold, touch_scores
 from tasks.datafiles import store_gold_source
 from tasks.errors import Rejected
@@ -76,7 +76,11 @@ def close_submissions(phases: list[Phase], now: datetime | None = None) -> list[
     now = now or timezone.now()
     closed = []
     for phase in phases:
+        # Closing is for every team: the extensions given to some end too (tasks.late).
+        extended = late.end_all_extensions(phase, now)
         if not phase.is_open(now):
+            if extended:
+                closed.append(phase)
             continue
         # A phase opened this very microsecond still ends after it starts (the database insists).
         phase.ends_at = max(now, phase.starts_at + timedelta(microseconds=1))

@@ -10,7 +10,7 @@ import threading
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scoring.validation import ValidationFailed
+from tasks import late
 from tasks.errors import Rejected
 from tasks.jobs import enqueue_scoring
 from tasks.models import GoldVersion, Phase, Run, Task, Team
@@ -102,9 +103,13 @@ def phases_of(task: Task) -> tuple[Phase, ...]:
     return tuple(task.phases.select_related("gold_version").order_by("starts_at", "pk"))
 
 
-def taking_runs(phases: tuple[Phase, ...] | list[Phase], at: datetime) -> list[Phase]:
-    """Those of ``phases`` (in their order) that take runs at ``at``: started, not ended, not final."""
-    return [phase for phase in phases if phase.takes_runs and phase.starts_at <= at < phase.ends_at]
+def taking_runs(phases: tuple[Phase, ...] | list[Phase], at: datetime,
+                extensions: dict[int, datetime] | None = None) -> list[Phase]:
+    """Those of ``phases`` (in their order) that take runs at ``at``: started, not ended, not final;
+    ``extensions`` (phase id -> until, one team's: ``tasks.late``) keeps an ended phase open for that team."""
+    extensions = extensions or {}
+    return [phase for phase in phases if phase.takes_runs and phase.starts_at <= at
+            and (at < phase.ends_at or at < extensions.get(phase.pk, at))]
 
 
 def open_phases(task: Task, at: datetime | None = None) -> list[Phase]:
@@ -128,10 +133,15 @@ class UploadContext:
     phases: tuple[Phase, ...]
     terms_accepted: bool
     at: datetime
+    # The team's running extensions (phase id -> until: tasks.late), and whether an organiser
+    # uploads for the team (the run records it).
+    extensions: dict[int, datetime] = field(default_factory=dict)
+    on_behalf: bool = False
 
     @property
     def open_phases(self) -> list[Phase]:
-        return taking_runs(self.phases, self.at)
+        """The phases taking this team's runs now: the open ones and those its extensions keep open."""
+        return taking_runs(self.phases, self.at, self.extensions)
 
     @property
     def waiting_for_approval(self) -> bool:
@@ -141,8 +151,22 @@ class UploadContext:
 def upload_context(task: Task, user: Any, at: datetime | None = None) -> UploadContext:
     """The context of one request of ``user`` about uploads to ``task``: three queries (team,
     phases, terms; none for the terms of a task without terms or an anonymous user's team)."""
-    return UploadContext(task, user, participant_team(user), phases_of(task), task.terms_accepted_by(user),
-                         at or timezone.now())
+    at = at or timezone.now()
+    team, phases = participant_team(user), phases_of(task)
+    return UploadContext(task, user, team, phases, task.terms_accepted_by(user), at,
+                         late.active_extensions(team, phases, at))
+
+
+def upload_context_for_team(task: Task, organiser: Any, team_name: str, at: datetime | None = None) -> UploadContext:
+    """The context of an organiser's upload on behalf of the team ``team_name`` (its slug or
+    name): the team's phases, extensions and quota; the terms are the members' to accept, not the
+    organiser's. ``Rejected`` (403) for anybody who does not organise the task."""
+    late.check_organiser(task, organiser)
+    team = late.find_team(team_name)
+    at = at or timezone.now()
+    phases = phases_of(task)
+    return UploadContext(task, organiser, team, phases, True, at, late.active_extensions(team, phases, at),
+                         on_behalf=True)
 
 
 def open_phase(task: Task, at: datetime | None = None) -> Phase | None:
@@ -299,6 +323,14 @@ def submission_status(context: UploadContext) -> dict[str, Any]:
         return {"open": True, "phase": None, "reason": "this task has no phases: it accepts runs at any time, "
                                                        "with no quota"}
     taking = context.open_phases
+    notes = late.extension_notes(team, task, context.at) if context.extensions else []
+    if notes:
+        # The team's extensions (tasks.late), in words: what its members read on the upload page.
+        return {**_submission_status_open(context, taking), "extensions": notes}
+    return _submission_status_open(context, taking)
+
+
+def _submission_status_open(context: UploadContext, taking: list[Phase]) -> dict[str, Any]:
     if len(taking) > 1:
         # Open, but an upload names its phase (phase_for_upload): "phases" lists the choices.
         return {"open": True, "phase": None, "phases": [phase.name for phase in taking],
@@ -344,7 +376,7 @@ API_FORM = UploadForm(public_when_absent=True,
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
-TEXT_FIELDS = ("priority", "public", "name", "description", "phase")
+TEXT_FIELDS = ("priority", "public", "name", "description", "phase", "team")
 
 
 def submission_from_request(request: Any, form: UploadForm) -> Submission:
@@ -464,7 +496,9 @@ def submit_run(task: Task, user: Any, submission: Submission, phase: Phase | Non
                 priority=submission.priority, is_public=submission.is_public, file_sha256=sha,
                 file_size=len(submission.content), original_filename=filename,
                 parts=task.kind_impl.run_parts(parsed), gold_version=version,
-                warnings=list(getattr(parsed, "warnings", [])),
+                warnings=list(getattr(parsed, "warnings", [])), on_behalf=context.on_behalf,
+                # After the phase's end a run arrives only under its team's extension: marked late.
+                late=phase is not None and phase.ends_at <= context.at,
             )
             enqueue_scoring(run)
     except BaseException:

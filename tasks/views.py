@@ -23,7 +23,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_ratelimit.decorators import ratelimit
 
-from tasks import access
+from tasks import access, late
 from tasks.changes import board_changed
 from tasks.errors import Rejected
 from tasks.models import Run
@@ -150,7 +150,11 @@ def upload(request: HttpRequest, slug: str) -> HttpResponse:
     context: dict[str, Any] = {"task": task, "team": resolved.team, "phase": phase,
                                "open_phases": taking if len(taking) > 1 else [], "closed": closed,
                                "max_bytes": settings.RUN_UPLOAD_MAX_BYTES,
-                               "terms_needed": not resolved.terms_accepted}
+                               "terms_needed": not resolved.terms_accepted,
+                               # The team's extensions (tasks.late): a phase it keeps open is open until then.
+                               "extension_notes": late.extension_notes(resolved.team, task, resolved.at)
+                               if resolved.extensions else [],
+                               "phase_until": resolved.extensions.get(phase.pk, phase.ends_at) if phase else None}
     if request.method == "GET":
         return render(request, "tasks/upload.html", {**context, "quota": quota_status(resolved)})
     if getattr(request, "limited", False):  # the same limit per user as the API's uploads

@@ -739,3 +739,22 @@ def test_submit_names_the_phase_while_two_are_open(served: Served, tmp_path: Pat
     assert "  phase: 2 phases of demo-task are open: development (development, gold version 1, until" in refused.stderr
     run_id = submit(served, path, "--phase", "test", "--description", "m")
     assert Run.objects.get(pk=run_id).phase.name == "test"
+
+
+def test_an_organiser_submits_for_a_team_with_team(served: Served, tmp_path: Path) -> None:
+    """Issue 43, item 4: ``submit --team`` uploads on a team's behalf (organisers only), recorded."""
+    from tasks.tokens import issue_token
+
+    run_file = str(write_run(tmp_path, served.world))
+    refused = cli("--server", served.url, "--token", served.world.alice_token, "submit", SLUG, run_file,
+                  "--team", "Borealis")
+    assert refused.returncode == 2
+    assert "only the task's organisers upload a run on a team's behalf" in refused.stderr
+    token = issue_token(served.world.organiser)
+    result = cli("--server", served.url, "--token", token, "submit", SLUG, run_file, "--team", "Borealis",
+                 "--name", "emailed", "--wait")
+    assert result.returncode == 0, result.stderr
+    run = api(served, f"/api/v1/runs/{run_id_in(result.stdout)}/", served.world.bob_token)
+    assert (run["team"], run["name"]) == ("Borealis", "emailed")
+    assert run["uploaded_on_behalf"].startswith("Uploaded on the team's behalf by olivia, an organiser of the task")
+

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tasks import organising
-from tasks.models import AccessLog, Phase
+from tasks.models import AccessLog, Phase, Run
 from tests.conftest import committing, make_world
 from tests.test_run_page import dev, make_phase, signed_in, upload, vectors_of  # noqa: F401 - the fixture
 
@@ -74,19 +74,33 @@ def test_the_first_official_measure_is_the_default_and_direction_decides_better(
 
 
 @pytest.mark.django_db
-def test_only_runs_one_may_open_are_compared(dev: dict[str, Any]) -> None:  # noqa: F811
-    world, good, rival = dev["world"], dev["runs"]["good"], dev["runs"]["rival"]
+def test_another_teams_public_run_is_compared_and_a_hidden_one_is_not_found(dev: dict[str, Any]) -> None:  # noqa: F811
+    """Issue 37, item 6: every run whose per-item scores the reader may see, in either position
+    (tests/test_compare_matrix.py walks every role and run state)."""
+    world, good, shy, rival = dev["world"], dev["runs"]["good"], dev["runs"]["shy"], dev["runs"]["rival"]
     alice, bob = signed_in(world.alice), signed_in(world.bob)
-    assert alice.get(f"/runs/{good.pk}/compare/?with={rival.pk}").status_code == 404
-    assert bob.get(f"/runs/{rival.pk}/compare/?with={good.pk}").status_code == 404
+    a, b = vectors_of(good)["quality.A.rsnod"], vectors_of(rival)["quality.A.rsnod"]
+    for client in (alice, bob, Client()):
+        page = compare(client, good, rival, "quality.A.rsnod")
+        assert summary(page)[3] == f"{a.mean():.4f} / {b.mean():.4f}"
+        assert summary(compare(client, rival, good, "quality.A.rsnod"))[3] == f"{b.mean():.4f} / {a.mean():.4f}"
+    # Alice's hidden run: hers to compare with bob's public one, not found by bob or anybody else.
+    assert "<polyline" in compare(alice, shy, rival)
+    for client in (bob, Client()):
+        assert client.get(f"/runs/{rival.pk}/compare/?with={shy.pk}").status_code == 404
+        assert client.get(f"/runs/{shy.pk}/compare/?with={rival.pk}").status_code == 404
     assert alice.get(f"/runs/{good.pk}/compare/?with={good.pk}").status_code == 404
     assert alice.get(f"/runs/{good.pk}/compare/?with=١").status_code == 404  # not an ASCII number
-    assert Client().get(f"/runs/{good.pk}/compare/?with={rival.pk}").status_code == 302
-    # The chooser lists the team's own other runs only; organisers may pick any run of the task.
-    chooser = alice.get(f"/runs/{good.pk}/compare/").content.decode()
-    assert f'<option value="{dev["runs"]["shy"].pk}">' in chooser and f'value="{rival.pk}"' not in chooser
+    # The chooser: one's own runs first, then the baselines, then the other teams' public runs;
+    # nobody else's hidden run.
+    baselines = {str(pk) for pk in Run.objects.filter(is_baseline=True).values_list("pk", flat=True)}
+    assert len(baselines) == 2
+    offered = re.findall(r'<option value="(\d+)"', alice.get(f"/runs/{good.pk}/compare/").content.decode())
+    assert offered[0] == str(shy.pk) and set(offered[1:3]) == baselines and offered[3:] == [str(rival.pk)]
+    offered = re.findall(r'<option value="(\d+)"', bob.get(f"/runs/{rival.pk}/compare/").content.decode())
+    assert set(offered[:2]) == baselines and offered[2:] == [str(good.pk)]
     organiser = signed_in(world.organiser)
-    assert f'value="{rival.pk}"' in organiser.get(f"/runs/{good.pk}/compare/").content.decode()
+    assert f'value="{shy.pk}"' in organiser.get(f"/runs/{rival.pk}/compare/").content.decode()
     page = compare(organiser, good, rival)
     assert "Aurora: good is better" in page
     assert not AccessLog.objects.filter(what__contains="comparison").exists()  # not test data

@@ -94,6 +94,8 @@ URL_KINDS: dict[str, str] = {
     # missing one; tests/test_campaign_matrix.py walks every role x campaign state.
     "campaign-list": ORGANISER_API, "campaign-page": PAGE, "campaign-export": PAGE, "judging": PAGE,
     "campaign-judge": PAGE, "campaign-answer": POST, "campaign-metrics-gold": PAGE,
+    # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
+    "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -361,6 +363,30 @@ def derived_strings(numbers: list[Number], url: str) -> set[str]:
         for own in (number for number in group if number.run in names):
             for other in group:
                 found |= _four_decimals(abs(own.value - other.value))
+    if match.group(2):
+        found |= _item_differences(numbers, int(match.group(1)), int(match.group(2)))
+    return found
+
+
+def _item_differences(numbers: list[Number], first: int, second: int) -> set[str]:
+    """A comparison's per-item advantages: item by item, the difference between two per-item
+    scores the reader may see (on the same measure, scope and gold). One such difference, 0.3255
+    minus 0.2143 on a development gold, rounds to a hidden test run's live mean (0.1112) by chance."""
+    import numpy as np
+
+    allowed = {(number.run, number.what) for number in numbers
+               if not number.forbidden and number.what.startswith("per-dialogue")}
+    pairs: dict[str, dict[int, Any]] = {}
+    for vector in ScoreVector.objects.filter(score__run_id__in=(first, second)).select_related(
+            "score__run", "score__gold_version"):
+        what = f"per-dialogue {vector.key} ({vector.score.scope}) on gold v{vector.score.gold_version.number}"
+        if (vector.score.run.name, what) in allowed:
+            pairs.setdefault(what, {})[vector.score.run_id] = vector.array()
+    found: set[str] = set()
+    for pair in pairs.values():
+        if len(pair) == 2:
+            for difference in np.abs(pair[first] - pair[second]).tolist():
+                found |= _four_decimals(difference)
     return found
 
 
@@ -483,8 +509,10 @@ def walk(leak: LeakWorld, state: State, classes: tuple[str, ...], stats: str, ki
                 leaked = sorted(set(NUMBER.findall(body_of(response))) & forbidden.keys()
                                 - (derived_strings(leak.numbers[role], url) if kind == RUN else set()))
                 if leaked:
+                    body = body_of(response)
+                    at = body.index(leaked[0])
                     problems.append(f"{where}: {response.status_code} with {len(leaked)} forbidden number(s), "
-                                    f"e.g. {forbidden[leaked[0]]}")
+                                    f"e.g. {forbidden[leaked[0]]}, in {body[max(0, at - 120):at + 20]!r}")
     return problems
 
 
