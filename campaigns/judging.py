@@ -11,14 +11,14 @@ import time
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.access import assessor_of
-from campaigns.models import DIALOGUES, Assessor, Assignment, Campaign, Judgement
+from campaigns.models import DIALOGUES, Assessor, Campaign, Judgement
 from campaigns.schemes import NUGGET_LABELS, answer_fields, answer_from_form, scales
 
 MAX_SECONDS = 6 * 3600  # a page left open overnight is not six hours of judging
@@ -35,19 +35,19 @@ def my_campaigns(request: HttpRequest) -> HttpResponse:
     return render(request, "campaigns/my_campaigns.html", {"rows": rows})
 
 
-def _queue(assessor: Assessor) -> tuple[list[Assignment], dict[int, Judgement]]:
-    assignments = list(assessor.assignments.select_related("item").order_by("position"))
-    saved = {judgement.item_id: judgement for judgement in assessor.judgements.all()}
-    return assignments, saved
+def _queue(assessor: Assessor) -> tuple[list[tuple[int, int]], set[int]]:
+    """The assessor's queue as (position, item id) in order, and the items answered: two narrow
+    queries (the items' texts are read for the one item shown, not for the whole queue)."""
+    slots = list(assessor.assignments.order_by("position").values_list("position", "item_id"))
+    return slots, set(assessor.judgements.values_list("item_id", flat=True))
 
 
-def _position(request: HttpRequest, assignments: list[Assignment], saved: dict[int, Judgement]) -> int | None:
+def _position(request: HttpRequest, slots: list[tuple[int, int]], saved: set[int]) -> int | None:
     """The position asked for (``?at=``), else the first not yet answered; None when all are."""
     raw = request.GET.get("at", "")
-    positions = [assignment.position for assignment in assignments]
-    if raw.isdigit() and len(raw) < 10 and int(raw) in positions:
+    if raw.isdigit() and len(raw) < 10 and any(position == int(raw) for position, _ in slots):
         return int(raw)
-    return next((assignment.position for assignment in assignments if assignment.item_id not in saved), None)
+    return next((position for position, item in slots if item not in saved), None)
 
 
 def _fields(campaign: Campaign, item_content: dict[str, Any], chosen: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,13 +70,14 @@ def _fields(campaign: Campaign, item_content: dict[str, Any], chosen: dict[str, 
     return fields
 
 
-def _render_item(request: HttpRequest, assessor: Assessor, assignments: list[Assignment],
-                 saved: dict[int, Judgement], position: int, errors: list[str] | None = None,
+def _render_item(request: HttpRequest, assessor: Assessor, slots: list[tuple[int, int]],
+                 saved: set[int], position: int, errors: list[str] | None = None,
                  posted: dict[str, Any] | None = None, status: int = 200) -> HttpResponse:
     campaign = assessor.campaign
-    index = next(number for number, assignment in enumerate(assignments) if assignment.position == position)
-    assignment = assignments[index]
-    judgement = saved.get(assignment.item_id)
+    index = next(number for number, (at, _) in enumerate(slots) if at == position)
+    assignment = assessor.assignments.select_related("item").get(position=position)
+    judgement = (Judgement.objects.filter(item_id=assignment.item_id, assessor=assessor).first()
+                 if assignment.item_id in saved else None)
     chosen = posted if posted is not None else answer_fields(campaign.kind, judgement.values if judgement else None)
     fields = _fields(campaign, assignment.item.content, chosen)
     turn_fields = {field["turn"]: field for field in fields if "turn" in field}
@@ -85,9 +86,9 @@ def _render_item(request: HttpRequest, assessor: Assessor, assignments: list[Ass
     return render(request, "campaigns/judge.html", {
         "campaign": campaign, "assessor": assessor, "item": assignment.item.content, "turns": turns,
         "scale_fields": [field for field in fields if "turn" not in field], "position": position,
-        "number": index + 1, "total": len(assignments), "done": len(saved), "saved": judgement is not None,
-        "previous": assignments[index - 1].position if index else None,
-        "next": assignments[index + 1].position if index + 1 < len(assignments) else None,
+        "number": index + 1, "total": len(slots), "done": len(saved), "saved": judgement is not None,
+        "previous": slots[index - 1][0] if index else None,
+        "next": slots[index + 1][0] if index + 1 < len(slots) else None,
         "shown": f"{time.time():.3f}", "errors": errors or [], "open": campaign.state == Campaign.OPEN,
     }, status=status)
 
@@ -97,14 +98,13 @@ def _render_item(request: HttpRequest, assessor: Assessor, assignments: list[Ass
 def judge(request: HttpRequest, campaign_id: int) -> HttpResponse:
     """One item of the assessor's queue with its context, or the end of the queue."""
     assessor = assessor_of(request.user, campaign_id)
-    assignments, saved = _queue(assessor)
-    position = _position(request, assignments, saved)
+    slots, saved = _queue(assessor)
+    position = _position(request, slots, saved)
     if position is None:
         return render(request, "campaigns/judge_done.html", {
-            "campaign": assessor.campaign, "total": len(assignments), "done": len(saved),
-            "last": assignments[-1].position if assignments else None,
-            "open": assessor.campaign.state == Campaign.OPEN})
-    return _render_item(request, assessor, assignments, saved, position)
+            "campaign": assessor.campaign, "total": len(slots), "done": len(saved),
+            "last": slots[-1][0] if slots else None, "open": assessor.campaign.state == Campaign.OPEN})
+    return _render_item(request, assessor, slots, saved, position)
 
 
 def _seconds(raw: str) -> float | None:
@@ -137,15 +137,21 @@ def answer(request: HttpRequest, campaign_id: int, position: int) -> HttpRespons
     if problems:
         if _wants_json(request):
             return JsonResponse({"saved": False, "errors": problems}, status=400)
-        assignments, saved = _queue(assessor)
+        slots, saved = _queue(assessor)
         posted = {key: request.POST.get(key, "") for key in request.POST if key not in ("csrfmiddlewaretoken",)}
-        return _render_item(request, assessor, assignments, saved, position, problems, posted, status=400)
+        return _render_item(request, assessor, slots, saved, position, problems, posted, status=400)
     seconds = _seconds(request.POST.get("shown", ""))
     with transaction.atomic():
-        judgement, created = Judgement.objects.select_for_update().get_or_create(
-            item=assignment.item, assessor=assessor,
-            defaults={"campaign": campaign, "values": values, "seconds": seconds})
-        if not created and judgement.values != values:
+        judgement = Judgement.objects.select_for_update().filter(item=assignment.item, assessor=assessor).first()
+        if judgement is None:
+            try:
+                with transaction.atomic():
+                    Judgement.objects.create(item=assignment.item, assessor=assessor, campaign=campaign,
+                                             values=values, seconds=seconds)
+            except IntegrityError:
+                # A retry raced this request and saved first (the unique item-assessor pair): one judgement.
+                judgement = Judgement.objects.select_for_update().get(item=assignment.item, assessor=assessor)
+        if judgement is not None and judgement.values != values:
             # A changed answer (after going back): the new values, and the time spent on both visits.
             judgement.values = values
             if seconds is not None:
@@ -155,8 +161,7 @@ def answer(request: HttpRequest, campaign_id: int, position: int) -> HttpRespons
         "position", flat=True).first()
     target = reverse("campaign-judge", args=[campaign.pk]) + (f"?at={following}" if following else "?at=end")
     if _wants_json(request):
-        return JsonResponse({"saved": True, "next": target, "done": assessor.judgements.count(),
-                             "total": assessor.assignments.count()})
+        return JsonResponse({"saved": True, "next": target})
     return redirect(target, permanent=False)
 
 
