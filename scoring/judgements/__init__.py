@@ -20,8 +20,11 @@ API contract (what to call with what)
         Percentile bootstrap over units (the server's resampling stream,
         ``scoring.stats.bootstrap.resample_counts``); say R and the seed beside it. None when
         alpha is undefined.
-    Cost: alpha of 1,672 dialogues x 19 annotators in ~20 ms; its interval with R = 1,000 in
-    ~0.1 s; nugget labels of ~13,000 turns with R = 1,000 in ~0.5 s.
+    ``alpha_with_interval(...same arguments...) -> (alpha | None, interval | None)``: both, the
+        units read once (what the report uses).
+    Cost (CPU, benchmarks/judgements_speed.py): alpha of 1,672 dialogues x 19 annotators ~10 ms,
+    its interval with R = 1,000 ~60 ms; nugget labels of 6,917 turns x 19 ~60 ms and ~0.3 s; the
+    whole agreement report of that round ~0.9 s (cache it per campaign state, not per page view).
 
 ``scoring.judgements.formats`` (every ``load_*`` raises ``scoring.validation.ValidationFailed``
 whose ``errors`` list every problem as ``"<json path>: <problem>"``; nothing is returned then)
@@ -35,9 +38,17 @@ whose ``errors`` list every problem as ``"<json path>: <problem>"``; nothing is 
         responses), ``REFERENCE_RATING`` (1-5, deltaBLEU's), ``stc3_dimensions(config)`` (A, E, S).
     ``load_judgements(data, kind, items=None, dimensions=None, config=STC3) -> JudgementSet``:
         stc3 ``{"item", "assessor", "quality": {...}, "nugget": [...]}``; response and metric
-        ``{"item", "assessor", "values": {dimension: value}}``; optional ``"seconds"``.
+        ``{"item", "assessor", "values": {dimension: value}}``; optional ``"seconds"`` and
+        ``"check": true`` (``JudgementSet.check_items``; ``without_checks()`` drops them; the
+        report and the gold builders leave them out themselves).
         ``JudgementSet.judgements`` is a list of ``Judgement(item, assessor, values, nugget,
         seconds)``; a campaign builds one from its stored answers the same way (a list of dicts).
+
+``scoring.judgements.tables``
+    ``records_from_csv(data: bytes, kind, dimensions=None, config=STC3) -> list[dict]``: a CSV
+        table (columns item, assessor, seconds, check, the dimensions, stc3 ``nugget``
+        space-separated) as records for ``load_judgements``; ``csv_lines(errors, data)`` says its
+        problems by line. A campaign's CSV import can use both.
 
 ``scoring.judgements.report``
     ``agreement_report(judgements, level=None, resamples=1000, seed=0, checks=None) -> dict``

@@ -59,6 +59,9 @@ def _encode(units: Sequence[Sequence[Hashable | float]], level: str, order: Sequ
         if isinstance(unit, (str, bytes)) or not isinstance(unit, Sequence):
             raise ValueError(f"unit {u}: must be the list of values the item received; got {type(unit).__name__}")
         for value in unit:
+            kind = type(value)
+            if (kind is str or kind is int) and level != "interval":
+                continue  # the common case, checked cheaply: labels and integer points
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 raise ValueError(f"unit {u}: a missing value must be left out of its unit, not given as {value!r}")
             if level == "interval" and not (_is_number(value) and math.isfinite(value)):
@@ -155,7 +158,10 @@ def krippendorff_alpha(units: Sequence[Sequence[Hashable | float]], level: Level
     expected disagreement D_e is 0: with no variation there is nothing to be reliable about, and
     1 - 0/0 has no value). Raises ValueError naming the unit for a value that cannot be used.
     """
-    encoded = _encode(units, level, order)
+    return _alpha_of(_encode(units, level, order), level)
+
+
+def _alpha_of(encoded: _Encoded, level: str) -> float | None:
     if not encoded.counts.shape[0]:
         return None
     coincidence = _coincidences(encoded.counts)
@@ -166,7 +172,14 @@ def krippendorff_alpha(units: Sequence[Sequence[Hashable | float]], level: Level
 def alpha_interval(units: Sequence[Sequence[Hashable | float]], level: Level = "nominal", resamples: int = 1000,
                    seed: int = 0, order: Sequence | None = None,
                    confidence: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of Krippendorff's alpha over units.
+    """Percentile bootstrap interval of Krippendorff's alpha over units (see ``alpha_with_interval``)."""
+    return alpha_with_interval(units, level, resamples, seed, order, confidence)[1]
+
+
+def alpha_with_interval(units: Sequence[Sequence[Hashable | float]], level: Level = "nominal", resamples: int = 1000,
+                        seed: int = 0, order: Sequence | None = None,
+                        confidence: float = 0.95) -> tuple[float | None, tuple[float, float] | None]:
+    """Krippendorff's alpha and its percentile bootstrap interval over units, the units read once.
 
     Each of ``resamples`` resamples draws as many pairable units as there are, uniformly with
     replacement (``resample_counts(n_units, resamples, seed)``: the same seed gives the same
@@ -174,8 +187,9 @@ def alpha_interval(units: Sequence[Sequence[Hashable | float]], level: Level = "
     marginals; the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
     quantiles. Units with fewer than two values are left out before resampling: they add nothing
     to alpha, so drawing them would only make resamples smaller at random. A resample where alpha
-    is undefined (all its values equal) is left out of the quantiles. Returns None when alpha
-    itself is undefined (see ``krippendorff_alpha``) or no resample defines it.
+    is undefined (all its values equal) is left out of the quantiles. Returns alpha (as
+    ``krippendorff_alpha``) and the interval, the units read once; the interval is None when
+    alpha itself is undefined or no resample defines it.
     """
     resamples = _check_count(resamples, "resamples")
     seed = _check_seed(seed)
@@ -184,10 +198,9 @@ def alpha_interval(units: Sequence[Sequence[Hashable | float]], level: Level = "
     encoded = _encode(units, level, order)
     counts = encoded.counts
     n_units, size = counts.shape
-    if not n_units:
-        return None
-    if krippendorff_alpha(units, level, order) is None:
-        return None
+    alpha = _alpha_of(encoded, level)
+    if alpha is None:
+        return None, None
     per_unit = 1.0 / (counts.sum(axis=1) - 1.0)
     boot = np.full(resamples, np.nan)
     if level == "ordinal":
@@ -220,9 +233,9 @@ def alpha_interval(units: Sequence[Sequence[Hashable | float]], level: Level = "
             boot[first:first + len(weights)] = np.where(expected > 0, values, np.nan)
     defined = boot[np.isfinite(boot)]
     if not defined.size:
-        return None
+        return alpha, None
     lower, upper = np.quantile(defined, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
-    return float(lower), float(upper)
+    return alpha, (float(lower), float(upper))
 
 
 def _batch_alpha(coincidences: np.ndarray, marginals: np.ndarray, delta: np.ndarray) -> np.ndarray:

@@ -15,7 +15,8 @@ A judgements file is a JSON list, one object per judgement of one item by one as
 * ``metric`` (responses judged on the organiser's dimensions): ``{"item": "<response id>",
   "assessor": "<id>", "values": {"<dimension>": <value on its scale>, ...}}``, every dimension.
 
-Optional in every kind: ``"seconds"``, the time the assessor took (a finite number >= 0).
+Optional in every kind: ``"seconds"``, the time the assessor took (a finite number >= 0), and
+``"check": true`` on the judgements of a check item (as a campaign's export marks them).
 Ids are strings or integers (``scoring.validation.canonical_id``). Every problem is reported
 with its JSON path (unknown item, a label not allowed on the turn's sender, a wrong number of
 nugget labels, a value off the scale, an assessor judging an item twice) and ``ValidationFailed``
@@ -25,8 +26,9 @@ raised with all of them: nothing is returned from a file with an error.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from scoring.judgements.alpha import LEVELS
 from scoring.kinds.stc3.arrays import CUSTOMER, HELPDESK
@@ -34,6 +36,9 @@ from scoring.kinds.stc3.config import STC3, TaskConfig
 from scoring.validation import Problems, ValidationFailed, canonical_id, quoted
 
 KINDS: tuple[str, ...] = ("stc3", "response", "metric")
+# The metrics track's rule for a dimension's name (a part of measure keys, URLs and CSV headers), so
+# that every scheme defined here gives a gold the metric kind reads.
+DIMENSION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
 MAX_DIMENSIONS = 50
 MAX_SCALE_POINTS = 101
 
@@ -110,6 +115,17 @@ class JudgementSet:
     items: Items | None = None
     config: TaskConfig | None = None
     has_nugget: bool = False
+    # Items marked ``"check": true`` in the file (a campaign's export marks its check items so).
+    check_items: frozenset[str] = frozenset()
+
+    def without_checks(self, answered: Iterable[str] = ()) -> JudgementSet:
+        """The judgements of every item but the check items (those marked, and ``answered``):
+        check items test assessors and never go into alpha or a gold."""
+        left_out = self.check_items | set(answered)
+        if not left_out:
+            return self
+        return replace(self, judgements=[j for j in self.judgements if j.item not in left_out],
+                       check_items=frozenset())
 
     def assessors(self) -> list[str]:
         return sorted({judgement.assessor for judgement in self.judgements})
@@ -160,8 +176,9 @@ def load_dimensions(data: object) -> tuple[Dimension, ...]:
             continue
         name, scale, level = entry.get("name"), entry.get("scale"), entry.get("level", "ordinal")
         ok = True
-        if not isinstance(name, str) or not name.strip() or len(name) > 100:
-            problems.add(f"{path}.name", "must be a non-empty string of at most 100 characters")
+        if not isinstance(name, str) or not DIMENSION_NAME.match(name):
+            problems.add(f"{path}.name", f"{quoted(name)}: must start with a letter and hold only letters, digits, _ "
+                                         "and -, at most 24 characters (it becomes part of measure keys and URLs)")
             ok = False
         elif name in names:
             problems.add(f"{path}.name", f"{quoted(name)} is already a dimension")
@@ -384,6 +401,9 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
     entries = _entries(data, "judgements file", problems)
     judgements: list[Judgement] = []
     first_seen: dict[tuple[str, str], int] = {}
+    turns_seen: dict[str, tuple[int, int]] = {}
+    check_seen: dict[str, tuple[bool, int]] = {}
+    checked: set[str] = set()
     has_quality = kind == "stc3" and any(entry.get("quality") is not None for _, entry in entries)
     has_nugget = kind == "stc3" and any(entry.get("nugget") is not None for _, entry in entries)
     if kind == "stc3" and entries and not (has_quality or has_nugget):
@@ -391,6 +411,16 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
     for position, entry in entries:
         path = f"[{position}]"
         item, assessor, seconds = _common(entry, path, items, problems)
+        check = entry.get("check", False)
+        if not isinstance(check, bool):
+            problems.add(f"{path}.check", f"must be true (a check item) or false, not {quoted(check)}")
+        elif item is not None:
+            marked, where = check_seen.setdefault(item, (check, position))
+            if marked != check:
+                problems.add(f"{path}.check", f"item {quoted(item)} is {'' if marked else 'not '}a check item at "
+                             f"[{where}]: every judgement of an item says the same")
+            elif check:
+                checked.add(item)
         values: dict[str, Hashable] | None = {}
         nugget = None
         if kind == "stc3":
@@ -409,6 +439,13 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
                     nugget = _nugget(entry["nugget"], f"{path}.nugget", senders, config, problems)
                     if nugget is None:
                         values = None
+                    elif senders is None and item is not None:
+                        # Without the dialogues, the judgements of one dialogue must at least agree on its turns.
+                        length, where = turns_seen.setdefault(item, (len(nugget), position))
+                        if length != len(nugget):
+                            problems.add(f"{path}.nugget", f"has {len(nugget)} label(s) where [{where}].nugget, of the "
+                                         f"same dialogue, has {length}: one label per turn")
+                            values = None
         else:
             values = _values(entry.get("values"), f"{path}.values", dims, problems) if "values" in entry else None
             if "values" not in entry:
@@ -423,4 +460,4 @@ def load_judgements(data: object, kind: str, items: Items | None = None,
             judgements.append(Judgement(item, assessor, values, nugget, seconds))
     problems.raise_if_any()
     return JudgementSet(kind, dims if kind != "stc3" or has_quality else (), judgements, items,
-                        config if kind == "stc3" else None, has_nugget)
+                        config if kind == "stc3" else None, has_nugget, frozenset(checked))

@@ -8,13 +8,15 @@ judgements specification, "From judgements to gold").
   al. 2015); an unrated reference keeps its weight; an item left with no positive original
   reference is refused with its id;
 * metric: each judged response's ``human`` (one dimension: a number, as a one-dimension gold has
-  always had; several: ``{dimension: number}``) and ``judgements`` ``{dimension: [values]}``, in
-  assessor order (the metrics specification, "Dimensions, levels, languages"); the mean of the
-  raw values, or of per-assessor z-scores (WMT's Direct Assessment; Ji et al. 2022).
+  always had; several: ``{dimension: number}``) and, with two assessors or more, ``judgements``
+  ``{dimension: [one value per assessor, null where none]}`` in the provenance's assessor order
+  (``{"human": [...]}`` for one dimension; the metrics specification, "Dimensions, levels,
+  languages"); the mean of the raw values, or of per-assessor z-scores (WMT's Direct Assessment;
+  Ji et al. 2022).
 
 Every built gold is validated by its kind's own gold reader before it is returned: what this
 module writes, the server accepts. Items with no judgement are left out (stc3, metric) and the
-provenance says the gold is incomplete.
+provenance says the gold is incomplete; check items (marked ``"check": true``) never go into a gold.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def stc3_gold(judgements: JudgementSet, dialogues: list) -> list[dict]:
     """The judged dialogues of ``dialogues`` (the items file, parsed) with their annotations."""
     if judgements.kind != "stc3":
         raise ValueError(f"stc3_gold needs stc3 judgements, not {judgements.kind}")
-    grouped = _by_item(judgements)
+    grouped = _by_item(judgements.without_checks())
     gold = []
     for dialogue in dialogues:
         item = canonical_id(dialogue.get("id"))
@@ -122,7 +124,7 @@ def reference_gold(judgements: JudgementSet, gold: list) -> list[dict]:
     if judgements.kind != "response":
         raise ValueError(f"reference_gold needs response (reference) judgements, not {judgements.kind}")
     ratings: dict[str, list[float]] = defaultdict(list)
-    for judgement in judgements.judgements:
+    for judgement in judgements.without_checks().judgements:
         ratings[judgement.item].append(float(judgement.values["rating"]))  # type: ignore[arg-type]
     built = copy.deepcopy(gold)
     problems = []
@@ -170,8 +172,10 @@ def metric_gold(judgements: JudgementSet, gold: list, aggregation: str = "mean")
     if labelled:
         raise ValidationFailed([f"dimension {quoted(name)} has labels, not numbers: a human score is a mean and "
                                 "needs a numeric scale" for name in labelled])
+    judgements = judgements.without_checks()
     grouped = _by_item(judgements)
     names = [dimension.name for dimension in judgements.dimensions]
+    assessors = judgements.assessors()
     z = {name: _standardised(judgements, name) for name in names} if aggregation == "z-score" else {}
     built, left_out = [], []
     for context in gold:
@@ -183,6 +187,7 @@ def metric_gold(judgements: JudgementSet, gold: list, aggregation: str = "mean")
                 left_out.append(rid)
                 continue
             raw = {name: [judgement.values[name] for judgement in found] for name in names}
+            by_assessor = {judgement.assessor: judgement for judgement in found}
             if aggregation == "mean":
                 means = {name: float(np.mean(raw[name])) for name in names}
             else:
@@ -190,7 +195,13 @@ def metric_gold(judgements: JudgementSet, gold: list, aggregation: str = "mean")
                          for name in names}
             out = dict(response)
             out["human"] = means[names[0]] if len(names) == 1 else means
-            out["judgements"] = raw
+            if len(assessors) >= 2:
+                # One entry per assessor, in the provenance's order on every response, null where the
+                # assessor did not judge it: the metrics track reads each annotator's column (leave-one-out
+                # references, alpha). A one-dimension gold's human is a number, which it names "human".
+                out["judgements"] = {("human" if len(names) == 1 else name): [
+                    by_assessor[who].values[name] if who in by_assessor else None for who in assessors]
+                    for name in names}
             responses.append(out)
         if len(responses) >= 2:
             built.append({**context, "responses": responses})

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from scoring.judgements.gold import AGGREGATIONS, metric_gold, provenance, reference_gold, stc3_gold
-from scoring.judgements.offline import add_common_arguments, as_json, read_inputs, run, without
+from scoring.judgements.offline import add_common_arguments, as_json, read_inputs, run
 from scoring.judgements.report import agreement_report
 from scoring.offline import Invalid, Parser
 from scoring.validation import ValidationFailed
@@ -72,7 +72,7 @@ def to_gold(options: argparse.Namespace) -> str:
         raise Invalid(problems + invalid.problems) from None
     if problems:
         raise Invalid(problems)
-    judged = without(inputs.judgements, set(inputs.checks))
+    judged = inputs.judgements.without_checks(inputs.checks)
     if not judged.judgements:
         raise Invalid([f"{options.judgements}: every judgement is of a check item: there is no gold to build"])
     left_out: list[str] = []
@@ -89,8 +89,9 @@ def to_gold(options: argparse.Namespace) -> str:
     facts = provenance(judged, campaign=options.campaign, required_per_item=options.per_item,
                        aggregation=options.aggregation if options.kind == "metric" else None, left_out=left_out,
                        report=report)
-    if inputs.checks:
-        facts["check_items"] = sorted(inputs.checks)
+    left_out_checks = set(inputs.checks) | inputs.judgements.check_items
+    if left_out_checks:
+        facts["check_items"] = sorted(left_out_checks)
     facts_text = as_json(facts)
     _write(options.output, json.dumps(gold, ensure_ascii=False, allow_nan=False) + "\n")
     if options.provenance is not None:

@@ -12,12 +12,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from scoring.judgements.formats import KINDS, Items, JudgementSet, load_dimensions, load_items, load_judgements
 from scoring.judgements.report import DEFAULT_RESAMPLES, DEFAULT_SEED, load_checks
+from scoring.judgements.tables import csv_lines, records_from_csv
 from scoring.kinds.stc3.config import STC3, TaskConfig
 from scoring.offline import EXIT_INVALID, EXIT_NOT_FINITE, Invalid
 from scoring.validation import ValidationFailed, gc_paused, parse_json
@@ -26,7 +26,8 @@ MAX_SEED = 2**32 - 1  # as the server's seeds (scoring.compare)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, items_required: bool) -> None:
-    parser.add_argument("judgements", type=Path, metavar="JUDGEMENTS", help="the judgements file (JSON list)")
+    parser.add_argument("judgements", type=Path, metavar="JUDGEMENTS",
+                        help="the judgements file: a JSON list, or a CSV table (a name ending in .csv)")
     parser.add_argument("--kind", required=True, choices=KINDS,
                         help="stc3: dialogues (A, E, S and nugget labels); response: references rated 1-5; "
                              "metric: responses judged on dimensions")
@@ -65,6 +66,18 @@ def _validated(path: Path, data: object, read: Callable[[object], object], probl
     except ValueError as error:
         problems.append(f"{path}: {error}")
     return None
+
+
+def _read_table(path: Path, kind: str, dimensions: object, config: TaskConfig) -> tuple[list | None, list[str]]:
+    """A CSV judgements table as records, or the problems that stop it."""
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        return None, [f"{path}: cannot read the judgements file: {error.strerror or error}"]
+    try:
+        return records_from_csv(content, kind, dimensions, config), []  # type: ignore[arg-type]
+    except ValidationFailed as error:
+        return None, [f"{path}: {line}" for line in error.errors]
 
 
 class Inputs:
@@ -109,14 +122,21 @@ def read_inputs(options: argparse.Namespace) -> Inputs:
         problems += found
         if items_data is not None:
             items = _validated(options.items, items_data, lambda d: load_items(d, options.kind), problems)  # type: ignore[assignment]
-    data, found = read_json(options.judgements, "judgements")
+    table = options.judgements.suffix.lower() == ".csv"
+    if table:
+        data, found = _read_table(options.judgements, options.kind, dimensions, config)
+    else:
+        data, found = read_json(options.judgements, "judgements")
     problems += found
     judgements = None
     items_ok = options.items is None or items is not None
     dimensions_ok = options.kind != "metric" or options.dimensions is None or dimensions is not None
     if data is not None and items_ok and dimensions_ok:
-        judgements = _validated(options.judgements, data, lambda d: load_judgements(
-            d, options.kind, items, dimensions, config), problems)  # type: ignore[arg-type]
+        try:
+            judgements = load_judgements(data, options.kind, items, dimensions, config)  # type: ignore[arg-type]
+        except ValidationFailed as error:
+            lines = csv_lines(error.errors, options.judgements.read_bytes()) if table else error.errors
+            problems.extend(f"{options.judgements}: {line}" for line in lines)
     checks: dict = {}
     if options.checks is not None:
         data, found = read_json(options.checks, "checks")
@@ -127,11 +147,6 @@ def read_inputs(options: argparse.Namespace) -> Inputs:
         raise Invalid(problems or [f"{options.judgements}: could not be read"])
     assert isinstance(judgements, JudgementSet)
     return Inputs(judgements, items_data, checks)
-
-
-def without(judgements: JudgementSet, items: set[str]) -> JudgementSet:
-    """The judgements of every item but ``items`` (check items kept out of a gold)."""
-    return replace(judgements, judgements=[j for j in judgements.judgements if j.item not in items])
 
 
 def run(build_parser: Callable[[], argparse.ArgumentParser], work: Callable[[argparse.Namespace], str],

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from scoring.judgements.alpha import LEVELS, alpha_interval, krippendorff_alpha
+from scoring.judgements.alpha import LEVELS, alpha_with_interval
 from scoring.judgements.formats import Dimension, JudgementSet, _on_scale
 from scoring.validation import Problems, ValidationFailed, canonical_id, quoted
 
@@ -62,7 +62,7 @@ def load_checks(data: object, judgements: JudgementSet) -> dict[str, dict[str, H
     return out
 
 
-def _units(judgements: JudgementSet, checks: Mapping[str, object]) -> dict[str, dict[str, list]]:
+def _units(judgements: JudgementSet, checks: set[str]) -> dict[str, dict[str, list]]:
     """Per dimension (and ``nugget`` per turn), the values each unit received, by assessor."""
     units: dict[str, dict[object, list]] = defaultdict(lambda: defaultdict(list))
     for judgement in judgements.judgements:
@@ -79,8 +79,7 @@ def _units(judgements: JudgementSet, checks: Mapping[str, object]) -> dict[str, 
 def _dimension_alpha(by_unit: Mapping[object, list], level: str, order: Sequence | None, resamples: int,
                      seed: int) -> dict:
     values = [[value for _, value in pairs] for pairs in by_unit.values()]
-    alpha = krippendorff_alpha(values, level, order)
-    interval = alpha_interval(values, level, resamples=resamples, seed=seed, order=order) if alpha is not None else None
+    alpha, interval = alpha_with_interval(values, level, resamples=resamples, seed=seed, order=order)
     out = {"alpha": alpha, "level": level, "interval": list(interval) if interval else None,
            "n_items": len(values), "n_pairable_items": sum(len(v) >= 2 for v in values),
            "n_judgements": sum(len(v) for v in values)}
@@ -150,17 +149,19 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
     ``level`` overrides the dimensions' own (A, E, S and Likert scales are ordinal by default;
     nugget labels are always nominal); interval needs numeric scales. ``resamples`` and ``seed``
     make the bootstrap intervals (said in ``bootstrap``). ``checks``: known answers of check items
-    (``load_checks``).
+    (``load_checks``); items marked ``"check": true`` are check items too (left out of alpha,
+    accuracy only where an answer is known).
     """
     if level is not None and level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
     checks = dict(checks or {})
+    excluded = set(checks) | judgements.check_items
     dims = {dimension.name: dimension for dimension in judgements.dimensions}
     if level == "interval":
         labelled = [name for name, dimension in dims.items() if not dimension.numeric]
         if labelled:
             raise ValueError(f"the interval level needs numbers, but {', '.join(labelled)} has labels")
-    units = _units(judgements, checks)
+    units = _units(judgements, excluded)
     dimensions: dict[str, dict] = {}
     levels: dict[str, str] = {}
     for name, dimension in dims.items():
@@ -173,14 +174,17 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
         dimensions[NUGGET]["unit"] = "turn"
     names = judgements.assessors()
     tables = {name: _Table(units.get(name, {}), names, dims.get(name)) for name in levels}
-    assessors = {assessor: _assessor(a, assessor, judgements, tables, levels, checks)
+    by_assessor: dict[str, list] = defaultdict(list)
+    for judgement in judgements.judgements:
+        by_assessor[judgement.assessor].append(judgement)
+    assessors = {assessor: _assessor(a, by_assessor[assessor], tables, levels, checks)
                  for a, assessor in enumerate(names)}
     items = {judgement.item for judgement in judgements.judgements}
     return {
         "kind": judgements.kind,
         "n_judgements": len(judgements.judgements),
-        "n_items": len(items - set(checks)),
-        "n_check_items": len(items & set(checks)),
+        "n_items": len(items - excluded),
+        "n_check_items": len(items & excluded),
         "n_assessors": len(assessors),
         "bootstrap": {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE,
                       "method": "percentile bootstrap over items"},
@@ -189,9 +193,8 @@ def agreement_report(judgements: JudgementSet, level: str | None = None, resampl
     }
 
 
-def _assessor(a: int, assessor: str, judgements: JudgementSet, tables: Mapping[str, _Table],
+def _assessor(a: int, mine: list, tables: Mapping[str, _Table],
               levels: Mapping[str, str], checks: Mapping[str, Mapping]) -> dict:
-    mine = [judgement for judgement in judgements.judgements if judgement.assessor == assessor]
     seconds = [judgement.seconds for judgement in mine if judgement.seconds is not None]
     straight: dict[str, float] = {}
     for name in levels:
@@ -234,13 +237,17 @@ def format_table(report: Mapping) -> str:
         lines.append(f"{name:<16} {row['level']:<9} {_figure(row['alpha']):>7}  {shown:<17} {row['n_items']:>7} "
                      f"{row['n_judgements']:>10}")
     lines += [f"Krippendorff's alpha: 1 is perfect agreement, 0 what chance gives; interval: percentile bootstrap "
-              f"over items, {boot['resamples']} resamples, seed {boot['seed']}.", ""]
+              f"over items, {boot['resamples']} resamples, seed {boot['seed']}."]
+    if "nugget" in report["dimensions"]:
+        lines.append("nugget: the items are turns, each labelled by every assessor of its dialogue.")
+    lines.append("")
     names = list(report["dimensions"])
+    widths = {name: max(12, len(name) + 6) for name in names}
     lines.append(f"{'assessor':<16} {'judged':>6} {'median s':>8}  {'check acc':>9}  "
-                 + "  ".join(f"{'agree ' + name:>14} {'same ' + name:>12}" for name in names))
+                 + "  ".join(f"{'agree ' + name:>{widths[name]}} {'same ' + name:>{widths[name]}}" for name in names))
     for assessor, row in report["assessors"].items():
-        cells = "  ".join(f"{_figure(row['agreement'][name]['value']):>14} "
-                          f"{_figure(row['straight_lining'].get(name)):>12}" for name in names)
+        cells = "  ".join(f"{_figure(row['agreement'][name]['value']):>{widths[name]}} "
+                          f"{_figure(row['straight_lining'].get(name)):>{widths[name]}}" for name in names)
         lines.append(f"{assessor:<16} {row['n_judgements']:>6} {_figure(row['median_seconds'], 1):>8}  "
                      f"{_figure(row['check_accuracy']):>9}  {cells}")
     lines.append("agree: Spearman with the mean of the other assessors (scales) or share agreeing with their "

@@ -109,7 +109,7 @@ def test_judgements_to_gold_references_and_metric(tmp_path: Path) -> None:
     # p: 5, 1, 2, 3 (mean 2.75, sd sqrt(2.1875)); q: 3, 1, 4 (mean 8/3, sd sqrt(14/9)).
     z_p1, z_q1 = (5 - 2.75) / 2.1875 ** 0.5, (3 - 8 / 3) / (14 / 9) ** 0.5
     assert built[0]["responses"][0]["human"] == pytest.approx((z_p1 + z_q1) / 2, abs=1e-12)
-    assert built[0]["responses"][0]["judgements"] == {"appropriateness": [5, 3]}
+    assert built[0]["responses"][0]["judgements"] == {"human": [5, 3]}
 
 
 def test_bad_input_names_every_problem_and_writes_nothing(stc3_files: dict[str, Path], tmp_path: Path) -> None:
@@ -163,3 +163,23 @@ def test_manage_py_runs_both_without_django(stc3_files: dict[str, Path], tmp_pat
                           env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "nonexistent.settings"})
     assert done.returncode == 0, done.stderr
     assert len(json.loads((tmp_path / "g.json").read_text())) == 60
+
+
+def test_the_documented_example_files_give_the_documented_figures() -> None:
+    """docs/organisers/judgements.md's worked example: Krippendorff (2011)'s figures at each level."""
+    examples = ROOT / "docs" / "organisers" / "examples"
+    expected = {"ordinal": 0.8153875038, "interval": 0.8491071429, "nominal": 0.7434210526}
+    for level, alpha in expected.items():
+        status, out, err = run_command(agreement_cli.main, [str(examples / "response-judgements.json"), "--kind",
+                                                            "metric", "--items", str(examples / "responses.json"),
+                                                            "--level", level, "--bootstrap", "20"])
+        assert status == 0, err
+        assert round(json.loads(out)["dimensions"]["appropriateness"]["alpha"], 10) == alpha
+    status, out, err = run_command(agreement_cli.main, [str(examples / "stc3-judgements.json"), "--kind", "stc3",
+                                                        "--items", str(examples / "dialogues.json"), "--bootstrap",
+                                                        "20"])
+    assert status == 0, err
+    data = json.loads(out)
+    assert data["n_assessors"] == 3 and data["assessors"]["chen"]["median_seconds"] == 5.0
+    # Its first dialogue's nugget labels are the specification's worked example (alpha 0.4210526316 alone).
+    assert data["dimensions"]["nugget"]["n_items"] == 9

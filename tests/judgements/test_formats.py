@@ -92,6 +92,8 @@ def test_file_level_problems() -> None:
 def test_without_items_any_id_and_either_sides_labels_pass() -> None:
     found = load_judgements([good(item="anything", nugget=["HNUG", "CNUG"])], "stc3")
     assert found.judgements[0].nugget == ("HNUG", "CNUG")
+    assert errors([good(), good(assessor="b", nugget=["CNUG0", "HNUG"])]) == [
+        '[1].nugget: has 2 label(s) where [0].nugget, of the same dialogue, has 3: one label per turn']
     assert errors([good(nugget=["HNUG", "XNUG"])]) == [
         '[0].nugget[1]: unknown label "XNUG" (allowed: CNUG0, CNUG, CNUG*, CNaN, HNUG, HNUG*, HNaN)']
 
@@ -144,16 +146,34 @@ def test_dimensions_file() -> None:
                          {"name": "b", "scale": ["x", "y"], "level": "interval"},
                          {"name": "c", "scale": [1], "level": "ratio"},
                          {"name": "d", "scale": [1, 1.0]}, {"name": "e", "scale": [1, 2], "meanings": ["one"]},
-                         {"name": "f", "scale": [1, None]}, 3])
+                         {"name": "f", "scale": [1, None]}, 3, {"name": "two words", "scale": [1, 2]}])
     assert caught.value.errors == [
         "[0].scale: must list its numbers from lowest to highest", '[1].name: "a" is already a dimension',
         "[2].scale: the interval level needs numbers", '[3].level: must be one of nominal, ordinal, interval, '
         'not "ratio"', "[3].scale: must be a list of 2 to 101 points, lowest first", "[4].scale: lists a point twice",
         "[5].meanings: must be a list of texts, one per point of the scale",
         "[6].scale[1]: must be a finite number or a non-empty label, not None",
-        "[7]: must be an object with \"name\" and \"scale\", not 3"]
+        "[7]: must be an object with \"name\" and \"scale\", not 3",
+        '[8].name: "two words": must start with a letter and hold only letters, digits, _ and -, at most 24 '
+        'characters (it becomes part of measure keys and URLs)']
     with pytest.raises(ValidationFailed, match="must be a non-empty JSON list"):
         load_dimensions({})
     found = load_judgements([{"item": "r", "assessor": "a", "values": {"relevance": 2, "verdict": "ok"}}],
                             "metric", dimensions=dims)
     assert found.judgements[0].values == {"relevance": 2, "verdict": "ok"}
+
+
+def test_check_items_marked_in_the_file() -> None:
+    rows = [{"item": "r1", "assessor": "a", "values": {"appropriateness": 1}, "check": True},
+            {"item": "r1", "assessor": "b", "values": {"appropriateness": 2}, "check": True},
+            {"item": "r2", "assessor": "a", "values": {"appropriateness": 5}, "check": False},
+            {"item": "r3", "assessor": "a", "values": {"appropriateness": 5}}]
+    found = load_judgements(rows, "metric")
+    assert found.check_items == {"r1"}
+    assert [j.item for j in found.without_checks().judgements] == ["r2", "r3"]
+    assert [j.item for j in found.without_checks({"r3"}).judgements] == ["r2"]
+    rows += [{"item": "r2", "assessor": "b", "values": {"appropriateness": 4}, "check": True},
+             {"item": "r4", "assessor": "b", "values": {"appropriateness": 4}, "check": "yes"}]
+    assert errors(rows, "metric") == [
+        '[4].check: item "r2" is not a check item at [2]: every judgement of an item says the same',
+        '[5].check: must be true (a check item) or false, not "yes"']

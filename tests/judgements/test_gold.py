@@ -141,7 +141,9 @@ def test_metric_gold_means_and_judgements_kept() -> None:
     gold, left_out = metric_gold(judgements, METRIC_ITEMS)
     humans = {r["id"]: r["human"] for c in gold for r in c["responses"]}
     assert humans == {"r1": 11 / 3, "r2": 3.0, "r3": 1.5, "r4": 3.0, "r5": 3.0}
-    assert gold[0]["responses"][0]["judgements"] == {"appropriateness": [5, 4, 2]}  # by assessor: p, q, s
+    # One entry per assessor (p, q, s), null where none; a one-dimension gold names its judgements "human".
+    assert gold[0]["responses"][0]["judgements"] == {"human": [5, 4, 2]}
+    assert gold[0]["responses"][2]["judgements"] == {"human": [1, None, 2]}
     assert gold[0]["responses"][0]["text"] == "a" and left_out == []
     assert load_metric_gold(gold).human.tolist() == [11 / 3, 3.0, 1.5, 3.0, 3.0]
 
@@ -172,6 +174,7 @@ def test_metric_gold_with_several_dimensions_and_unjudged_responses() -> None:
     assert [c["id"] for c in gold] == ["ctx-1"]  # ctx-2 keeps one judged response: no pair, left out
     assert gold[0]["responses"][1]["human"] == {"relevance": 1.5, "fluency": 1.5}
     assert gold[0]["responses"][1]["judgements"] == {"relevance": [1, 2], "fluency": [0, 3]}
+    assert gold[0]["responses"][0]["judgements"] == {"relevance": [3, None], "fluency": [2, None]}
     assert sorted(left_out) == ["r3", "r4", "r5"]
     facts = provenance(judgements, aggregation="mean", left_out=left_out)
     assert facts["complete"] is False and facts["items_without_judgements"] == ["r3", "r5"]
@@ -185,3 +188,11 @@ def test_metric_gold_refuses_labels_for_a_mean() -> None:
     judgements = load_judgements(rows, "metric", load_items(METRIC_ITEMS, "metric"), dims)
     with pytest.raises(ValidationFailed, match="dimension \"verdict\" has labels, not numbers"):
         metric_gold(judgements, METRIC_ITEMS)
+
+
+def test_check_items_never_go_into_a_gold() -> None:
+    rows = _metric_judgements()
+    rows = [dict(row, check=True) if row["item"] == "r2" else row for row in rows]
+    judgements = load_judgements(rows, "metric", load_items(METRIC_ITEMS, "metric"))
+    gold, left_out = metric_gold(judgements, METRIC_ITEMS)
+    assert [r["id"] for c in gold for r in c["responses"]] == ["r1", "r3", "r4", "r5"] and left_out == ["r2"]

@@ -128,3 +128,17 @@ def test_bad_levels_and_checks_are_refused() -> None:
         load_checks({"r": {"verdict": "fine", "other": 1}}, judgements)
     assert caught.value.errors == ['["r"].verdict: value "fine" is off the scale',
                                    '["r"].other: unknown dimension (dimensions: verdict)']
+
+
+def test_items_marked_check_in_the_file_are_left_out_of_alpha_and_gold() -> None:
+    marked = [dict(row, check=True) if row["item"] == "u3" else row for row in worked_judgements()]
+    plain = [row for row in worked_judgements() if row["item"] != "u3"]
+    judgements = load_judgements(marked, "metric", dimensions=LIKERT)
+    report = agreement_report(judgements, resamples=30)
+    assert report["n_check_items"] == 1 and report["n_items"] == 11
+    assert report["dimensions"] == agreement_report(load_judgements(plain, "metric", dimensions=LIKERT),
+                                                    resamples=30)["dimensions"]
+    # No answer known for u3: nobody's accuracy can be measured.
+    assert report["assessors"]["A"]["check_accuracy"] is None
+    answered = agreement_report(judgements, resamples=30, checks=load_checks({"u3": {"quality": 3}}, judgements))
+    assert answered["assessors"]["C"]["check_accuracy"] == 1.0 and answered["n_check_items"] == 1
