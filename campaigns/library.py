@@ -17,6 +17,7 @@ from campaigns.schemes import scales
 from scoring.judgements.formats import Dimension, Items, JudgementSet, load_dimensions, load_judgements
 from scoring.judgements.gold import metric_gold, provenance, reference_gold, stc3_gold
 from scoring.judgements.report import agreement_report, load_checks
+from scoring.judgements.tables import csv_lines, records_from_csv
 from scoring.validation import ValidationFailed, parse_json
 from tasks.errors import Rejected
 from tasks.models import GoldVersion
@@ -182,17 +183,20 @@ def build_gold(campaign: Campaign, aggregation: str, user: Any) -> GoldVersion:
                        status=409) from None
 
 
-def import_judgements(campaign: Campaign, content: bytes) -> int:
-    """Store a judgements file's judgements (a crowdsourcing platform's output) after the library
-    has validated all of it: every problem with its JSON path, nothing stored on any."""
+def import_judgements(campaign: Campaign, content: bytes, name: str = "") -> int:
+    """Store a judgements file's judgements (a crowdsourcing platform's output, JSON or a CSV table
+    as the export writes it) after the library has validated all of it: every problem with its
+    JSON path (a CSV table's with its line), nothing stored on any."""
+    table = name.lower().endswith(".csv") or content.lstrip()[:1] not in (b"[", b"{", b"")
     try:
-        data = parse_json(content, "judgements file")
-        if isinstance(data, list):
-            data = [{key: value for key, value in entry.items() if key != "check"} if isinstance(entry, dict)
-                    else entry for entry in data]  # the export's own check-item marker
+        if table:
+            data = records_from_csv(content, LIBRARY_KIND[campaign.kind], dimensions(campaign),
+                                    **_config(campaign))
+        else:
+            data = parse_json(content, "judgements file")
         judgements = judgement_set(campaign, data)
     except ValidationFailed as failed:
-        raise Rejected(failed.errors) from None
+        raise Rejected(csv_lines(failed.errors, content) if table else failed.errors) from None
     taken = set(Judgement.objects.filter(campaign=campaign).values_list("item__key", "assessor__code"))
     clashes = [f"[{index}]: assessor {judgement.assessor!r} already judged item {judgement.item!r} in this campaign"
                for index, judgement in enumerate(judgements.judgements)

@@ -106,7 +106,7 @@ def _action(request: HttpRequest, campaign: Campaign) -> list[str]:
             upload = request.FILES.get("file")
             if upload is None:
                 return ["import: choose a judgements file"]
-            count = library.import_judgements(campaign, upload.read())
+            count = library.import_judgements(campaign, upload.read(), upload.name or "")
             access.log_access(request, task, f"imported {count} judgements into campaign {campaign.pk}")
             messages.success(request, f"{count:,} judgements imported.")
         else:

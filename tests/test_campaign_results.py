@@ -212,5 +212,22 @@ def test_a_metrics_tasks_responses_pooled_then_each_gets_the_mean_of_its_judgeme
     for item in items:
         for response_id in item.sources["responses"]:
             assert built[response_id]["human"] == sum(values[item.key]) / 2
-            assert built[response_id]["judgements"] == {"appropriateness": list(values[item.key])}
+            # One dimension: the metrics-track gold keys its judgements as it keys "human".
+            assert list(built[response_id]["judgements"].values()) == [list(values[item.key])]
     assert version.provenance["aggregation"] == "mean" and version.provenance["complete"] is True
+
+
+def test_a_csv_table_imports_like_the_json_file_and_its_problems_name_their_lines(world: World) -> None:
+    campaign = stc3_campaign(world, n=2, per_item=1, assessors=("carol",))
+    table = ("item,assessor,seconds,A,E,S,nugget\n"
+             "d1,p1,12.5,1,0,-1,CNUG0 HNUG CNUG*\n"
+             "d2,p1,,2,2,2,CNUG0 HNUG\n")
+    assert library.import_judgements(campaign, table.encode(), "platform.csv") == 2
+    assert sorted(Judgement.objects.values_list("item__key", "values", "seconds")) == [
+        ("d1", {"quality": {"A": 1, "E": 0, "S": -1}, "nugget": ["CNUG0", "HNUG", "CNUG*"]}, 12.5),
+        ("d2", {"quality": {"A": 2, "E": 2, "S": 2}, "nugget": ["CNUG0", "HNUG"]}, None)]
+    bad = "item,assessor,seconds,A,E,S,nugget\nd1,p2,,9,0,0,CNUG0 HNUG CNUG*\n"
+    with pytest.raises(Rejected) as refused:
+        library.import_judgements(campaign, bad.encode(), "platform.csv")
+    assert refused.value.errors[0].startswith("line 2") and "A" in refused.value.errors[0]
+    assert Judgement.objects.count() == 2
