@@ -293,7 +293,8 @@ def create_campaign(task: Task, plan: Plan, user: Any = None) -> Campaign:
         problems.append(f"assessors: at most {MAX_ASSESSORS}")
     items: list[dict[str, Any]] = []
     checks: list[tuple[str, dict, dict]] = []
-    if not problems:
+    # The files are read whatever else is wrong: every problem is named at once.
+    if dimensions and not any(problem.startswith(("gold version", "runs")) for problem in problems):
         try:
             items = _items(task, plan, dimensions)
             checks = check_items(plan.kind, dimensions, plan.checks) if plan.checks else []
@@ -301,7 +302,8 @@ def create_campaign(task: Task, plan: Plan, user: Any = None) -> Campaign:
             problems += failed.errors
         except Rejected as rejected:
             problems += rejected.errors
-    if not problems and not items:
+    if not items and not any(problem.startswith(("items", "[", "dialogues", "gold", "responses", "check"))
+                             for problem in problems):
         problems.append("items: nothing to judge (no item matched the chosen ids)")
     if len(items) > MAX_ITEMS:
         problems.append(f"items: {len(items):,}; a campaign takes at most {MAX_ITEMS:,}")

@@ -50,9 +50,10 @@ class CampaignForm(forms.Form):
                                 help_text="user names, one per line or comma-separated (more can be added later); a "
                                           "participant never judges their own team's responses")
     checks = forms.FileField(required=False, label="Check items (optional)",
-                             help_text="JSON with a known answer each: dialogues [{\"id\", \"turns\", \"answer\": "
-                                       "{\"quality\", \"nugget\"}}], otherwise [{\"id\", \"context\", \"text\", "
-                                       "\"answer\": {dimension: value}}]; every assessor judges all of them")
+                             help_text="a JSON list of items with a known \"answer\" each: dialogues as in the file "
+                                       "of dialogues, their answer with \"quality\" and \"nugget\"; otherwise "
+                                       "\"id\", \"context\", \"text\" and the answer's value per dimension; every "
+                                       "assessor judges all of them")
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Instructions",
                                    help_text="shown to assessors above every item")
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=40, label="Seed",

@@ -62,7 +62,10 @@ def test_every_problem_is_named_and_nothing_is_stored(world: World) -> None:
     with pytest.raises(Rejected) as refused:
         create_campaign(world.task, Plan(name="x", kind="dialogues", dialogues=orjson.dumps(bad),
                                          assessors=["nobody-here"]))
-    assert refused.value.errors == ["assessors: no active account named 'nobody-here'"]
+    assert refused.value.errors == ["assessors: no active account named 'nobody-here'", *[
+        "[0].turns[0].sender: must be one of customer, helpdesk", "[1].id: 'd1' appears twice",
+        "[1].turns: must be a non-empty list of turns", "[2].id: must be a non-empty string or whole number",
+        "[2].turns[0].utterances[0]: must not be empty"]]
     user("carol")
     with pytest.raises(Rejected) as refused:
         create_campaign(world.task, Plan(name="x", kind="dialogues", dialogues=orjson.dumps(bad), assessors=["carol"]))
@@ -255,3 +258,25 @@ def test_exports_hold_every_judgement_in_the_judgements_file_format(world: World
     assert [line.split(",")[:3] + line.split(",")[4:] for line in lines[1:]] == [
         ["d1", "a01", "no", "2", "0", "-1", "CNUG0 HNUG CNUG0"],
         ["d1", "a02", "no", "-1", "0", "-1", "CNUG0 HNUG CNUG0"]]
+
+
+def test_the_dashboard_links_to_the_campaigns_and_the_form_makes_a_draft(world: World) -> None:
+    client = Client()
+    client.force_login(world.organiser)
+    dashboard = client.get(f"/organiser/{world.task.slug}/").content.decode()
+    assert f'href="/organiser/{world.task.slug}/campaigns/"' in dashboard
+    user("carol")
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    answer = client.post(f"/organiser/{world.task.slug}/campaigns/", {
+        "name": "From the form", "kind": "dialogues", "gold_version": "", "per_item": "1", "seed": "7",
+        "assessors": "carol", "dialogues": SimpleUploadedFile("d.json", orjson.dumps(dialogues(2)))})
+    campaign = Campaign.objects.get()
+    assert answer.status_code == 302 and answer["Location"] == f"/campaigns/{campaign.pk}/"
+    assert (campaign.state, campaign.items.count(), campaign.seed) == (Campaign.DRAFT, 2, 7)
+    refused = client.post(f"/organiser/{world.task.slug}/campaigns/", {
+        "name": "Bad", "kind": "dialogues", "gold_version": "", "per_item": "1", "seed": "7", "assessors": "zed"})
+    assert refused.status_code == 400 and Campaign.objects.count() == 1
+    page = refused.content.decode()
+    assert "assessors: no active account named &#x27;zed&#x27;" in page
+    assert "dialogues: upload a file of dialogues or choose a gold version" in page
