@@ -76,6 +76,8 @@ class CampaignForm(forms.Form):
             del self.fields["runs"]
         if task.kind != "stc3":
             del self.fields["dialogues"]
+        if "responses" not in KINDS_FOR_TASK.get(task.kind, ()):
+            del self.fields["dimensions"]  # dialogues and references have their papers' schemes
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
