@@ -110,7 +110,8 @@ def measures_page(request: HttpRequest) -> HttpResponse:
         for name in KINDS:
             kind = KINDS[name]
             specs = kind.measures(kind.preset(kind.default_preset)) if kind.default_preset else []
-            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs})
+            _MEASURES_PAGE.append({"name": name, "title": kind.title, "measures": specs,
+                                   "languages": kind.language_support()})
     return render(request, "leaderboard/measures.html", {"kinds": _MEASURES_PAGE})
 
 

@@ -96,6 +96,8 @@ def _score_kind(options: argparse.Namespace, hook: ModuleType | None) -> KindOut
         raise Invalid([f"configuration: {line}" for line in problem_lines(error)]) from None
     if hook is not None and hasattr(hook, "configure"):
         config = hook.configure(options, config)
+    # Every measure this machine can compute; one it cannot is left out with a sentence saying why.
+    config, left_out = kind.computable(config)
     missing = kind.check_resources(config)
     if missing:
         raise Invalid([f"configuration: {line}" for line in missing])
@@ -115,7 +117,7 @@ def _score_kind(options: argparse.Namespace, hook: ModuleType | None) -> KindOut
     if problems or gold is None or run is None:
         raise Invalid(problems)
     scored = kind.score(run, gold, config)
-    warnings = [f"{options.gold}: {line}" for line in getattr(gold, "warnings", [])]
+    warnings = [*left_out, *(f"{options.gold}: {line}" for line in getattr(gold, "warnings", []))]
     for line in [*getattr(run, "warnings", []), *scored.warnings]:
         if f"{options.run}: {line}" not in warnings:
             warnings.append(f"{options.run}: {line}")

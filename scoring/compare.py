@@ -111,7 +111,10 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
             config = kind.preset(options.preset or kind.default_preset)
     except (OSError, ValueError, TypeError) as error:
         problems += [f"configuration: {line}" for line in problem_lines(error)]
+    left_out: list[str] = []
     if config is not None:
+        # Every measure this machine can compute; one it cannot is left out with a sentence saying why.
+        config, left_out = kind.computable(config)
         problems += [f"configuration: {line}" for line in kind.check_resources(config)]
     gold_data, found = _read(options.gold, "gold")
     problems += found
@@ -175,7 +178,7 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
         }
     return {"kind": kind.name, "n_items": n_items, "permutations": options.permutations,
             "bootstrap": options.bootstrap, "seed": options.seed, "alpha": options.alpha,
-            "level": LEVEL, "measures": measures}
+            "level": LEVEL, "measures": measures, **({"left_out": left_out} if left_out else {})}
 
 
 def format_table(data: dict[str, Any], digits: int = 4) -> str:
@@ -216,6 +219,8 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         for line in invalid.problems:
             print(line, file=stderr)
         return EXIT_INVALID
+    for line in data.get("left_out", ()):
+        print(f"warning: {line}", file=stderr)
     try:
         text = (json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n" if options.output_format == "json"
                 else format_table(data))

@@ -112,6 +112,13 @@ def test_demo_builds_a_scored_task_of_every_kind_once(settings, tmp_path: Path) 
     scored = Score.objects.filter(run__task=japanese, run__is_baseline=False).first()
     assert scored.summary["settings"]["bertscore"]["encoder"] == "multilingual-e5-small"
     assert "bertscore" in scored.summary["measures"]
+    # A Chinese one (issue 42): zh tokens, jieba's tags with the encoder's word vectors, BERTScore.
+    chinese = Task.objects.get(slug="response-zh-demo")
+    assert chinese.kind_config.language == "zh" and chinese.kind_config.pipeline == "zh_jieba"
+    scored = Score.objects.filter(run__task=chinese, run__is_baseline=False).first()
+    assert set(scored.summary["measures"]) == {"bleu", "delta_bleu", "posscore", "bertscore"}
+    assert scored.summary["settings"]["posscore"]["vectors"]["source"] == "encoder"
+    assert (tmp_path / "demo" / "response-zh-demo" / "pool.jsonl").exists()
     for task in every:
         # A development phase that is over and a test phase open now, each on its own gold version.
         development, test = task.phases.order_by("starts_at")

@@ -295,6 +295,19 @@ class Kind(ABC):
         is named up front instead of failing a scoring job."""
         return []
 
+    def language_support(self) -> list[dict[str, Any]]:
+        """Per language (or group of languages) a task of the kind may declare, which measures are valid
+        and which are refused, with why: ``[{"languages", "measures": [{"measure", "valid", "why"}]}]``
+        (the measures page).
+        Empty for a kind whose measures do not depend on a language."""
+        return []
+
+    def computable(self, config: Any) -> tuple[Any, list[str]]:
+        """For the offline commands: ``config`` without the measures this machine cannot compute, and
+        one sentence per measure left out (default: unchanged; ``check_resources`` names what is
+        missing). A kind whose measures need separate resources leaves out only those."""
+        return config, []
+
     def preset(self, name: str) -> Any:
         if name not in self.presets:
             raise ValueError(f"unknown preset {name!r} for kind {self.name!r}; known presets: "

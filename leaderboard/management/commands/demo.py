@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from fixtures import metric_demo, response_demo, response_demo_ja
+from fixtures import metric_demo, response_demo, response_demo_ja, response_demo_zh
 from fixtures.synthetic import generate_gold, generate_run
 from leaderboard.board import build_board, run_counts
 from leaderboard.statistics import compute_task_statistics
@@ -90,6 +90,14 @@ METRIC_WORDS = {"close": "the human judgement plus a little noise",
 SYSTEM_WORDS = {"strong": "the expected content in varied wordings, split into nuggets with their acts",
                 "medium": "the first expected point only, then a vague closing",
                 "weak": "a reply meant for another conversation, without nuggets"}
+# The Chinese and Japanese demos' runs bring no nuggets: their own words (issue 42).
+CJK_SYSTEM_WORDS = {"zh": {"strong": "a good reply in other words than the references",
+                           "medium": "a good reply on two contexts in three, small talk elsewhere",
+                           "weak": "everyday small talk that answers none of the messages"},
+                    "ja": {"strong": "a good reply in other words than the references",
+                           "medium": "a good reply on two contexts in three, a reply meant for another "
+                                     "conversation elsewhere",
+                           "weak": "a reply meant for another conversation"}}
 
 
 def response_demo_task(size: int, seed: int) -> Demo:
@@ -117,7 +125,7 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
         made = response_demo_ja.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}', {SYSTEM_WORDS[name]}.") for name, team in teams.items()]
+                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['ja'][name]}.") for name, team in teams.items()]
 
     return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
                 f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
@@ -129,7 +137,28 @@ def response_ja_demo_task(size: int, seed: int) -> Demo:
                 runs, lambda gold: response_demo_ja.generate_runs(gold, seed=999)["medium"])
 
 
-DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, response_ja_demo_task, metric_demo_task]
+def response_zh_demo_task(size: int, seed: int) -> Demo:
+    contexts = max(20, size // 10)
+
+    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
+        made = response_demo_zh.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        teams = {"strong": 0, "medium": 0, "weak": 1}
+        return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
+                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['zh'][name]}.") for name, team in teams.items()]
+
+    return Demo("response-zh-demo", "response", "Chinese response generation demo (synthetic data)",
+                f"Participants return one response per Chinese customer-helpdesk message, scored with BLEU and "
+                f"deltaBLEU on sacrebleu's zh tokens (every Chinese character a token), POSSCORE with jieba's words "
+                f"and tags and word vectors from multilingual-e5-small, and BERTScore with the same encoder's token "
+                f"vectors (higher is better). {contexts} contexts per gold.",
+                "response-zh",
+                response_demo_zh.generate_gold(contexts, seed=seed, prefix="dev-"),
+                response_demo_zh.generate_gold(contexts, seed=seed + 1, prefix="test-"),
+                runs, lambda gold: response_demo_zh.generate_runs(gold, seed=999)["medium"])
+
+
+DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, response_zh_demo_task, response_ja_demo_task,
+                                           metric_demo_task]
 
 
 TOKEN_LINE = token_line("alice")
@@ -273,9 +302,10 @@ class Command(BaseCommand):
             for baseline in kind.baselines(kind.compile_gold(demo.test, config), config):
                 (folder / f"baseline-{baseline.name}.json").write_bytes(orjson.dumps(baseline.content))
         # A dialogue pool in the task's language to try vBLEU with (the organiser's vBLEU page, or
-        # manage.py build_vbleu), and on the Japanese task, which reports BERTScore, vBERTScore.
+        # manage.py build_vbleu), and on the Chinese and Japanese tasks, which report BERTScore, vBERTScore.
         pools = {"response-demo": (response_demo.write_pool, "vBLEU"),
-                 "response-ja-demo": (response_demo_ja.write_pool, "vBLEU, vBERTScore")}
+                 "response-ja-demo": (response_demo_ja.write_pool, "vBLEU, vBERTScore"),
+                 "response-zh-demo": (response_demo_zh.write_pool, "vBLEU, vBERTScore")}
         pool = pools.get(demo.slug)
         if pool:
             pool[0](folders[0] / "pool.jsonl")

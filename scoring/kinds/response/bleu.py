@@ -24,7 +24,7 @@ on one row with add-one smoothing for n >= 2 (Lin and Och 2004). This is sacrebl
 ``metrics/base.py`` design.
 
 Tokenisation: sacrebleu's tokeniser of the task's language (``13a``, mteval-v13a, for English;
-``zh``; ``ja-mecab``), lower-cased first by default.
+``zh``; ``ja-mecab``; ``char`` or ``intl`` for other languages), lower-cased first by default.
 """
 
 from __future__ import annotations
@@ -52,7 +52,10 @@ BREVITY_REFERENCE_CHOICES: tuple[str, ...] = ("positive", "all")
 # sacrebleu's own tokenisers, one per task language (RESPONSE-SPEC.md, "Languages"): with the same
 # tokeniser, corpus BLEU equals sacrebleu's. "ja-mecab" needs mecab-python3 and ipadic (pinned
 # packages, the dictionary inside the wheel: nothing is downloaded).
-TOKENIZERS: tuple[str, ...] = ("13a", "zh", "ja-mecab")
+# Another language a task declares gets "char" (every character a token: a script written without
+# spaces, Thai, Lao, Khmer, Burmese) or "intl" (words and punctuation by Unicode classes: any
+# language written with spaces); scoring.kinds.response.languages chooses.
+TOKENIZERS: tuple[str, ...] = ("13a", "zh", "ja-mecab", "char", "intl")
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,14 @@ def _tokenizer(name: str = "13a") -> Callable[[str], str]:
         from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 
         return TokenizerZh()
+    if name == "char":
+        from sacrebleu.tokenizers.tokenizer_char import TokenizerChar
+
+        return TokenizerChar()
+    if name == "intl":
+        from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
+
+        return TokenizerV14International()
     if name == "ja-mecab":
         try:
             from sacrebleu.tokenizers.tokenizer_ja_mecab import TokenizerJaMecab

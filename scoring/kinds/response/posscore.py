@@ -344,19 +344,16 @@ class TaggedTexts:
 def rows_from_tagged(tagged: TaggedTexts, table: VectorTable, tags: Sequence[str] = DEFAULT_TAGS) -> np.ndarray:
     """The rows ``PosEncoder(tags=tags, vectors=table).encode`` gives the same texts, from their
     stored tags: only the vector look-up is done again (the table's ``attribute`` decides the case)."""
-    from spacy.strings import get_string_id
-
     tags = _check_tags(tags)
     n_texts = len(tagged)
     lengths = np.diff(tagged.offsets)
     owner = np.repeat(np.arange(n_texts), lengths)
-    lower = table.attribute == "LOWER"
-    keys = np.array([get_string_id(text.lower() if lower else text) for text in tagged.words], dtype=np.uint64)
-    vector_rows = table.rows(keys)[tagged.word] if len(tagged.word) else np.zeros(0, dtype=np.int64)
+    word_rows, data = table.lookup_words(tagged.words)
+    vector_rows = word_rows[tagged.word] if len(tagged.word) else np.zeros(0, dtype=np.int64)
     chosen_tags = [index for index, name in enumerate(tagged.tag_names) if name in tags]
     is_pos = np.isin(tagged.tag, np.array(chosen_tags, dtype=np.uint8))
     kept = np.ones(len(tagged.word), dtype=bool)
-    return _group_rows(n_texts, owner, vector_rows, kept, is_pos, table)
+    return _group_rows(n_texts, owner, vector_rows, kept, is_pos, data)
 
 
 def row_layout(dimensions: int) -> dict[str, slice | int]:
@@ -393,21 +390,21 @@ def _rows_from_token_arrays(
     if len(tokens) == 0:
         return np.zeros((len(arrays), 2 * table.shape[1] + 4), dtype=np.float64)
     is_pos = kept & np.isin(pos, pos_ids)
-    return _group_rows(len(arrays), owner, table.rows(tokens[:, 0]), kept, is_pos, table)
+    vector_rows, data = table.lookup(tokens[:, 0])
+    return _group_rows(len(arrays), owner, vector_rows, kept, is_pos, data)
 
 
 def _group_rows(n_texts: int, owner: np.ndarray, vector_rows: np.ndarray, kept: np.ndarray, is_pos: np.ndarray,
-                table: VectorTable) -> np.ndarray:
+                data: np.ndarray) -> np.ndarray:
     """Each text's row from its tokens: the vector sums of its POS words and of its other kept
     words, how many of each had a vector, its POS words and its kept tokens."""
     from scipy import sparse
 
-    d = table.shape[1]
+    d = data.shape[1]
     rows_out = np.zeros((n_texts, 2 * d + 4), dtype=np.float64)
     if n_texts == 0 or len(owner) == 0:
         return rows_out
     has_vector = vector_rows >= 0
-    data = table.data
     for selection, column, count_column in (
         (is_pos & has_vector, slice(0, d), 2 * d),
         (kept & ~is_pos & has_vector, slice(d, 2 * d), 2 * d + 1),

@@ -164,8 +164,18 @@ def test_bad_configuration_and_missing_resources_exit_2(files):
     assert err.splitlines() == [
         "configuration: invalid task configuration: bleu.max_order: must be an integer from 1 to 9, not 0",
         "configuration: invalid task configuration: nuggets.K: must be an integer from 1 to 1000, not -1"]
+    # A missing pipeline leaves out what needs it, with one sentence each, never the whole run (issue 42).
     missing = write(files["folder"] / "missing.json", {"pipeline": "no_such_spacy_pipeline_package"})
     status, out, err = run_cli(files["strong"], files["gold"], "--kind", "response", "--config", missing)
+    assert status == 0 and set(json.loads(out)["measures"]) == {"bleu", "delta_bleu"}
+    assert err.startswith("warning: POSSCORE left out: spaCy pipeline 'no_such_spacy_pipeline_package' is not "
+                          "installed")
+    # Only BLEU asked for and the pipeline still missing for the nuggets: they are left out too.
+    assert "nugget-level scores" in err
+    # Nothing computable at all: refused, naming what is missing.
+    nothing = write(files["folder"] / "nothing.json", {"pipeline": "no_such_spacy_pipeline_package",
+                                                       "measures": ["posscore"]})
+    status, out, err = run_cli(files["strong"], files["gold"], "--kind", "response", "--config", nothing)
     assert (status, out) == (2, "")
     assert err.startswith("configuration: spaCy pipeline 'no_such_spacy_pipeline_package' is not installed")
     status, _, err = run_cli(files["strong"], files["gold"], "--kind", "klingon")

@@ -136,7 +136,7 @@ def test_check_rater_refuses_at_chance_with_the_figures_and_what_to_do() -> None
 
 
 def test_the_tokenizer_setting_is_checked_and_recorded_only_when_not_english() -> None:
-    with pytest.raises(ValueError, match="tokenizer must be one of 13a, zh, ja-mecab, not 'mecab'"):
+    with pytest.raises(ValueError, match="tokenizer must be one of 13a, zh, ja-mecab, char, intl, not 'mecab'"):
         vb.RetrievalSettings(tokenizer="mecab")
     assert "tokenizer" not in vb.RetrievalSettings().to_dict()
     japanese = vb.RetrievalSettings(tokenizer="ja-mecab")

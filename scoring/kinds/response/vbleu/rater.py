@@ -114,34 +114,28 @@ class _Embedder:
         self.vectors = vectors
         self.lowercase = lowercase
         self.tokenizer = tokenizer
-        self.data = np.asarray(vectors.data, dtype=np.float32)
-        self._rows: dict[str, int] = {}
-
-    def _lookup(self, tokens: list[str]) -> None:
-        from spacy.strings import get_string_id
-
-        missing = [token for token in dict.fromkeys(tokens) if token not in self._rows]
-        if missing:
-            fold = self.vectors.attribute == "LOWER"
-            keys = np.array([get_string_id(token.lower() if fold else token) for token in missing], dtype=np.uint64)
-            self._rows.update(zip(missing, self.vectors.rows(keys).tolist()))
+        self.dimension = int(vectors.shape[1])
 
     def __call__(self, texts: Sequence[str], chunk: int = 50_000) -> tuple[list[list[str]], np.ndarray]:
         from scipy import sparse
 
         tokens = [tokenize(text, self.lowercase, self.tokenizer) for text in texts]
-        units = np.zeros((len(texts), self.data.shape[1]), dtype=np.float32)
+        units = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), chunk):
             part = tokens[start : start + chunk]
             flat = [token for text_tokens in part for token in text_tokens]
-            self._lookup(flat)
-            rows = np.fromiter((self._rows[token] for token in flat), dtype=np.int64, count=len(flat))
+            # The rows and the matrix they index come together: a table computed on demand (the
+            # encoder's word vectors, wordvectors.py) holds only the words asked for.
+            distinct = list(dict.fromkeys(flat))
+            distinct_rows, data = self.vectors.lookup_words(distinct)
+            index = dict(zip(distinct, distinct_rows.tolist()))
+            rows = np.fromiter((index[token] for token in flat), dtype=np.int64, count=len(flat))
             owner = np.repeat(np.arange(len(part)), [len(text_tokens) for text_tokens in part])
             known = rows >= 0
             # Sums through a (texts x table rows) count matrix: no per-token copy of the vectors.
             counts = sparse.csr_matrix((np.ones(int(known.sum()), dtype=np.float32), (owner[known], rows[known])),
-                                       shape=(len(part), len(self.data)))
-            sums = np.asarray(counts @ self.data, dtype=np.float32)
+                                       shape=(len(part), len(data)))
+            sums = np.asarray(counts @ np.asarray(data, dtype=np.float32), dtype=np.float32)
             norms = np.linalg.norm(sums, axis=1, keepdims=True)
             units[start : start + len(part)] = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
         return tokens, units
@@ -419,7 +413,8 @@ class RaterAtChance(ValueError):
     """The automatic rater is no better than chance on its held-out pairs (``check_rater``)."""
 
 
-_TOKENIZER_LANGUAGES = {"13a": "English", "zh": "Chinese", "ja-mecab": "Japanese"}
+_TOKENIZER_LANGUAGES = {"13a": "English", "zh": "Chinese", "ja-mecab": "Japanese",
+                        "char": "every character a token", "intl": "words by Unicode classes"}
 
 
 def chance_p_value(correct: int, examples: int) -> float:
