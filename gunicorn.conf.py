@@ -48,10 +48,13 @@ control_socket_disable = True
 # gunicorn's master, so that an upload is answered at once (202) without a broker. The database is
 # their queue. Setting EVALSERVER_SCORING_MODE=inline scores in the request instead, with no
 # scoring worker; EVALSERVER_STATISTICS_MODE=thread computes statistics in a thread of whichever
-# process scored, with no statistics worker.
+# process scored, with no statistics worker. A third sends the notifications' e-mails
+# (``manage.py notices_worker``, notices.worker), so that no request and no scoring waits for a
+# mail server.
 if not os.environ.get("CELERY_BROKER_URL", "").strip():
     os.environ.setdefault("EVALSERVER_SCORING_MODE", "worker")
     os.environ.setdefault("EVALSERVER_STATISTICS_MODE", "worker")
+    os.environ.setdefault("EVALSERVER_NOTICE_MODE", "worker")
 
 
 # Held while a background worker is started (subprocess.Popen, in a supervising thread) and while
@@ -137,7 +140,8 @@ class _Background:
 
 _background = [worker for mode, worker in (
     ("EVALSERVER_SCORING_MODE", _Background("scoring_worker", "scoring worker")),
-    ("EVALSERVER_STATISTICS_MODE", _Background("statistics_worker", "statistics worker")))
+    ("EVALSERVER_STATISTICS_MODE", _Background("statistics_worker", "statistics worker")),
+    ("EVALSERVER_NOTICE_MODE", _Background("notices_worker", "e-mail sender")))
     if os.environ.get(mode) == "worker"]
 
 

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bertscore_speed.py --texts 1000 --items 5000
 
 - encoder: load time (sha256 check and dequantising the 4-bit layers) and the process's peak RSS;
-- encoding: texts per second over distinct agent replies and user utterances of ``tests/dialogues.py``
+- encoding: texts per second over distinct agent replies and user utterances of ``devtools/dialogues.py``
   (the cost is per text: references once per gold version, responses once per run), and the same
   texts' forward passes in padded batches as before issue 37.12 (the cost of never padding);
 - matching: items per second of eq. 11-12 over already-encoded texts (one candidate against three
@@ -23,18 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from devtools.dialogues import dialogues, pool_pairs  # noqa: E402
 from scoring.kinds.response import bertscore  # noqa: E402
 from scoring.kinds.response import vbleu as vb  # noqa: E402
 from scoring.kinds.response.encoder import DEFAULT_PREFIX, E5Encoder  # noqa: E402
-from tests.dialogues import dialogues, pool_pairs  # noqa: E402
 
 
 def peak_mb() -> float:

@@ -8,7 +8,7 @@
   against its sha256 as a worker does (``task_encoder``);
 - disk: the encoded references' file of a gold (float16 token vectors, offsets, header), per
   reference and per token, and so per 10^4 references of the same length;
-- scoring a run of ``--items`` helpdesk items (``tests/dialogues.py``: three rated references each, a
+- scoring a run of ``--items`` helpdesk items (``devtools/dialogues.py``: three rated references each, a
   response per item) through the kind, cold (the gold's references encoded, then kept in a folder)
   and after a restart (the gold compiled again, nothing in memory: the references read from the
   file, only the responses encoded): wall and CPU seconds, and their ratio, in one run.
@@ -22,22 +22,19 @@ import argparse
 import hashlib
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from devtools.dialogues import dialogues, other_wording, response_items  # noqa: E402
+from devtools.e5files import noisy_model  # noqa: E402
 from scoring.kinds.response import encodings  # noqa: E402
 from scoring.kinds.response import kind as response_kind  # noqa: E402
 from scoring.kinds.response import resources as response_resources  # noqa: E402
 from scoring.kinds.response.encoder import E5Encoder  # noqa: E402
 from scoring.kinds.response.kind import ResponseKind  # noqa: E402
-from tests.dialogues import dialogues, other_wording, response_items  # noqa: E402
-from tests.e5files import noisy_model  # noqa: E402
 
 
 def timed(action):  # noqa: ANN001, ANN201 - a benchmark helper

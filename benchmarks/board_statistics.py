@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A large board's statistics: time, CPU and peak memory of one computation, and where they go.
 
-Seeds a board of ``--board`` DQ/ND runs over 300 dialogues (``tests.workers seed``, the board of
+Seeds a board of ``--board`` DQ/ND runs over 300 dialogues (``devtools.workers seed``, the board of
 ``benchmarks/embedded_serve.py``) in a scratch SQLite folder, then computes its statistics
 (``leaderboard.statistics.compute_now``: Tukey HSD and bootstrap intervals of 21 measures,
 discriminative power, Kendall's tau with bootstrap intervals between every two measures of a
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"seeding a board of {args.board} runs in {work}/var (SQLite)", flush=True)
         spec = {"slug": "bench", "dialogues": 300, "board": args.board, "teams": 1}
-        seeded = subprocess.run([PYTHON, "-m", "tests.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
+        seeded = subprocess.run([PYTHON, "-m", "devtools.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=1800)
         if seeded.returncode:
             print(seeded.stderr[-3000:], file=sys.stderr)

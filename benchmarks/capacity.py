@@ -48,10 +48,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from tests.conftest import reachable  # noqa: E402
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     PYTHON,
     ObjectStore,
     Process,
@@ -59,6 +57,7 @@ from tests.workers import (  # noqa: E402
     drop_database,
     free_port,
     new_queue,
+    reachable,
     read_load,
     remove_queue,
     scratch_database,
@@ -124,10 +123,10 @@ def seed() -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
+    from devtools.workers import fill_board
     from tasks import jobs, organising, submissions
     from tasks.models import Team
     from tasks.tokens import issue_token
-    from tests.workers import fill_board
 
     call_command("migrate", verbosity=0, interactive=False)
     user = get_user_model().objects.create_user("capacity", password=uuid.uuid4().hex)

@@ -19,14 +19,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scoring import significance, stats  # noqa: E402
 from scoring.kinds.base import MeasureSpec  # noqa: E402

@@ -4,9 +4,9 @@ of a 500-run leaderboard, then uploads answered and scored in the background.
 
 Sets everything up itself in a temporary ``EVALSERVER_VAR_DIR`` (its own SQLite database, the
 demo ``dev.py serve`` builds, and a task ``bench`` with a board of ``--board`` runs seeded by
-``python -m tests.workers seed``), starts the server as a reader would and stops it with SIGTERM,
+``python -m devtools.workers seed``), starts the server as a reader would and stops it with SIGTERM,
 checking that no process it started is left. The readers are those of
-``benchmarks/reliability_report.py`` (``tests.workers.read_load_processes``: closed loops over
+``benchmarks/reliability_report.py`` (``devtools.workers.read_load_processes``: closed loops over
 kept-alive connections, spread over 4 client processes).
 
 ``--server runserver`` serves the same database with ``manage.py runserver`` (what ``dev.py
@@ -56,9 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.workers import LoadResult, call, free_port, process_alive, read_load_processes, upload  # noqa: E402
+from devtools.workers import LoadResult, call, free_port, process_alive, read_load_processes, upload  # noqa: E402
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 JSON_TARGET, PAGE_TARGET = 0.200, 0.400
@@ -75,7 +73,7 @@ def ms(seconds: float) -> str:
 def describe(result: LoadResult) -> str:
     others = {status: count for status, count in result.statuses.items() if status not in (200, 304)}
     decoded = [seconds for seconds in result.decoding if seconds]
-    # The readers' own gzip decompression, after each latency's clock stopped (tests.workers.load._reader).
+    # The readers' own gzip decompression, after each latency's clock stopped (devtools.workers.load._reader).
     decoding = (f"; the readers' decompression {ms(sum(decoded) / len(decoded))} an answer, p95 with it "
                 f"{ms(result.percentile_with_decoding(0.95))}") if decoded else ""
     return (f"{result.requests} requests, {result.throughput:.0f}/s, p50 {ms(result.percentile(0.5))}, "
@@ -133,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         say(f"seeding a board of {args.board} runs in {work}/var (SQLite)")
         spec = {"slug": "bench", "dialogues": 300, "board": args.board, "teams": 1}
-        seeded = subprocess.run([PYTHON, "-m", "tests.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
+        seeded = subprocess.run([PYTHON, "-m", "devtools.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=600)
         if seeded.returncode:
             say(seeded.stderr[-3000:])

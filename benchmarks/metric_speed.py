@@ -35,15 +35,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from scoring.kinds import get_kind  # noqa: E402
 from scoring.kinds.metric import meta  # noqa: E402
 from scoring.kinds.metric.formats import load_metric_gold, load_metric_run  # noqa: E402

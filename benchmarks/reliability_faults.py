@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from benchmarks.reliability_site import Database, Fault, Site, Tally
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     FAULT_LIMITS,
     VECTORS_PER_SCORE,
     Process,

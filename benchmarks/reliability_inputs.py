@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.reliability_site import Database, Tally
-from tests.hostile_corpus import CASES, KIND_CASES  # noqa: E402
-from tests.workers import (  # noqa: E402
+from devtools.hostile_corpus import CASES, KIND_CASES  # noqa: E402
+from devtools.workers import (  # noqa: E402
     ROOT,
     Process,
     Reply,
@@ -35,7 +35,7 @@ def stored_files(upload_dir: Path) -> list[str]:
 
 
 def hostile_inputs(tally: Tally, base_url: str, db: Database, token: str, upload_dir: Path) -> None:
-    from tests.workers import big_gold as gold_of
+    from devtools.workers import big_gold as gold_of
 
     gold = gold_of(30)
     slug = "corpus"
@@ -103,10 +103,10 @@ def hostile_inputs(tally: Tally, base_url: str, db: Database, token: str, upload
 
 def kind_inputs(tally: Tally, base_url: str, db: Database, token: str, upload_dir: Path,
                 slugs: dict[str, str]) -> None:
-    """Issue 24: KIND_CASES of tests/hostile_corpus.py over HTTP, to a task of each kind (huge
+    """Issue 24: KIND_CASES of devtools/hostile_corpus.py over HTTP, to a task of each kind (huge
     integers, unpaired surrogates, nuggets per response, alternatives per nugget, the nugget work
     budget): a 400 with the exact messages, no row, file or quota changed."""
-    from tests.workers import big_gold as gold_of
+    from devtools.workers import big_gold as gold_of
 
     golds = {"stc3": gold_of(30), "response": kind_gold("response"), "metric": kind_gold("metric")}
     for case in KIND_CASES:

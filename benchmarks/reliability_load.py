@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.reliability_site import DAILY_QUOTA, JSON_TARGET_P95, TEAMS, UPLOADS_PER_TEAM, Database, Site, Tally
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     LoadResult,
     Process,
     Reply,

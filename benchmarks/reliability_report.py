@@ -8,7 +8,7 @@ a worker per core, 2 threads each) with its leaderboard cache in Redis, Celery w
 cluster on a free port (the shared server is never stopped). Scoring limits are short (4 s hard
 limit, 1 s grace) so dead attempts go stale in seconds.
 
-1. Hostile inputs: every case of ``tests/hostile_corpus.py`` plus malformed requests, uploaded
+1. Hostile inputs: every case of ``devtools/hostile_corpus.py`` plus malformed requests, uploaded
    over HTTP; a case passes when the status and the listed messages are the expected ones, no
    traceback is shown, and no table row, stored file or quota changed.
 2. Faults: a worker SIGKILLed mid-scoring (RabbitMQ and Redis), a worker hung past the time
@@ -59,8 +59,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from benchmarks import statistics_burst, trust_probes, upload_memory  # noqa: E402  (the report runs their probes)
 from benchmarks.reliability_faults import fault_broker_down, fault_hung, fault_kill  # noqa: E402
 from benchmarks.reliability_inputs import (  # noqa: E402
@@ -88,9 +86,8 @@ from benchmarks.reliability_site import (  # noqa: E402
     say,
     site,
 )
-from tests.conftest import reachable  # noqa: E402
-from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
-from tests.workers import (  # noqa: E402
+from devtools.hostile_corpus import CASES, CORPUS_MAX_BYTES  # noqa: E402
+from devtools.workers import (  # noqa: E402
     BROKERS,
     FAULT_LIMITS,
     VECTORS_PER_SCORE,
@@ -99,6 +96,7 @@ from tests.workers import (  # noqa: E402
     new_queue,
     postgres_bin,
     postgres_restart_drill,
+    reachable,  # noqa: E402
     scratch_database,
     seed_site,
     site_env,
@@ -131,7 +129,7 @@ def table(tally: Tally, drill: Any, args: argparse.Namespace, wall: float) -> tu
         "hostile names not refused precisely, or something stored": tally.names_tried - tally.names_refused,
         "trust probes: problems (leak, overflow, memory, burst statistics, requeue)": tally.trust_problems,
     }
-    rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of tests/hostile_corpus.py, "
+    rows = [("hostile inputs tried", f"{tally.inputs_tried} ({len(CASES)} files of devtools/hostile_corpus.py, "
                                      f"{tally.kind_inputs} of its KIND_CASES to stc3, response and metric tasks, "
                                      f"{tally.inputs_tried - len(CASES) - tally.kind_inputs} malformed requests)"),
             ("rejected correctly", f"{tally.rejected_correctly} (expected status and messages; no row, file or "

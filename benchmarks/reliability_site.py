@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     BROKERS,
     Process,
     Reply,

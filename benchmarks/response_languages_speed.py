@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/response_languages_speed.py                # 2,000 items per language
     .venv/bin/python benchmarks/response_languages_speed.py --items 5000
 
-Items are helpdesk replies of the language (English: tests/dialogues.py; Chinese: the replies of
+Items are helpdesk replies of the language (English: devtools/dialogues.py; Chinese: the replies of
 tests/kinds/response/test_languages.py; Japanese: fixtures/response_demo_ja.py), two or three sentences
 put together with an order number so that almost every text is distinct (the kind tags distinct
 texts once), 3 references per item. Per language and measure, a configuration with that measure
@@ -19,23 +19,20 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
 
 
 def sentences(language: str) -> list[str]:
     if language == "en":
-        from tests.dialogues import dialogues
+        from devtools.dialogues import dialogues
 
         return sorted({reply for dialogue in dialogues(400, seed=9) for sender, reply in dialogue.turns
                        if sender == "agent"})
     if language == "zh":
-        from tests.kinds.response.test_languages import ZH
+        from devtools.chinese import ZH
 
         return [reply for replies in ZH.values() for reply in replies]
     from fixtures.response_demo_ja import SCENARIOS
@@ -56,9 +53,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args()
 
+    from devtools.chinese import zh_vectors, zh_words
     from scoring.kinds import get_kind
     from scoring.kinds.response.kind import set_vector_directory, store_vector_table
-    from tests.kinds.response.test_languages import zh_vectors, zh_words
 
     kind = get_kind("response")
     set_vector_directory(tempfile.mkdtemp(prefix="bench-vectors-"))

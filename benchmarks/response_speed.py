@@ -37,13 +37,10 @@ import os
 import random
 import re
 import resource
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 import orjson  # noqa: E402
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a  # noqa: E402
 

@@ -12,7 +12,7 @@ noisy run are written to a temporary folder. Timed, each the median of ``--repea
 * ``parse + load gold + load run + evaluate`` from the files' bytes (everything in-process);
 * the whole ``manage.py score RUN GOLD`` command in a fresh process (interpreter start-up included).
 
-For comparison, tests/reference.py's plain-loop re-implementation of the 2018 STC-3 script
+For comparison, devtools/reference.py's plain-loop re-implementation of the 2018 STC-3 script
 (one distribution at a time, scipy's entropy for JSD; it reports RSNOD and NMD for DQ, JSD and
 RNSS for ND) is timed once on the same files, JSON parsing included.
 
@@ -55,14 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     options = parser.parse_args(argv)
-
-    sys.path.insert(0, str(ROOT))
+    from devtools.reference import stc3_2018_script
     from fixtures.synthetic import generate_gold, generate_run
     from scoring.kinds.stc3.config import STC3
     from scoring.kinds.stc3.evaluate import evaluate
     from scoring.kinds.stc3.formats import load_gold, load_run
     from scoring.validation import parse_json
-    from tests.reference import stc3_2018_script
 
     n = options.dialogues
     gold_data = generate_gold(n, seed=options.seed)
@@ -118,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         target_text = f"<= {target * scale:.2f} s" if target is not None else ""
         print(f"| {label} | {median:.3f} | {best:.3f} | {n / median:,.0f} | {target_text} | {verdict} |")
     in_process = rows[2][1][0]
-    print(f"| plain-loop 2018 script (tests/reference.py, once, parsing included; 4 measures) "
+    print(f"| plain-loop 2018 script (devtools/reference.py, once, parsing included; 4 measures) "
           f"| {reference_seconds:.3f} | | {n / reference_seconds:,.0f} | | |")
     print()
     print(f"Speed ratio, plain-loop 2018 script / parse + load + evaluate: {reference_seconds / in_process:,.0f}x; "

@@ -12,7 +12,7 @@ files in an S3 bucket (moto's server), and the Celery workers given by ``--shape
   issue 43, and what the audit ran).
 
 Statistics are real (no planted delay): ``--boards`` DQ/ND boards of ``--board-runs`` runs x 390
-dialogues each (scores copied from one scored run, ``tests.workers.fill_board``); one upload to each
+dialogues each (scores copied from one scored run, ``devtools.workers.fill_board``); one upload to each
 asks for its statistics, as in a round where several tasks take runs at once. Once a computation
 has started, ``--probes`` DQ/ND runs of 390 dialogues are uploaded to a third task, one every
 ``--every`` seconds, each timed from the start of its upload to its stored score (``Run.finished_at``
@@ -40,18 +40,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from capacity import CACHE_DB, Site, gold_of, run_content, upload_all, wait_scored  # noqa: E402
 
-from tests.conftest import reachable  # noqa: E402
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     PYTHON,
     ObjectStore,
     Process,
     deployment_page_workers,
     documented_worker_argv,
     drop_database,
+    reachable,  # noqa: E402
     scratch_database,
     wait_until,
 )
@@ -73,10 +72,10 @@ def seed(boards: int, board_runs: int) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
+    from devtools.workers import fill_board
     from tasks import jobs, organising, submissions
     from tasks.models import Team
     from tasks.tokens import issue_token
-    from tests.workers import fill_board
 
     call_command("migrate", verbosity=0, interactive=False)
     user = get_user_model().objects.create_user("bench", password=uuid.uuid4().hex)

@@ -45,12 +45,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 import orjson  # noqa: E402
 
-from fixtures.synthetic import generate_run  # noqa: E402
-from tests.workers import (  # noqa: E402
+from devtools.workers import (  # noqa: E402
     PYTHON,
     Process,
     call,
@@ -66,6 +63,7 @@ from tests.workers import (  # noqa: E402
     upload,
     wait_until,
 )
+from fixtures.synthetic import generate_run  # noqa: E402
 
 Rows = Callable[[str, tuple], list[tuple]]
 # The project's log format (web processes) and Celery's ("[2026-11-23 05:40:01,123: INFO/MainProcess] ...").

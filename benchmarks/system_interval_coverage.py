@@ -24,14 +24,10 @@ here on the same resamples.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy.stats import kendalltau, norm, spearmanr
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scoring import stats  # noqa: E402
 from scoring.kinds.metric import meta  # noqa: E402

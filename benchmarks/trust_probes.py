@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from tests.workers import PYTHON, ROOT, Process, big_run, call, queue_length, upload, wait_until
+from devtools.workers import PYTHON, ROOT, Process, big_run, call, queue_length, upload, wait_until
 
 NON_FINITE = re.compile(rb"\b(NaN|-?Infinity|inf|nan)\b")
 
@@ -127,11 +127,11 @@ def requeue_backlog(base_url: str, slug: str, token: str, gold: list, broker_url
 def leak(base_url: str, env: dict[str, str]) -> tuple[str, int]:
     """A task with development, test (live subset) and unpublished final phases, runs of three
     teams (one hidden) and statistics, built in the site's database; then every board path x
-    every class of ``?phase=`` value over HTTP (``tests.workers.leak_probe``): no 5xx, a 404 for
+    every class of ``?phase=`` value over HTTP (``devtools.workers.leak_probe``): no 5xx, a 404 for
     every value that names no phase, and no whole-set test mean or per-dialogue test score."""
     env = {key: value for key, value in env.items() if key != "CELERY_BROKER_URL"}  # scored in-process
     spec = json.dumps({"slug": "leak", "base_url": base_url})
-    completed = subprocess.run([PYTHON, "-m", "tests.workers", "leak", spec], cwd=ROOT, env=env,
+    completed = subprocess.run([PYTHON, "-m", "devtools.workers", "leak", spec], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=900)
     if completed.returncode:
         return f"the probe failed: {completed.stderr[-500:]}", 1

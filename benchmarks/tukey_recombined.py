@@ -79,8 +79,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from benchmarks.tukey_speed import make_matrices  # noqa: E402
 from scoring import stats  # noqa: E402
 from scoring.stats import recombined as recombined_method  # noqa: E402  # use_plan patches its plan

@@ -45,7 +45,6 @@ B_FULL = 10_000
 
 
 def stats_module():
-    sys.path.insert(0, str(ROOT))
     from scoring import stats
 
     return stats

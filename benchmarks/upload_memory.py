@@ -56,8 +56,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 LIMIT = 32 * 1024 * 1024
 FILL = LIMIT - 1024 * 1024  # 31 MiB: under the limit with room for the multipart envelope
 MEMORY_TARGET = 10.0
@@ -112,9 +110,9 @@ def cases(gold: list) -> dict[str, bytes]:
     fewest bytes)."""
     import orjson
 
+    from devtools.workers import big_run, hostile_run_files
     from scoring.kinds.stc3 import STC3, load_gold
     from scoring.kinds.stc3.formats import run_value_budget
-    from tests.workers import big_run, hostile_run_files
 
     legit = big_run(gold)
     with_test_data = orjson.dumps([{**dialogue, "annotations": None, **estimate}
@@ -137,8 +135,8 @@ def cases(gold: list) -> dict[str, bytes]:
 def memory_table(skip_before: bool) -> tuple[list[str], bool]:
     import orjson
 
+    from devtools.workers import big_gold
     from scoring.kinds.stc3 import STC3, load_gold
-    from tests.workers import big_gold
 
     gold = big_gold(4000)
     ok = True
@@ -166,7 +164,7 @@ def memory_table(skip_before: bool) -> tuple[list[str], bool]:
 
 def _processes_peak(pid: int) -> int:
     """Sum of VmHWM of a process and its children (gunicorn's master and workers)."""
-    from tests.workers import children
+    from devtools.workers import children
 
     total = 0
     for member in [pid, *children(pid)]:
@@ -182,8 +180,7 @@ def _processes_peak(pid: int) -> int:
 def _uploader(base: str, token: str, content: bytes, stop, answers) -> None:
     """One client sending the same hostile file again and again until told to stop; told 503,
     it waits as ``Retry-After`` says, as the command-line client and well-behaved scripts do."""
-    sys.path.insert(0, str(ROOT))
-    from tests.workers import upload
+    from devtools.workers import upload
 
     while not stop.is_set():
         reply = upload(base, "mem", token, content, "hostile", timeout=120)
@@ -193,7 +190,7 @@ def _uploader(base: str, token: str, content: bytes, stop, answers) -> None:
 
 
 def reader_table(postgres: str) -> tuple[list[str], bool]:
-    from tests.workers import (
+    from devtools.workers import (
         big_gold,
         call,
         drop_database,
@@ -290,8 +287,8 @@ def _kind_case_files(folder: Path, only: str | None = None) -> list[tuple[str, s
 def _stc3_case(write: Callable[[str, bytes], Path]) -> tuple[str, str, dict, Path, Path, Path]:
     import orjson
 
+    from devtools.workers import big_gold, big_run
     from scoring.kinds import get_kind
-    from tests.workers import big_gold, big_run
 
     stc3_gold = big_gold(4000)
     stc3 = get_kind("stc3")

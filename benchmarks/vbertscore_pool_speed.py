@@ -9,7 +9,7 @@
   float32 activations), texts per second and per CPU second, and the cosine between their vectors;
 - ``--random-vectors``: the steps after the encoding at a size whose encoding would take hours:
   random unit vectors stand in for the sentence vectors (the rater's accuracy then means nothing);
-- a pool of real-looking helpdesk pairs (``tests/dialogues.py``) built end to end: encoding every
+- a pool of real-looking helpdesk pairs (``devtools/dialogues.py``) built end to end: encoding every
   distinct text once, the embedding index, retrieval for 1,000 items (k = 15), the encoder rater
   (default settings) and its held-out accuracy, writing and reading the stored encodings; the
   process's peak RSS.
@@ -25,17 +25,13 @@ import io
 import json
 import os
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from devtools.dialogues import dialogues, pool_pairs, response_items  # noqa: E402
 from scoring.kinds.response import vbleu as vb  # noqa: E402
 from scoring.kinds.response.encoder import E5Encoder  # noqa: E402
-from tests.dialogues import dialogues, pool_pairs, response_items  # noqa: E402
 
 
 def peak_mb() -> float:

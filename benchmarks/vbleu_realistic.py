@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/vbleu_realistic.py --dialogues 6000 --items 500
 
 The pool is every (user utterance, agent reply) pair of ``--dialogues`` dialogues written by
-``tests/dialogues.py`` (ten intents, many wordings, slots filled in, follow-ups, thanks); the items
+``devtools/dialogues.py`` (ten intents, many wordings, slots filled in, follow-ups, thanks); the items
 are ``--items`` further dialogues, each with its true reply as the only original reference (as in
 the real helpdesk check of RESPONSE-SPEC.md). The rater is trained on the pool with the default
 settings and the default pipeline's vectors; vBLEU (deltaBLEU-2 over the extended gold, rho from
@@ -22,19 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from devtools.dialogues import dialogues, other_wording, pool_pairs, response_items  # noqa: E402
 from scoring.kinds.response import bleu  # noqa: E402
 from scoring.kinds.response import vbleu as vb  # noqa: E402
 from scoring.kinds.response.formats import load_response_gold  # noqa: E402
 from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors  # noqa: E402
-from tests.dialogues import dialogues, other_wording, pool_pairs, response_items  # noqa: E402
 
 
 def systems(items: list[dict], held_out: list, seed: int) -> dict[str, list[str]]:

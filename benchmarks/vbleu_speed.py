@@ -39,8 +39,6 @@ import numpy as np
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from scoring.kinds.response import vbleu  # noqa: E402
 from scoring.kinds.response.nlp import VectorTable, load_pipeline, pipeline_vectors  # noqa: E402
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -88,14 +87,17 @@ def bert_score(path: str) -> None:
           f"largest |difference| in P, R, F = {worst:.2e}")
 
 
+USAGE = "usage: verify_encoder.py engine | export PAIRS.npz | bert-score PAIRS.npz"
+
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     mode = sys.argv[1] if len(sys.argv) > 1 else "engine"
-    if mode == "engine":
+    if mode in ("-h", "--help"):
+        print(USAGE)
+    elif mode == "engine":
         engine()
     elif mode == "export" and len(sys.argv) == 3:
         export(sys.argv[2])
     elif mode == "bert-score" and len(sys.argv) == 3:
         bert_score(sys.argv[2])
     else:
-        sys.exit("usage: verify_encoder.py engine | export PAIRS.npz | bert-score PAIRS.npz")
+        sys.exit(USAGE)

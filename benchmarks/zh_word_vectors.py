@@ -24,12 +24,10 @@ the paraphrase beats the shuffled reply), and the time to score.
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
 
 import numpy as np  # noqa: E402
@@ -37,6 +35,7 @@ from scipy import stats  # noqa: E402
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     from fixtures import response_parallel as parallel
     from scoring.kinds.response.encoder import E5Encoder, dequantize_q4
     from scoring.kinds.response.nlp import load_pipeline

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_ready
 from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalserver.settings")
@@ -85,3 +85,12 @@ def _warn_if_scoring_can_wait(sender: str, instance: Any, **_: Any) -> None:
                                    instance.app.conf.task_default_queue)
     if warning:
         log.warning("%s\n%s\n%s", "!" * 100, warning, "!" * 100)
+
+
+@worker_ready.connect
+def _beat_while_alive(sender: Any, **_: Any) -> None:
+    # /healthz and /metrics tell a live Celery worker from a gone one by this row (tasks.heartbeats);
+    # Celery's own heartbeats are events, off here (CELERY_WORKER_SEND_TASK_EVENTS) and not stored.
+    from tasks import heartbeats
+
+    heartbeats.start("celery")

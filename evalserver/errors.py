@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.views.defaults import page_not_found
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,14 @@ def bad_request(request: HttpRequest, exception: BaseException | None = None) ->
     status, message = request_problem(exception) if exception is not None and request_problem(exception) else (
         400, "the request could not be read")
     return problem_response(request, status, message)
+
+
+def not_found(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
+    """``handler404``: JSON under /api/ (a 404 raised by a view the API's handler never saw, or a
+    path the API's catch-all route does not take), the site's 404 page elsewhere."""
+    if is_api(request):
+        return JsonResponse({"errors": ["no such API endpoint; see /api/v1/docs/"]}, status=404)
+    return page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

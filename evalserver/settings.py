@@ -183,6 +183,8 @@ INSTALLED_APPS = [
     "kinds.response",
     # Annotation campaigns: assessors judge items on the server (issue 40).
     "campaigns",
+    # E-mail notifications, announcements and the outbox (notices/).
+    "notices",
 ]
 
 MIDDLEWARE = [
@@ -338,6 +340,8 @@ CELERY_BEAT_SCHEDULE = {
     "pool-jobs-sweep": {"task": "kinds.response.extension_jobs.sweep_pool_jobs_task", "schedule": 60.0},
     # Phases that open and end, scheduled publications (tasks.phaseclock): recorded within seconds.
     "phase-clock": {"task": "tasks.phaseclock.phase_clock_task", "schedule": 15.0},
+    # E-mails whose send failed and is due again (notices.outbox): new ones are sent at once.
+    "notices-outbox": {"task": "notices.jobs.send_notices_task", "schedule": 60.0},
 }
 # The phase clock (tasks.phaseclock): "celery" (beat, above), "thread" (a daemon thread of each web
 # process, for the broker-less default) or "off" (tests; the rules themselves follow the clock).
@@ -356,6 +360,9 @@ EVALSERVER_SCORING_MODE = env_choice("EVALSERVER_SCORING_MODE", "inline" if CELE
 # killed mid-scoring) and is taken over at once by the next worker, not after the time limit.
 EVALSERVER_SCORING_HEARTBEAT_SECONDS = env_float("EVALSERVER_SCORING_HEARTBEAT_SECONDS", 5.0, 0.1, 600.0)
 EVALSERVER_SCORING_LEASE_SECONDS = env_float("EVALSERVER_SCORING_LEASE_SECONDS", 30.0, 1.0, 3600.0)
+# Every background process (scoring, statistics and Celery workers) writes a heartbeat row this often,
+# busy or idle (tasks.heartbeats); /healthz and /metrics count one silent for three beats as gone.
+EVALSERVER_WORKER_HEARTBEAT_SECONDS = env_float("EVALSERVER_WORKER_HEARTBEAT_SECONDS", 10.0, 0.1, 600.0)
 # The background worker's CPU priority (nice value, 0-19): its work (loading spaCy at start, scoring,
 # the statistics it computes in a thread) shares the machine with the web processes, and a reader
 # waiting for a page should not wait behind it. With the cores free it runs at full speed all the
@@ -419,6 +426,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The enum hook is drf-spectacular's default; ours adds the 500 and 503 any operation can answer.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "evalserver.apischema.common_answers"],
 }
 
 SESSION_COOKIE_HTTPONLY = True
@@ -438,7 +447,15 @@ if SECURE:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # health checks come over plain HTTP from inside
+    # Health checks and Prometheus scrapes come over plain HTTP from inside (/metrics needs its token).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
+# /metrics (Prometheus' text format) answers only requests with "Authorization: Bearer <this token>";
+# empty: /metrics is off (403). At least 32 characters: it guards the queue and worker figures.
+EVALSERVER_METRICS_TOKEN = env.str("EVALSERVER_METRICS_TOKEN", default="").strip()
+if EVALSERVER_METRICS_TOKEN and len(EVALSERVER_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("EVALSERVER_METRICS_TOKEN must be at least 32 characters (python3 -c "
+                               "'import secrets; print(secrets.token_urlsafe(32))' makes one)")
 
 LOG_LEVEL = env_choice("EVALSERVER_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {
@@ -473,6 +490,18 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
 EMAIL_TIMEOUT = env_int("EVALSERVER_EMAIL_TIMEOUT", default=10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env.str("EVALSERVER_EMAIL_FROM", default="DialEval server <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Notifications by e-mail (notices.outbox): who sends the outbox. "celery" (with a broker: a job once
+# an e-mail is recorded, and beat every minute for retries), "worker" (the broker-less default:
+# ``manage.py notices_worker``, which gunicorn.conf.py starts beside the scoring worker) or "off"
+# (nobody: ``manage.py send_notices`` sends what is due, as the tests do).
+EVALSERVER_NOTICE_MODE = env_choice("EVALSERVER_NOTICE_MODE", "worker" if CELERY_TASK_ALWAYS_EAGER else "celery",
+                                    ("celery", "worker", "off"))
+# The server's address as readers reach it: the links in e-mails, written by a background process
+# that has no request to take it from.
+EVALSERVER_SITE_URL = env.str("EVALSERVER_SITE_URL", default="http://127.0.0.1:8000").strip().rstrip("/")
+if urlsplit(EVALSERVER_SITE_URL).scheme not in ("http", "https") or not urlsplit(EVALSERVER_SITE_URL).netloc:
+    raise ImproperlyConfigured(f"EVALSERVER_SITE_URL={EVALSERVER_SITE_URL!r} is not an http(s) address such as "
+                               "https://eval.example.org")
 PASSWORD_RESET_TIMEOUT = env_int("EVALSERVER_PASSWORD_RESET_SECONDS", default=3 * 24 * 3600, minimum=300)
 EVALSERVER_PASSWORD_RESET_RATE = env_rate("EVALSERVER_PASSWORD_RESET_RATE", default="5/h")
 

@@ -6,10 +6,11 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from evalserver.health import healthz
+from evalserver.metrics import metrics
 from leaderboard import runs as run_views
 from leaderboard import statistics_exports, statistics_pages
 from leaderboard import views as board_views
-from tasks import accounts, organiser, organiser_forms, organiser_late, runlinks, teams
+from tasks import accounts, organiser, organiser_forms, organiser_late, organiser_round, runlinks, teams
 from tasks import api as task_api
 from tasks import data as task_data
 from tasks import overview as task_overview
@@ -17,6 +18,7 @@ from tasks import views as task_views
 
 READ_ONLY = ["get", "head"]
 handler400 = "evalserver.errors.bad_request"
+handler404 = "evalserver.errors.not_found"
 handler500 = "evalserver.errors.server_error"
 
 urlpatterns = [
@@ -44,8 +46,13 @@ urlpatterns = [
     path("", include("kinds.response.urls")),
     # Annotation campaigns (campaigns/urls.py): the organisers' campaign pages and the assessors' judging pages.
     path("", include("campaigns.urls")),
+    # Notifications, announcements and their feed (notices/urls.py).
+    path("", include("notices.urls")),
     path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),
     path("organiser/<slug:slug>/phase/", organiser_forms.phase_form, name="organiser-phase"),
+    path("organiser/<slug:slug>/settings/", organiser_round.settings_page, name="organiser-settings"),
+    path("organiser/<slug:slug>/data-files/", organiser_round.data_file_form, name="organiser-data-file"),
+    path("organiser/<slug:slug>/withdraw/", organiser_round.withdraw_run, name="organiser-withdraw"),
     path("organiser/<slug:slug>/extensions/", organiser_late.extensions, name="organiser-extensions"),
     path("organiser/<slug:slug>/upload/", organiser_late.upload_for_team, name="organiser-upload-for-team"),
     path("runs/<int:run_id>/", run_views.run_page, name="run-page"),
@@ -88,8 +95,11 @@ urlpatterns = [
          name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="api-schema", http_method_names=READ_ONLY),
          name="api-redoc"),
-    re_path(r"^api/.*$", task_api.not_found, name="api-not-found"),
+    # Any character after api/, a newline too (a percent-encoded %0A in a slug: "." stops at it, and
+    # such a path fell through to the site's HTML 404 page).
+    re_path(r"^api/[\s\S]*$", task_api.not_found, name="api-not-found"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", task_views.favicon, name="favicon"),
     path("client/evalserver_cli.py", task_views.client_download, name="client-download"),
     path("admin/", admin.site.urls),

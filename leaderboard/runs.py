@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET
 from leaderboard.board import run_standing
 from leaderboard.charts import line_chart, scatter
 from scoring import exports
-from scoring.kinds import MeasureSpec, grouped
+from scoring.kinds import MeasureGroup, MeasureSpec, grouped
 from tasks import access
 from tasks.api import details_payload, run_data
 from tasks.late import late_sentence, uploader_sentence
@@ -227,11 +227,21 @@ def score_groups(run: Run, summary: dict[str, Any] | None) -> list[dict[str, Any
     for group in grouped([spec for spec in specs if values.get(spec.key) is not None]):
         names = group.names
         if group.subgroups:
-            by_cell = {(spec.subgroup, spec.name): values[spec.key] for spec in group.measures}
+            # A measure of the whole group beside its subgroups (the metrics track's mean over
+            # dimensions) is a row of its own above the table, not an empty column of it.
+            whole = [spec for spec in group.measures if not spec.subgroup]
+            if whole:
+                groups.append({"title": group.title, "measures": whole, "rows": [("", [values[spec.key]
+                                                                                        for spec in whole])],
+                               "specs": whole})
+            parts = MeasureGroup(group.name, group.title, [spec for spec in group.measures if spec.subgroup])
+            names = parts.names
+            by_cell = {(spec.subgroup, spec.name): values[spec.key] for spec in parts.measures}
             rows = [(f"{name} ({title})" if title and title != name else name,
                      [by_cell.get((name, spec.name)) for spec in names]) for name, title in group.subgroups]
-        else:
-            rows = [("", [values[spec.key] for spec in names])]
+            groups.append({"title": group.title, "measures": names, "rows": rows, "specs": parts.measures})
+            continue
+        rows = [("", [values[spec.key] for spec in names])]
         groups.append({"title": group.title, "measures": names, "rows": rows, "specs": group.measures})
     return groups
 

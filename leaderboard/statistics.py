@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from leaderboard.board import Board, build_board
 from leaderboard.models import MeasureStatistics, StatisticsState, TaskStatistics
 from leaderboard.scheduling import Claim
 from scoring import significance, stats
-from scoring.kinds import Kind
+from scoring.kinds import Kind, MeasureSpec
 from tasks.models import GoldVersion, Phase, Run, ScoreVector, Task
 from tasks.runfiles import read_run_file
 
@@ -102,6 +103,38 @@ def rescored_statistics(task: Task, board: Board, matrices: Matrices, keys: list
 
 BOOTSTRAP_LEVEL = 0.95
 KENDALL_RESAMPLES = 1000
+# Kendall's tau between every pair of a group's measures grows with the square of their number: a
+# group of more measures than this that comes in subgroups (the metrics track's dimensions: 16
+# slices x 3 correlations) is compared within each subgroup (one dimension's measures), which is
+# what its heat map can show; all pairs of 48 measures took 85 s of a 128 s computation. DQ's 18
+# measures (A/E/S) stay compared across subgroups, as before.
+MAX_TAU_MEASURES = 24
+
+
+def _measure_agreement(board: Board, tested: Mapping[str, Any], matrices: Matrices,
+                        specs: Mapping[str, MeasureSpec], seed: int,
+                        lower_is_better: Mapping[str, bool]) -> dict[str, Any]:
+    """``stats.meta_evaluate`` of a group's measures: all pairs, or within each subgroup for a
+    large group of subgroups (``MAX_TAU_MEASURES``; then ``by_subgroup`` is true)."""
+    keys = list(matrices.by_key)
+    subgroup = {column.key: column.subgroup for column in board.columns}
+    sets = [keys]
+    if len(keys) > MAX_TAU_MEASURES and all(subgroup.get(key) for key in keys):
+        sets = [[key for key in keys if subgroup[key] == name] for name in dict.fromkeys(subgroup[k] for k in keys)]
+    merged: dict[str, Any] = {}
+    for chosen in sets:
+        results = {key: tested[key].tukey for key in chosen}
+        by_key = {key: matrices.by_key[key] for key in chosen}
+        corpus = significance.corpus_measures(specs, matrices.statistics, chosen)
+        part = stats.meta_evaluate(results, by_key, n_resamples=KENDALL_RESAMPLES, seed=seed,
+                                   lower_is_better=lower_is_better, corpus=corpus)
+        if not merged:
+            merged = part
+        else:
+            merged["measures"].update(part["measures"])
+            merged["kendall_tau"].extend(part["kendall_tau"])
+    merged["by_subgroup"] = len(sets) > 1
+    return _json_ready(merged)
 
 
 def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> str:
@@ -174,10 +207,7 @@ def compute_board_statistics(task: Task, phase: Phase | None, claim: Claim) -> s
                 "mc_variance_inflation": result.mc_variance_inflation,
             }
             pairwise[key] = MeasureStatistics.pack(result)
-        results = {key: tested[key].tukey for key in matrices.by_key}
-        corpus = significance.corpus_measures(specs, matrices.statistics, list(matrices.by_key))
-        meta[group] = _json_ready(stats.meta_evaluate(results, matrices.by_key, n_resamples=KENDALL_RESAMPLES,
-                                                        seed=seed, lower_is_better=lower_is_better, corpus=corpus))
+        meta[group] = _measure_agreement(board, tested, matrices, specs, seed, lower_is_better)
     if gathered:
         meta["bootstrap"] = {"n_resamples": resamples, "seed": seed, "level": BOOTSTRAP_LEVEL}
     labels = {str(run_id): label for run_id, label in board.labels().items()}

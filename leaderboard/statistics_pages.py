@@ -139,6 +139,10 @@ def _kind_tables(task: Task, board: Board, record: Any) -> list[dict[str, Any]] 
         # At most CURVES_PER_CHART curves a chart, each in its own colour and dash.
         table["charts"] = [asl_chart(curves[start:start + CURVES_PER_CHART])
                            for start in range(0, len(curves), CURVES_PER_CHART)]
+        # A kind's table may be a heat map (the metrics track's dimension x metric correlations).
+        heat = table.get("heat_map")
+        if heat:
+            table["heat"] = heat_map(heat["rows"], heat["columns"], heat["values"], what=heat["what"])
     return tables
 
 
@@ -181,9 +185,14 @@ def _statistics_charts(view: access.BoardAccess, board: Board, record: Any, meas
                     [(spec.column_title, curves[spec.key]) for spec in chunk], levels=levels or (0.05,),
                     titles=[spec.title for spec in chunk])})
     heat_maps = []
-    for group in board.groups():
+    # One heat map per group, or per subgroup where the statistics compared each subgroup alone.
+    parts = [(group, subgroup, [spec for spec in group.measures if not split or spec.subgroup == subgroup])
+             for group in board.groups()
+             for split in [bool(record.meta.get(group.name, {}).get("by_subgroup"))]
+             for subgroup in (dict.fromkeys(spec.subgroup for spec in group.measures) if split else [""])]
+    for group, subgroup, members in parts:
         taus = record.meta.get(group.name, {}).get("kendall_tau", [])
-        keys = [spec.key for spec in group.measures if any(spec.key in (tau["a"], tau["b"]) for tau in taus)]
+        keys = [spec.key for spec in members if any(spec.key in (tau["a"], tau["b"]) for tau in taus)]
         if len(keys) < 2:
             continue
         where = {key: i for i, key in enumerate(keys)}
@@ -198,7 +207,8 @@ def _statistics_charts(view: access.BoardAccess, board: Board, record: Any, meas
                     notes[i][j] = notes[j][i] = (f"{tau.get('level', 0.95):.0%} interval [{tau['low']:.3f}, "
                                                  f"{tau['high']:.3f}]")
         long_titles = [board.column(key).title for key in keys]
-        heat_maps.append({"title": group.title, "n_resamples": taus[0].get("n_resamples"), "seed": taus[0].get("seed"),
+        heat_maps.append({"title": group.title + (f", {subgroup}" if subgroup else ""),
+                          "n_resamples": taus[0].get("n_resamples"), "seed": taus[0].get("seed"),
                           "chart": heat_map([titles[key] for key in keys], [titles[key] for key in keys], values,
                                             row_titles=long_titles, column_titles=long_titles, notes=notes,
                                             what="Kendall's tau")})

@@ -21,7 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import parse_etags
 from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,6 +32,7 @@ from leaderboard.scheduling import board_status
 from leaderboard.tables import board_table, sort_link
 from scoring import exports
 from tasks import access, cachekeys
+from tasks.api import ERRORS
 from tasks.lookup import cached_task
 from tasks.models import GoldVersion, Phase, Run, Score, Task, publication_problem
 from tasks.runfiles import download_name
@@ -317,7 +318,10 @@ def _setting_cell(value: Any) -> Any:
                 "`settings_differ` the keys whose values differ between runs (each run's are in its scores).",
     parameters=[OpenApiParameter("phase", str, description="a phase's exact name, else 404 (absent or empty: the "
                                                          "open phase, else the latest that started)")],
-    responses={200: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT,
+               304: OpenApiResponse(description="the board has not changed since the ETag sent in If-None-Match"),
+               404: OpenApiResponse(ERRORS, description="no such task (or not visible to you), or no phase of it "
+                                                        "has the name given in `phase`")},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request, slug: str) -> HttpResponse:
@@ -359,8 +363,9 @@ def _json_bodies(task: Task, phase: Any, organiser: bool, key: str) -> dict[str,
                                for label, value in task.kind_impl.describe_settings(board.settings)],
         "versions_described": [{"label": label, "value": value}
                                for label, value in task.kind_impl.describe_versions(board.settings)],
-        "runs": [{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
-                                                  "submitted_at", "scores", "ranks")} for row in board.rows],
+        "runs": [{**{field: row[field] for field in ("id", "team", "name", "description", "is_baseline", "priority",
+                                                     "submitted_at", "scores", "ranks")},
+                  "late": row.get("late", False)} for row in board.rows],
     })
     bodies = {"identity": plain, "gzip": gzip.compress(plain, compresslevel=6, mtime=0)}
     cache.set_many({f"{key}:{name}": value for name, value in bodies.items()}, CACHE_SECONDS)

@@ -32,6 +32,7 @@ from tasks.datafiles import (
     store_data_content,
 )
 from tasks.errors import Rejected
+from tasks.extensions import Extension
 from tasks.models import (
     AccessLog,
     DataFile,
@@ -307,8 +308,8 @@ class TeamAdmin(ProjectAdmin):
 @admin.register(Run)
 class RunAdmin(ProjectAdmin):
     list_display = ["pk", "task", "team", "phase", "name", "status", "is_baseline", "is_public", "withdrawn_at",
-                    "created_at", "finished_at"]
-    list_filter = ["task", "phase", "status", "is_baseline", "is_public"]
+                    "late", "on_behalf", "created_at", "finished_at"]
+    list_filter = ["task", "phase", "status", "is_baseline", "is_public", "late", "on_behalf"]
     search_fields = ["name", "team__name", "description", "file_sha256"]
     readonly_fields = [field.name for field in Run._meta.fields]
     actions = ["rescore", "withdraw"]
@@ -329,6 +330,22 @@ class RunAdmin(ProjectAdmin):
         for task in Task.objects.filter(runs__in=queryset).distinct():
             board_changed(task, list(queryset.filter(task=task).values_list("pk", flat=True)))
         self.message_user(request, f"{count} run(s) withdrawn.", messages.INFO)
+
+
+@admin.register(Extension)
+class ExtensionAdmin(ProjectAdmin):
+    """Extensions are read here; they are given and ended on the dashboard or with ``manage.py
+    extension`` (tasks.late), which keep the phase's ``late_until`` in step."""
+
+    list_display = ["phase", "team", "until", "note", "granted_by", "created_at"]
+    list_filter = ["phase__task"]
+    readonly_fields = [field.name for field in Extension._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Score)

@@ -137,6 +137,7 @@ _run_response = inline_serializer("RunStatus", {
     "phase": serializers.CharField(required=False, allow_null=True),  # upload answers: where the run went
 })
 _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=serializers.CharField())})
+ERRORS = _errors  # every API error's body: the other apps' schemas name it too
 
 
 @extend_schema(
@@ -149,17 +150,23 @@ _errors = inline_serializer("Errors", {"errors": serializers.ListField(child=ser
                 "is stored. A valid run is queued for scoring; the answer says how much quota is left and names "
                 "your team's earlier runs whose file is byte for byte the same (`identical_to`, `identical_note`). "
                 "Send a Content-Length (a chunked body gets 411); when the server is validating too many "
-                "uploads at once the answer is 503 with Retry-After.",
-    request={"multipart/form-data": inline_serializer("RunUpload", {
-        "file": serializers.FileField(), "name": serializers.CharField(required=False),
-        "description": serializers.CharField(required=False), "priority": serializers.IntegerField(required=False),
-        "public": serializers.BooleanField(required=False),
-        "team": serializers.CharField(required=False, help_text=(
+                "uploads at once the answer is 503 with Retry-After. A field the upload does not take is refused "
+                "(400) by name.",
+    # A plain schema rather than a serializer: it can say that no other field is taken
+    # (``additionalProperties``: an unknown field is a 400 naming it) and the bounds the rules keep.
+    request={"multipart/form-data": {"type": "object", "required": ["file"], "additionalProperties": False,
+                                     "properties": {
+        "file": {"type": "string", "format": "binary", "description": "the run file (JSON), as a file part"},
+        "name": {"type": "string", "maxLength": 100, "description": "the run's name (default: from the file name)"},
+        "description": {"type": "string", "maxLength": 5000, "description": "how the run was made"},
+        "priority": {"type": "integer", "minimum": 1, "maximum": 99, "description": "1 = primary run"},
+        "public": {"type": "boolean", "description": "shown on the public board (default true)"},
+        "team": {"type": "string", "description": (
             "organisers of the task only: the team (its name or short name) this run is uploaded for; the run "
-            "follows that team's phase, extension and quota and records who uploaded it")),
-        "phase": serializers.CharField(required=False, help_text=(
+            "follows that team's phase, extension and quota and records who uploaded it")},
+        "phase": {"type": "string", "description": (
             "the phase's name; may be left out while only one phase is open, and must be given while several "
-            "are (an upload that names none is then refused with the open phases listed)"))})},
+            "are (an upload that names none is then refused with the open phases listed)")}}}},
     responses={202: _run_response, 400: _errors, 401: _errors, 403: _errors, 404: _errors, 409: _errors,
                411: _errors, 413: _errors, 415: _errors, 429: _errors, 503: _errors},
 )
@@ -171,10 +178,9 @@ def upload_run(request: Request, slug: str) -> Response:
     # The request's size (and a Content-Length that is not a number) was checked before its body
     # was read, by evalserver.middleware.RequestBodyMiddleware.
     task = access.get_task_for_user(request.user, slug)
-    team = request.POST.get("team")
+    team = str(request.POST.get("team") or "").strip()  # an empty field is no team, as for the phase
     # An organiser's upload for a team (tasks.late): refused for anybody else before the file is read.
-    resolved = (upload_context_for_team(task, request.user, str(team)) if team is not None
-                else upload_context(task, request.user))
+    resolved = upload_context_for_team(task, request.user, team) if team else upload_context(task, request.user)
     submission = submission_from_request(request, API_FORM)
     run = submit_run(task, request.user, submission, phase_for_upload(resolved, submission.phase), resolved)
     copies = identical_runs(run)

@@ -42,7 +42,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -103,6 +103,46 @@ def key(folder: str, sha256: str) -> str:
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
         raise ValueError("not a SHA-256 hex digest")
     return f"{folder}/{sha256[:2]}/{sha256}{suffix}" if fanned_out else f"{folder}/{sha256}{suffix}"
+
+
+def parse_key(name: str) -> tuple[str, str] | None:
+    """The folder and the SHA-256 (or, in a ``NAMED`` folder, the name) of a key ``key`` makes;
+    None for anything else (a temporary file, a stranger's file)."""
+    folder, _, rest = name.partition("/")
+    if folder not in FOLDERS:
+        return None
+    suffix, fanned_out = FOLDERS[folder]
+    if fanned_out:
+        prefix, _, rest = rest.partition("/")
+        if len(prefix) != 2:
+            return None
+    if not rest.endswith(suffix):
+        return None
+    sha = rest[:len(rest) - len(suffix)] if suffix else rest
+    if not _SHA256.fullmatch(sha) or (fanned_out and sha[:2] != prefix):
+        return None
+    return folder, sha
+
+
+def stored_keys() -> Iterator[str]:
+    """Every file of the store by its key, on either backend (Django's ``listdir``), folder by
+    folder; temporary files (names starting with a dot) and anything ``parse_key`` does not read
+    are left out. Files stored while this runs may or may not be listed."""
+    for folder in FOLDERS:
+        yield from _walk(folder)
+
+
+def _walk(prefix: str) -> Iterator[str]:
+    try:
+        folders, files = storage().listdir(prefix)
+    except FileNotFoundError:  # the filesystem backend, a folder nothing was stored in yet
+        return
+    for name in sorted(files):
+        if not name.startswith(".") and parse_key(f"{prefix}/{name}"):
+            yield f"{prefix}/{name}"
+    for name in sorted(folders):
+        if not name.startswith("."):
+            yield from _walk(f"{prefix}/{name}")
 
 
 def path(folder: str, sha256: str) -> Path:
@@ -338,4 +378,4 @@ def _fsync_directory(directory: Path) -> None:
 
 
 __all__ = ["CHUNK", "FOLDERS", "NAMED", "BlobDamaged", "Stored", "exists", "forget", "is_local", "keep_named", "key",
-           "open_stream", "path", "read", "staging", "storage", "store"]
+           "open_stream", "parse_key", "path", "read", "staging", "storage", "store", "stored_keys"]

@@ -32,6 +32,19 @@ periodic_sweep = Signal()
 # spaCy taggers over both cores there, never inside a daemonic Celery child).
 scoring_worker_starting = Signal()
 
+# Sent inside the transaction that ends a run's scoring (scored or failed), with ``run_id`` and
+# ``status``: whatever follows from it (an e-mail to the team, in ``notices``) is recorded in the
+# same transaction, so that it is neither lost nor told of a change that was rolled back.
+run_finished = Signal()
+
+# Sent by the phase clock (``tasks.phaseclock``) while a phase opens or ends within one of
+# ``REMINDER_HOURS`` (the nearest), with ``phase``, ``event`` ("opens" or "closes"), ``hours``,
+# ``at`` (the start or end it is about) and the clock's ``now``. Sent at every tick in that
+# window: a receiver records it once (by a key of its own, with ``at`` in it), so that a phase
+# moved to another time is told again.
+phase_reminder = Signal()
+REMINDER_HOURS = (24, 1)
+
 
 def touch_scores(task: Task) -> None:
     """Invalidate cached leaderboards: their cache keys include ``scores_changed_at``, and the

@@ -26,9 +26,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tasks import access, datafiles
+from tasks.api import ERRORS
 from tasks.errors import Rejected
 from tasks.runfiles import download_name
 
+# The types a data file is served with (``_serve``: from its name): the usual ones by name, then any.
+DATA_FILE_TYPES = ("application/json", "text/csv", "text/plain", "text/tab-separated-values", "application/zip",
+                   "application/gzip", "application/x-tar", "application/pdf", "application/octet-stream", "*/*")
 _PHASE = OpenApiParameter("phase", str, description="a phase's exact name (default: the open phase, else the "
                                                     "latest started, else the first to open)")
 
@@ -167,7 +171,7 @@ def data_listing(request: Any, view: access.DataAccess, items: list[datafiles.Da
                                                   "organisers' files",
                description="Every file with its size, SHA-256 and download URL, and whether you may download it "
                            "(`available`; `reason` says why not). Never the gold.",
-               parameters=[_PHASE], responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
+               parameters=[_PHASE], responses={200: OpenApiTypes.OBJECT, 404: ERRORS})
 @api_view(["GET"])
 def data_api(request: Request, slug: str) -> Response:
     view, items, notes = _section(request, slug)
@@ -175,8 +179,12 @@ def data_api(request: Request, slug: str) -> Response:
 
 
 @extend_schema(operation_id="task_data_file", summary="Download one file of a task's data section", parameters=[_PHASE],
-               responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, 401: OpenApiTypes.OBJECT,
-                          403: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
+               description="The file as stored, with the type its name says (`.json`: application/json, `.csv`: "
+                           "text/csv, ..., application/octet-stream when the name says none).",
+               # A JSON file is any JSON document (what it holds is the task's format), the others bytes.
+               responses={**{(200, media): OpenApiTypes.ANY if media == "application/json" else OpenApiTypes.BINARY
+                             for media in DATA_FILE_TYPES},
+                          401: ERRORS, 403: ERRORS, 404: ERRORS})
 @api_view(["GET"])
 def data_file_api(request: Request, slug: str, name: str) -> HttpResponse:
     view, items, _ = _section(request, slug)

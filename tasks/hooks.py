@@ -3,6 +3,9 @@ the generic apps ask here instead of naming a kind.
 
 - organiser links: a page of the kind's app that the task's dashboard links to (the response
   kind's vBLEU page), per kind;
+- page sections: a block an app adds to a generic page (the account page, a task's overview, the
+  organiser's dashboard), rendered from its own template with its own context (``notices``: the
+  e-mail choices, the announcements, the messages to the participants);
 - large files: a view declares that its POST may carry files beyond the run upload's limit (a
   vBLEU pool), which the request-body middleware reads (``evalserver.middleware``).
 """
@@ -13,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import SafeString
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,39 @@ def organiser_links(task: Any) -> list[dict[str, str]]:
     """The dashboard's links to the pages the task's kind adds, as {"label", "url"}."""
     return [{"label": link.label, "url": reverse(link.url_name, args=[task.slug])}
             for link in _ORGANISER_LINKS.get(task.kind, [])]
+
+
+# The generic pages that take sections, and what each passes to a section's context function.
+PAGES = {"account": (), "task-overview": ("task",), "organiser-dashboard": ("task",)}
+
+
+@dataclass(frozen=True)
+class PageSection:
+    template: str
+    # (request, **the page's values) -> the template's context, or None when there is nothing to show.
+    context: Callable[..., dict[str, Any] | None]
+
+
+_SECTIONS: dict[str, list[PageSection]] = {}
+
+
+def add_page_section(page: str, template: str, context: Callable[..., dict[str, Any] | None]) -> None:
+    """Add a section to one of the generic ``PAGES`` (once per template)."""
+    if page not in PAGES:
+        raise ValueError(f"no page {page!r} takes sections (known: {', '.join(PAGES)})")
+    sections = _SECTIONS.setdefault(page, [])
+    if all(section.template != template for section in sections):
+        sections.append(PageSection(template, context))
+
+
+def page_sections(page: str, request: HttpRequest, **values: Any) -> list[SafeString]:
+    """The sections the apps add to ``page``, rendered for this request, in the order added."""
+    rendered = []
+    for section in _SECTIONS.get(page, []):
+        context = section.context(request, **values)
+        if context is not None:
+            rendered.append(render_to_string(section.template, context, request))
+    return rendered
 
 
 def accepts_large_files(files: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from scoring.kinds import MeasureSpec, Scored
 from scoring.validation import ValidationFailed
-from tasks.changes import board_changed
+from tasks.changes import board_changed, run_finished
 from tasks.errors import TRANSIENT_DB_ERRORS
 from tasks.leases import heartbeat
 from tasks.models import Phase, Run, Score, ScoreVector
@@ -202,6 +202,7 @@ def _score_claimed(run_id: int, attempt: int) -> str:
                 status=Run.DONE, finished_at=timezone.now(), errors=[], warnings=result.warnings,
                 parts=parts)
             board_changed(run.task, [run.pk])  # only the boards that show this run
+            run_finished.send(sender=Run, run_id=run.pk, status=Run.DONE)
     except IntegrityError:
         return "skipped: scores were stored by another attempt"
     except TRANSIENT_DB_ERRORS:
@@ -310,8 +311,10 @@ def _statistics_fields(statistics: np.ndarray | None) -> dict[str, object]:
 
 
 def _finish_failed(run: Run, errors: list[str]) -> None:
-    Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
-        status=Run.FAILED, errors=errors, finished_at=timezone.now())
+    with transaction.atomic():
+        if Run.objects.filter(pk=run.pk, status=Run.SCORING, attempts=run.attempts).update(
+                status=Run.FAILED, errors=errors, finished_at=timezone.now()):
+            run_finished.send(sender=Run, run_id=run.pk, status=Run.FAILED)
 
 
 MAX_INTERRUPTIONS = 3
@@ -327,10 +330,18 @@ def dead_claims() -> Q:
 def fail_runs_cut_too_often() -> int:
     """A job that died MAX_INTERRUPTIONS times (hard time limit, a worker killed by the kernel for
     its memory) would die again: end the run instead of sending it for ever."""
-    return Run.objects.filter(dead_claims(), interruptions__gte=MAX_INTERRUPTIONS).update(
-        status=Run.FAILED, finished_at=timezone.now(),
-        errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
-                "organisers have been told and can re-score the run"])
+    with transaction.atomic():
+        ended = list(Run.objects.select_for_update().filter(dead_claims(), interruptions__gte=MAX_INTERRUPTIONS)
+                     .values_list("pk", flat=True))
+        if not ended:
+            return 0
+        count = Run.objects.filter(pk__in=ended).update(
+            status=Run.FAILED, finished_at=timezone.now(),
+            errors=[f"scoring was cut off {MAX_INTERRUPTIONS + 1} times (time limit or worker failure); the "
+                    "organisers have been told and can re-score the run"])
+        for run_id in ended:
+            run_finished.send(sender=Run, run_id=run_id, status=Run.FAILED)
+    return count
 
 
 def requeue_stuck_runs(queued_for: timedelta = timedelta(minutes=2)) -> list[int]:

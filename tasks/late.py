@@ -80,7 +80,7 @@ def grant_extension(phase: Phase, team: Team, until: datetime, user: Any = None,
                         "whose runs it ranks")
     if phase.published_at(now):
         problems.append(f"phase: the results of the {phase.name} phase are published: withdraw the publication "
-                        "first (the dashboard's Withdraw publication), since a team that may still submit would "
+                        "first (the dashboard's Withdraw publication button), since a team that may still submit would "
                         "otherwise see the scores on the whole test set")
     problems += character_problems(note, "note")
     if len(note) > MAX_NOTE:

@@ -590,3 +590,6 @@ class AccessLog(models.Model):
 
 
 from tasks.extensions import Extension  # noqa: E402,F401 - a model of this app kept in its own module
+
+# A model of its own module (the heartbeats and the model they write), registered with the app here.
+from tasks.heartbeats import WorkerHeartbeat  # noqa: E402, F401

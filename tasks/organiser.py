@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from scoring import exports
 from tasks import access, datafiles
 from tasks.errors import Rejected
-from tasks.hooks import organiser_links
+from tasks.hooks import organiser_links, page_sections
 from tasks.late import late_context
 from tasks.models import AccessLog, DataFile, Phase, Run, Score, Task, Team
 from tasks.organising import rescore_runs, runs_to_rescore, set_publication
@@ -90,6 +90,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "data_files": data_file_rows(task),
         "pending_teams": Team.objects.filter(approved=False).prefetch_related("members")[:200]
         if task.requires_team_approval else [], **late_context(task),
+        "sections": page_sections("organiser-dashboard", request, task=task),
     })
 
 

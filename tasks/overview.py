@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from tasks import access
+from tasks.hooks import page_sections
 from tasks.models import Phase, Profile, Task
 from tasks.registration import affiliation_problems, record_acceptance, set_affiliation
 
@@ -114,7 +115,8 @@ def overview(request: HttpRequest, slug: str) -> HttpResponse:
                                  for phase in phases],
         "contact_link": contact_link(task.contact), "accepted": accepted, "now": now,
         "terms_version": task.terms_sha256[:12], "kind": task.kind_impl,
-        "needs_affiliation": request.user.is_authenticated and not Profile.objects.filter(user=request.user).exists()})
+        "needs_affiliation": request.user.is_authenticated and not Profile.objects.filter(user=request.user).exists(),
+        "sections": page_sections("task-overview", request, task=task)})
 
 
 @require_POST

@@ -10,7 +10,10 @@ has to flip for the rules to hold at the second. The clock adds what needs a pro
 - at a phase's end its boards change (``board_changed``): the final statistics are computed for
   what they now show;
 - a publication scheduled by the organisers (``Phase.publish_at``) is recorded as published at its
-  time, or, while a phase still takes runs on its gold, waits (said once in the log).
+  time, or, while a phase still takes runs on its gold, waits (said once in the log);
+- 24 hours and 1 hour before a phase that takes runs opens or closes, ``phase_reminder`` is sent
+  (``tasks.changes``; the e-mails to the task's participants, ``notices``, listen and record each
+  reminder once).
 
 ``advance`` is idempotent and safe in several processes at once: a change is recorded by the one
 conditional UPDATE that wins. It runs from Celery beat (``tasks.phaseclock.phase_clock_task``) or, in
@@ -29,7 +32,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
-from tasks.changes import board_changed, boards_on_gold
+from tasks.changes import REMINDER_HOURS, board_changed, boards_on_gold, phase_reminder
 from tasks.errors import Rejected
 from tasks.models import AccessLog, Phase, Run
 
@@ -79,7 +82,26 @@ def advance(now: datetime | None = None) -> list[str]:
                 if not AccessLog.objects.filter(task_id=phase.task_id, what=what[:200]).exists():
                     _record(phase, what)
                     done.append(what)
+        for event, at, hours in due_reminders(phase, now):
+            with transaction.atomic():
+                phase_reminder.send(sender=Phase, phase=phase, event=event, hours=hours, at=at, now=now)
     return done
+
+
+def due_reminders(phase: Phase, now: datetime) -> list[tuple[str, datetime, int]]:
+    """("opens" or "closes", when, hours) for a phase that takes runs and opens or closes within
+    one of ``REMINDER_HOURS`` of ``now``: the nearest only (a phase made 30 minutes before it
+    opens gets the 1-hour reminder, not a late 24-hour one)."""
+    if not phase.takes_runs:
+        return []
+    due = []
+    for event, at in (("opens", phase.starts_at), ("closes", phase.ends_at)):
+        if at <= now:
+            continue
+        within = [hours for hours in REMINDER_HOURS if at - timedelta(hours=hours) <= now]
+        if within:
+            due.append((event, at, min(within)))
+    return due
 
 
 def _change(phase: Phase, state: str, now: datetime) -> str:
@@ -94,9 +116,11 @@ def _change(phase: Phase, state: str, now: datetime) -> str:
 
 
 def next_boundary(now: datetime | None = None) -> datetime | None:
-    """The next start, end or scheduled publication of any phase."""
+    """The next start, end, reminder before either, or scheduled publication of any phase."""
     now = now or timezone.now()
-    times = [moment for row in Phase.objects.values_list("starts_at", "ends_at", "publish_at") for moment in row
+    times = [moment for starts, ends, publish in Phase.objects.values_list("starts_at", "ends_at", "publish_at")
+             for moment in (starts, ends, publish,
+                            *(edge - timedelta(hours=hours) for edge in (starts, ends) for hours in REMINDER_HOURS))
              if moment is not None and moment > now]
     return min(times, default=None)
 

@@ -16,8 +16,9 @@ def reopening_problem(phase: Any) -> str:
     if stored is None or stored > now or phase.ends_at <= now:
         return ""
     return (f"The {phase.name} phase has ended and its results are published: it cannot be reopened while they are. "
-            "Withdraw the publication first (the dashboard's Withdraw button), then move its end. A reopened phase "
-            "takes runs from every team; to let one team submit late, give that team an extension instead.")
+            "Withdraw the publication first (the dashboard's Withdraw publication button), then move its end. "
+            "A reopened phase takes runs from every team; to let one team submit late, give that team an extension "
+            "instead.")
 
 
 def publication_problem(phase: Any, open_phases: list[Any]) -> str:

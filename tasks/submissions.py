@@ -368,11 +368,16 @@ class UploadForm:
 
     public_when_absent: bool
     missing_file: str
+    # Whether a field the upload does not take is refused by name: a script's misspelt or invented
+    # field (``paper_url``) must not be dropped without a word. The web form sends our own form's
+    # fields (its CSRF token, the page's buttons), so only the API checks.
+    refuse_unknown: bool = False
 
 
 WEB_FORM = UploadForm(public_when_absent=False, missing_file="file: choose a run file to upload")
 API_FORM = UploadForm(public_when_absent=True,
-                      missing_file="file: missing; send the run as a multipart field named 'file'")
+                      missing_file="file: missing; send the run as a multipart field named 'file'",
+                      refuse_unknown=True)
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
@@ -385,6 +390,12 @@ def submission_from_request(request: Any, form: UploadForm) -> Submission:
     size are ``submit_run``'s to judge."""
     fields, files = request.POST, request.FILES
     errors = [f"{field}: expected a text field, got a file" for field in TEXT_FIELDS if field in files]
+    if form.refuse_unknown:
+        unknown = sorted({*fields.keys(), *files.keys()} - {"file", *TEXT_FIELDS})
+        errors += [f"{name[:40]!r}: unknown field; an upload takes file, {', '.join(TEXT_FIELDS)}"
+                   for name in unknown[:5]]
+        if len(unknown) > 5:
+            errors.append(f"and {len(unknown) - 5} more unknown fields")
     priority = parse_priority(fields.get("priority"), errors)
     public = str(fields.get("public", "on" if form.public_when_absent else "off")).strip().lower()
     if public not in TRUE_WORDS + FALSE_WORDS:

@@ -28,6 +28,7 @@ from django_ratelimit.decorators import ratelimit
 from scoring.validation import quoted
 from tasks.accounts import _form_message, _lock_team_names, add_member, team_name_problems
 from tasks.errors import Rejected
+from tasks.hooks import page_sections
 from tasks.models import Team
 from tasks.submissions import participant_team
 
@@ -254,12 +255,12 @@ def account_page(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Too many attempts with your current password. Wait a minute and try again.")
         return render(request, "tasks/account.html", {
             "password_form": PasswordChangeForm(request.user), "email_form": EmailForm(user=request.user),
-            "team": participant_team(request.user)}, status=429)
+            "team": participant_team(request.user), "sections": page_sections("account", request)}, status=429)
     password_form = PasswordChangeForm(request.user, request.POST if which == "password" else None)
     password_form.fields["old_password"].label = "Your current password"  # the e-mail form's words
     email_form = EmailForm(request.POST if which == "email" else None, user=request.user)
     context = {"password_form": password_form, "email_form": email_form,
-               "team": participant_team(request.user)}
+               "team": participant_team(request.user), "sections": page_sections("account", request)}
     if which == "password" and password_form.is_valid():
         password_form.save()
         update_session_auth_hash(request, password_form.user)  # stay signed in here, signed out elsewhere

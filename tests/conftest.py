@@ -7,7 +7,6 @@ without them and fail, never skip, when ``CI=true``.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 import orjson
 import pytest
+
+from devtools.workers.processes import reachable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -65,14 +66,6 @@ def pytest_configure(config: pytest.Config) -> None:
         sys._evalserver_var_guard = True  # type: ignore[attr-defined]
 
 
-def reachable(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def require_service(name: str, port: int) -> None:
     """Skip (laptop) or fail (CI) when a service is not listening."""
     if reachable(port):
@@ -110,6 +103,8 @@ def isolated_settings(media_root: Any, cache_location: str) -> dict[str, Any]:
         "EVALSERVER_STATISTICS_MODE": "off",
         # No clock thread per test process: tests call tasks.phaseclock.advance with the time they choose.
         "EVALSERVER_PHASE_CLOCK_MODE": "off",
+        # Nobody sends the e-mail outbox: tests call notices.outbox.send_due and read Django's outbox.
+        "EVALSERVER_NOTICE_MODE": "off",
         # Pool jobs run where they are started (tests of the background modes switch those on).
         "EVALSERVER_POOL_JOB_MODE": "sync",
         "CACHES": {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -25,10 +25,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tasks import jobs, organising, runfiles, submissions
-from tasks.models import Run, Score
-from tests.conftest import IN_CI, make_world, require_postgres, require_service, run_bytes
-from tests.workers import (
+from devtools.workers import (
     BROKERS,
     FAULT_LIMITS,
     Process,
@@ -49,6 +46,9 @@ from tests.workers import (
     wait_until,
     worker_env,
 )
+from tasks import jobs, organising, runfiles, submissions
+from tasks.models import Run, Score
+from tests.conftest import IN_CI, make_world, require_postgres, require_service, run_bytes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

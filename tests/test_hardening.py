@@ -131,6 +131,8 @@ def test_a_boolean_it_cannot_read_stops_the_start(tmp_path: Path, name: str) -> 
     ("EVALSERVER_LOG_LEVEL", "LOUD", "is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ("EVALSERVER_LOGIN_RATE", "10 per minute", "is not a rate"),
     ("EVALSERVER_UPLOAD_RATE", "0/m", "is not a rate"),
+    ("EVALSERVER_NOTICE_MODE", "thread", "is not one of celery, worker, off"),
+    ("EVALSERVER_SITE_URL", "eval.example.org", "is not an http(s) address such as https://eval.example.org"),
 ])
 def test_a_number_or_choice_it_cannot_read_stops_the_start(tmp_path: Path, name: str, value: str,
                                                             message: str) -> None:

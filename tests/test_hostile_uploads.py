@@ -17,9 +17,9 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from devtools.hostile_corpus import CASES, CORPUS_MAX_BYTES, KIND_CASES, Case, KindCase
 from tasks.models import Phase
 from tests.conftest import World, committing
-from tests.hostile_corpus import CASES, CORPUS_MAX_BYTES, KIND_CASES, Case, KindCase
 
 
 def all_row_counts() -> dict[str, int]:

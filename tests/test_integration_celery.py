@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 from urllib.request import Request, urlopen
 
 import numpy as np
 import orjson
 import pytest
 
+from devtools.workers.brokers import database_url, reset_producers
 from tests.conftest import World, require_postgres, require_service, run_bytes, stc3_server_summary
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -137,17 +137,6 @@ class Broker:
             client.close()
 
 
-def _reset_producers(app: Any) -> None:
-    """Drop the app's cached connection pool and routing (built from the configuration in force
-    when first used), as Celery itself does after a fork, so the next job goes where the
-    configuration now says."""
-    from kombu import pools
-
-    pools.reset()  # closes the connections; kombu keeps its pools in a registry keyed by broker
-    app._pool = None
-    app.__dict__.pop("amqp", None)
-
-
 @pytest.fixture(params=sorted(BROKERS))
 def broker(request: pytest.FixtureRequest, settings: Any, live_server: Any) -> Iterator[Broker]:
     """Uploads publish their scoring job to a real broker instead of running it in-process.
@@ -164,22 +153,13 @@ def broker(request: pytest.FixtureRequest, settings: Any, live_server: Any) -> I
     previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "task_default_queue")}
     settings.CELERY_TASK_ALWAYS_EAGER = False
     app.conf.update(broker_url=url, task_always_eager=False, task_default_queue=broker.queue)
-    _reset_producers(app)
+    reset_producers(app)
     try:
         yield broker
     finally:
         app.conf.update(previous)
-        _reset_producers(app)
+        reset_producers(app)
         broker.remove_queue()
-
-
-def database_url() -> str:
-    """The URL of the database this test uses (``test_<name>``), for the worker process."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    credentials = quote(db["USER"] or "postgres") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
-    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @dataclass

@@ -80,8 +80,8 @@ def test_a_published_phase_is_not_reopened_and_the_refusal_says_to_withdraw_the_
             "total_quota": "200", "live_subset_seed": "0"}
     page = html.unescape(organiser.post(f"/organiser/{world.task.slug}/phase/?phase=test", form).content.decode())
     assert ("results_published: The test phase has ended and its results are published: it cannot be reopened "
-            "while they are. Withdraw the publication first (the dashboard's Withdraw button), then move its end. "
-            "A reopened phase takes runs from every team; to let one team submit late, give that team an "
+            "while they are. Withdraw the publication first (the dashboard's Withdraw publication button), then "
+            "move its end. A reopened phase takes runs from every team; to let one team submit late, give that team an "
             "extension instead.") in page
     assert Phase.objects.get(pk=test.pk).ends_at < timezone.now()
     # Withdrawn, the phase reopens, for every team.
@@ -164,6 +164,8 @@ def test_the_late_mark_is_on_boards_exports_and_public_pages(late_world) -> None
     assert {row["run_id"]: row["late"] for row in rows} == {
         str(run.pk): "1" if run.pk == late_run.pk else "0"
         for run in Run.objects.filter(status=Run.DONE, gold_version=world.gold_version)}
+    runs = Client().get(f"/api/v1/tasks/{world.task.slug}/leaderboard/?phase=test").json()["runs"]
+    assert {run["id"]: run["late"] for run in runs if run["late"]} == {late_run.pk: True}
     results = signed_in(world.organiser).get(f"/organiser/{world.task.slug}/results.json").json()["results"]
     assert {row["run_id"]: row["late"] for row in results if row["run_id"] == late_run.pk} == {late_run.pk: True}
     public = html.unescape(Client().get(f"/runs/{late_run.pk}/").content.decode())

@@ -80,6 +80,8 @@ URL_KINDS: dict[str, str] = {
     "api-task-data-file": DATA, "password-reset": PAGE, "password-reset-sent": PAGE, "password-reset-confirm": PAGE,
     "password-reset-complete": PAGE, "favicon": PAGE,
     "organiser-vbleu": ORGANISER_API, "organiser-gold": ORGANISER_API, "organiser-phase": ORGANISER,
+    "organiser-settings": ORGANISER_API, "organiser-data-file": ORGANISER_API, "organiser-withdraw": POST,
+    "notices-preferences": POST, "announcements-feed": PAGE, "organiser-announce": POST, "organiser-message": POST,
     "pool-job": PAGE, "pool-job-status": PAGE,
     # Issue 30: a run's file (its team and organisers) and links form; team and account management.
     "run-file": RUN, "run-links": POST, "team-join": PAGE, "team-leave": POST, "team-remove-member": POST,
@@ -96,6 +98,8 @@ URL_KINDS: dict[str, str] = {
     "campaign-judge": PAGE, "campaign-answer": POST, "campaign-metrics-gold": PAGE,
     # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
     "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
+    # Issue 41: Prometheus' figures (counts by kind and status, no task data), behind a token.
+    "metrics": PAGE,
 }
 DATA_FILES = ("participant-data.json", "format.json", "sample-run.json")
 MEASURE = "quality.A.rsnod"
@@ -314,7 +318,7 @@ def _four_decimals(value: float) -> set[str]:
 
 def statistics_numbers() -> set[float]:
     """Every stored statistic except the means (a stale record's means are the forbidden scores)."""
-    from tests.workers import statistics_numbers as of_task
+    from devtools.workers import statistics_numbers as of_task
 
     return {value for task in Task.objects.all() for value in of_task(task)}
 
@@ -451,7 +455,8 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
     if kind == RUN or name in ("run-visibility", "run-links"):
         return [reverse(name, args=[run_id]) for run_id in Run.objects.order_by("pk").values_list("pk", flat=True)]
     if kind in (BOARD, ORGANISER, TASK_RUNS, ORGANISER_API, DATA) or name in (
-            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms"):
+            "upload", "organiser-rescore", "api-upload", "task-overview", "task-terms", "announcements-feed",
+            "organiser-announce", "organiser-message", "organiser-withdraw", "organiser-extensions"):
         return [reverse(name, args=[slug])]
     return [reverse(name)]
 
@@ -669,9 +674,9 @@ def test_statistics_of_another_scope_are_not_served(world: World) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_leak_probe_finds_nothing_over_http_and_finds_what_is_shown(live_server: Any) -> None:
-    """``tests.workers.leak_probe``, which the reliability report runs against a live server: no
+    """``devtools.workers.leak_probe``, which the reliability report runs against a live server: no
     problem on this server, and a problem for each number it is told is forbidden but shown."""
-    from tests.workers import forbidden_test_numbers, leak_probe
+    from devtools.workers import forbidden_test_numbers, leak_probe
 
     world = make_world(n_dialogues=30, seed=5, permutations=100)
     test = _phase(world, "test", Phase.TEST, (-1, 1), live_subset_size=10)

@@ -22,11 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.utils import timezone
 
-from leaderboard.board import board_cache_key
-from tasks.models import Phase, Run, Task, Team
-from tasks.tokens import issue_token
-from tests.conftest import make_world, require_postgres, require_service, run_bytes
-from tests.workers import (
+from devtools.workers import (
     BROKERS,
     call,
     fill_board,
@@ -40,6 +36,10 @@ from tests.workers import (
     wait_until,
     worker_env,
 )
+from leaderboard.board import board_cache_key
+from tasks.models import Phase, Run, Task, Team
+from tasks.tokens import issue_token
+from tests.conftest import make_world, require_postgres, require_service, run_bytes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -164,3 +164,85 @@ def test_pools_and_pool_jobs_moved_to_the_response_app_without_touching_the_data
         cursor.execute("SELECT task_id, pool_id, status FROM tasks_pooljob WHERE id = %s", [job.pk])
         assert cursor.fetchone() == (world.task.pk, pool.pk, "done")
     assert ReferencePool._meta.db_table == "tasks_referencepool" and PoolJob._meta.db_table == "tasks_pooljob"
+
+
+@pytest.mark.django_db
+def test_the_test_database_has_every_migration_applied() -> None:
+    """``migrate --check``, as an operator runs it after an upgrade (docs/operators/upgrades.md)."""
+    call_command("migrate", "--check", verbosity=0)  # SystemExit(1) if a migration is not applied
+
+
+# The previous release's commit: a site is built with its own code and migrated by this one. Set it
+# to the released commit at each release (docs/operators/upgrades.md); 0.1.0 is main before issue 41.
+PREVIOUS_RELEASE = "22d1a56c46bb47ed2f5a2a80628a5f30092aeb1c"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_site_made_by_the_previous_release_migrates_with_everything_kept(tmp_path: Any) -> None:
+    """Issue 41, item 6: teams, a task, its gold, a phase, a scored board and its statistics made by
+    the previous release's code in its own database; read (runs' bytes, scores, vectors, boards,
+    exports, statistics) by that code; migrated by this release's ``migrate``; read again by this
+    release: the same, and nothing left to migrate."""
+    import json
+    import shutil
+    import subprocess
+
+    from devtools.workers import PYTHON, ROOT
+    from devtools.workers.restore import Installations
+    from tests.conftest import IN_CI
+
+    if shutil.which("git") is None or subprocess.run(["git", "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
+                                                     cwd=ROOT, capture_output=True).returncode:
+        if IN_CI:
+            pytest.fail(f"the previous release's commit {PREVIOUS_RELEASE[:12]} is not in this clone")
+        pytest.skip(f"the previous release's commit {PREVIOUS_RELEASE[:12]} is not in this clone")
+    old = tmp_path / "previous-release"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    # The reader of a site (devtools/workers/restore.py's probe) is the same program on both sides.
+    # The previous release kept these helpers in tests/workers/; the copy imports them from there.
+    probe_source = (ROOT / "devtools" / "workers" / "restore.py").read_text()
+    (old / "tests" / "workers" / "upgrade_probe.py").write_text(
+        probe_source.replace("from devtools.workers.", "from tests.workers."))
+
+    installations = Installations(tmp_path / "sites")
+    (tmp_path / "sites").mkdir()
+    try:
+        env = installations.new("site")
+
+        def run(code: Any, *args: str) -> str:
+            done = subprocess.run([PYTHON, *args], cwd=code, env={**env, "PYTHONPATH": str(code)},
+                                  capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, done.stderr[-3000:]
+            return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+        spec = {"slug": "upgrade", "dialogues": 30, "teams": 2, "phase": {"daily_quota": 10}, "board": 4,
+                "superuser": {"username": "organiser", "password": "previous-release-password"}}
+        run(old, "-m", "tests.workers", "seed", json.dumps(spec))
+        run(old, "-c", "import django; django.setup(); from leaderboard.statistics import compute_task_statistics; "
+                       "from tasks.models import Task; compute_task_statistics(Task.objects.get(slug='upgrade').pk)")
+        probe = ('import json; from {} import probe; print(json.dumps(probe({{"parsed": True}})))')
+        before = json.loads(run(old, "-c", probe.format("tests.workers.upgrade_probe")))
+        run(ROOT, "manage.py", "migrate", "-v0")
+        run(ROOT, "manage.py", "migrate", "--check")
+        after = json.loads(run(ROOT, "-c", probe.format("devtools.workers.restore")))
+    finally:
+        installations.drop()
+    assert len(before["runs"]) >= 6 and before["statistics"]
+    assert after["runs"] == before["runs"]
+    assert after["statistics"] == before["statistics"]
+    # What the previous release showed, this one shows; a column or key a release adds is new.
+    assert set(after["pages"]) == set(before["pages"])
+    for path, page in before["pages"].items():
+        assert shared(after["pages"][path], page) == page, path
+
+
+def shared(new: Any, old: Any) -> Any:
+    """``new`` restricted to the keys ``old`` has, at every depth (lists element by element)."""
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {key: shared(new[key], old[key]) if key in new else None for key in old}
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [shared(a, b) for a, b in zip(new, old)]
+    return new

@@ -26,11 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from tasks import blobs, datafiles, jobs, organising
-from tasks.errors import Rejected
-from tasks.models import Run, Score
-from tests.conftest import committing, make_world, require_postgres, require_service, run_bytes
-from tests.workers import (
+from devtools.workers import (
     BROKERS,
     FAULT_LIMITS,
     S3_CREDENTIALS,
@@ -54,6 +50,10 @@ from tests.workers import (
     wait_until,
     worker_env,
 )
+from tasks import blobs, datafiles, jobs, organising
+from tasks.errors import Rejected
+from tasks.models import Run, Score
+from tests.conftest import committing, make_world, require_postgres, require_service, run_bytes
 
 
 @pytest.fixture(scope="module")
@@ -203,10 +203,10 @@ def test_a_host_with_an_empty_folder_fetches_an_uploaded_model_and_the_encoded_r
 
     import numpy as np
 
+    from devtools.e5files import noisy_model
     from scoring.kinds.response import kind as response_kind
     from scoring.kinds.response import resources as response_resources
     from scoring.kinds.response.encoder import E5Encoder, EncoderUnavailable
-    from tests.e5files import noisy_model
     from tests.kinds.response.test_encoder_store import CONFIG_DATA, KIND, a_run, extended_gold, scored
 
     content = noisy_model()
@@ -309,7 +309,7 @@ def test_two_workers_without_a_shared_disk_score_every_upload_and_one_finishes_t
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from tests.test_integration_celery import database_url
+    from devtools.workers.brokers import database_url
 
     require_postgres()
     name, port, broker_url = BROKERS["redis"]
@@ -349,7 +349,9 @@ def test_two_workers_without_a_shared_disk_score_every_upload_and_one_finishes_t
         web = start_gunicorn(web_env, web_port, tmp_path / "gunicorn.log", workers=1, threads=2)
         processes.append(web)
         base = f"http://127.0.0.1:{web_port}"
-        wait_until("gunicorn to answer", lambda: call(f"{base}/healthz").status == 200, 45, web)
+        # The web process's own health: the workers start next.
+        wait_until("gunicorn to answer", lambda: call(f"{base}/healthz?check=database,broker,storage").status == 200,
+                   45, web)
         first = worker("a")
 
         uploaded: dict[int, bytes] = {}

@@ -140,11 +140,13 @@ def test_the_phase_form_checks_as_create_phase_does_and_stores_nothing_on_failur
                                    "its gold, load a new gold version and tick this phase there (its runs are "
                                    "scored again)")
     assert Phase.objects.get().gold_version.number == 1
-    # A published phase cannot be reopened by moving its end.
+    # A published phase cannot be reopened by moving its end: the refusal says to withdraw the
+    # publication first (issue 43, item 4; tests/test_late_runs.py walks the rest).
     Phase.objects.filter(pk=phase.pk).update(ends_at=timezone.now() - timedelta(minutes=1), results_published=True)
     started = Phase.objects.get().starts_at
     reopened = organiser.post(f"{url}?phase=test", {**good, "starts_at": f"{started:%Y-%m-%dT%H:%M}",
                                                    "ends_at": "2031-02-01T00:00"})
-    assert any(problem.startswith("results_published: The results of the test phase cannot be published yet")
+    assert any(problem.startswith("results_published: The test phase has ended and its results are published: it "
+                                  "cannot be reopened while they are. Withdraw the publication first")
                for problem in errors(reopened))
     assert Phase.objects.get().ends_at < timezone.now()

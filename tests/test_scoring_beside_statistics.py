@@ -30,9 +30,10 @@ from typing import Any
 
 import pytest
 
+from devtools.workers import compose_workers, deployment_page_workers, documented_worker_argv, remove_queue
+from devtools.workers.brokers import database_url, reset_producers
 from tests.conftest import World, require_postgres, require_service, run_bytes
-from tests.test_integration_celery import _reset_producers, database_url, run_status, upload_run
-from tests.workers import compose_workers, deployment_page_workers, documented_worker_argv, remove_queue
+from tests.test_integration_celery import run_status, upload_run
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -94,12 +95,12 @@ def queue(settings: Any, live_server: Any) -> Iterator[str]:
     previous = {key: app.conf[key] for key in ("broker_url", "task_always_eager", "task_default_queue")}
     settings.CELERY_TASK_ALWAYS_EAGER = False
     app.conf.update(broker_url=BROKER_URL, task_always_eager=False, task_default_queue=name)
-    _reset_producers(app)
+    reset_producers(app)
     try:
         yield name
     finally:
         app.conf.update(previous)
-        _reset_producers(app)
+        reset_producers(app)
         remove_queue(BROKER_URL, name)
 
 

@@ -66,8 +66,9 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
                                BARE_STAFF: 302}),
     "account": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
                         BARE_STAFF: 200}),
-    "run-compare": ("GET", {"anonymous": 302, "owner": 200, "rival": 404, "organiser": 200, "staff": 200,
-                            BARE_STAFF: 404}),
+    # The comparison's chooser of a public run opens for everyone, as the run's page (main's "compare: any two
+    # runs whose per-item scores the reader may see"); what it offers is tests/test_compare_runs.py's matrix.
+    "run-compare": ("GET", dict.fromkeys(ROLES, 200)),
     "run-visibility": ("POST", {"anonymous": 302, "owner": 302, "rival": 404, "organiser": 403, "staff": 403,
                                 BARE_STAFF: 404}),
     "team-page": ("GET", {"anonymous": 302, "owner": 200, "rival": 200, "organiser": 200, "staff": 200,
@@ -111,6 +112,8 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "api-not-found": ("GET", dict.fromkeys(ROLES, 404)),
     "client-download": ("GET", dict.fromkeys(ROLES, 200)),
     "healthz": ("GET", dict.fromkeys(ROLES, 200)),
+    # Off without EVALSERVER_METRICS_TOKEN, whoever asks: a staff session is not the token.
+    "metrics": ("GET", dict.fromkeys(ROLES, 403)),
     "task-overview": ("GET", dict.fromkeys(ROLES, 200)),
     "task-terms": ("POST", dict.fromkeys(ROLES, 302)),  # sign in first; a task without terms: back to its overview
     "task-data": ("GET", dict.fromkeys(ROLES, 200)),
@@ -135,6 +138,29 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "organiser-encoder": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 404, "staff": 404,
                                   BARE_STAFF: 404}),
     "measures-page": ("GET", dict.fromkeys(ROLES, 200)),
+    "organiser-settings": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                   BARE_STAFF: 404}),
+    "organiser-data-file": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                                    BARE_STAFF: 404}),
+    # No run named: the organisers are sent back to the dashboard with the reason; nothing withdrawn.
+    "organiser-withdraw": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                    BARE_STAFF: 404}),
+    # Late runs (tasks/organiser_late.py): an empty form sends the organisers back to the dashboard with the
+    # reason; the form to upload on a team's behalf is theirs alone.
+    "organiser-extensions": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                      BARE_STAFF: 404}),
+    "organiser-upload-for-team": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200,
+                                          "staff": 200, BARE_STAFF: 404}),
+    # E-mail choices: anyone signed in saves their own (an empty form turns every one off) and is sent back
+    # to the account page; the anonymous to the sign-in page.
+    "notices-preferences": ("POST", dict.fromkeys(ROLES, 302)),
+    # A public task's announcements are public (tests/test_announcements.py walks a hidden task's feed).
+    "announcements-feed": ("GET", dict.fromkeys(ROLES, 200)),
+    # An empty form: the organisers are sent back to the dashboard with what is missing; nothing posted or sent.
+    "organiser-announce": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                    BARE_STAFF: 404}),
+    "organiser-message": ("POST", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 302, "staff": 302,
+                                   BARE_STAFF: 404}),
     "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
     "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
                                  BARE_STAFF: 404}),
@@ -244,7 +270,9 @@ def test_every_form_needs_a_csrf_token(scored: tuple[World, Run]) -> None:
               f"/organiser/{world.task.slug}/",  # the dashboard's actions (publish, approve)
               f"/organiser/{world.task.slug}/rescore/",  # one run, or every run once confirmed
               f"/organiser/{world.task.slug}/vbleu/",  # starts a vBLEU job
-              f"/organiser/{world.task.slug}/encoder/"]  # sets the BERTScore encoder
+              f"/organiser/{world.task.slug}/encoder/",  # sets the BERTScore encoder
+              f"/organiser/{world.task.slug}/settings/",  # the task's settings and organisers
+              f"/organiser/{world.task.slug}/data-files/"]  # adds a data file
     for url in posts:
         client = Client(enforce_csrf_checks=True)
         client.force_login(world.alice)

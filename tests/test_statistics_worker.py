@@ -157,7 +157,7 @@ def test_gunicorn_without_a_broker_runs_both_workers_which_score_then_compute_an
     """The embedded default as ``dev.py serve`` starts it: two uploads are scored by the scoring
     worker and their board's statistics computed by the statistics worker (at nice 19); SIGTERM to
     gunicorn's master stops both workers."""
-    from tests.workers import (
+    from devtools.workers import (
         ROOT,
         big_gold,
         big_run,

@@ -43,6 +43,7 @@ DEFAULT_KIND = "stc3"
 OFFLINE = {
     "stc3": "scoring.kinds.stc3.offline",
     "response": "scoring.kinds.response.offline",
+    "metric": "scoring.kinds.metric.offline",
 }
 
 

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from fixtures import metric_demo, response_demo, response_demo_ja, response_demo_zh
+from fixtures import metric_dims_demo, response_demo, response_demo_ja, response_demo_zh
 from fixtures.synthetic import generate_gold, generate_run
 from leaderboard.board import build_board, run_counts
 from leaderboard.statistics import compute_task_statistics
@@ -46,6 +46,8 @@ class Demo:
     test: Any
     runs: Callable[[Any, str], list[tuple[int, str, Any, str]]]
     sample: Callable[[Any], Any]
+    # Settings beside the preset's (the metrics demo's dimensions and languages), as an organiser sets them.
+    config: dict[str, Any] | None = None
 
 
 def stc3_demo(size: int, seed: int) -> Demo:
@@ -65,28 +67,32 @@ def stc3_demo(size: int, seed: int) -> Demo:
 
 
 def metric_demo_task(size: int, seed: int) -> Demo:
-    contexts = max(20, size // 5)
+    contexts = max(12, size // 20)  # per language: 15 by default, 16 dimension slices of them
 
     def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
-        made = metric_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
-        teams = {"close": 0, "noisy": 0, "coarse": 1, "length": 1}
+        made = metric_dims_demo.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        teams = {"close": 0, "noisy": 0, "length": 1, "contrary": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo metric: '{name}', {METRIC_WORDS[name]}.") for name, team in teams.items()
-                if name in made]
+                 f"A demo metric: '{name}', {METRIC_WORDS[name]}.") for name, team in teams.items()]
 
     return Demo("metric-demo", "metric", "Metrics track demo (synthetic data)",
-                f"Participants submit an evaluation metric's score for every response; the server meta-evaluates it "
-                f"against hidden human judgements. {contexts} contexts answered by 5 systems per gold.",
+                "Participants submit an evaluation metric's score for every item; the server meta-evaluates it "
+                "against hidden human judgements on eight dimensions, as DSTC11's metrics track did: turns judged "
+                "on appropriateness, relevance, content richness and grammatical correctness, whole dialogues on "
+                f"coherence, engageness, informativeness and overall quality, in English and Chinese, by three "
+                f"annotators each. {contexts} contexts per language answered by 4 systems per gold.",
                 "metric-quick",
-                metric_demo.generate_gold(contexts, 5, seed=seed),
-                metric_demo.generate_gold(contexts, 5, seed=seed + 1),
-                runs, lambda gold: metric_demo.generate_runs(gold, seed=999)["noisy"])
+                metric_dims_demo.generate_gold(contexts, seed=seed),
+                metric_dims_demo.generate_gold(contexts, seed=seed + 1),
+                runs, lambda gold: metric_dims_demo.generate_runs(gold, seed=999)["noisy"],
+                config=metric_dims_demo.CONFIG)
 
 
 # What each made-up run of the demo is, in words (a run's description is public: no file names).
-METRIC_WORDS = {"close": "the human judgement plus a little noise",
-                "coarse": "the human judgement plus a little noise, rounded to whole numbers (it ties often)",
-                "noisy": "the human judgement plus much noise", "length": "the response's length in words"}
+METRIC_WORDS = {"close": "the mean of the item's human judgements plus a little noise",
+                "noisy": "the mean of the item's human judgements plus much noise",
+                "length": "the item's length in characters",
+                "contrary": "the opposite of the mean human judgement, plus noise (worse than random)"}
 SYSTEM_WORDS = {"strong": "the expected content in varied wordings, split into nuggets with their acts",
                 "medium": "the first expected point only, then a vague closing",
                 "weak": "a reply meant for another conversation, without nuggets"}
@@ -264,6 +270,10 @@ class Command(BaseCommand):
         now = timezone.now()
         with transaction.atomic():
             task = create_task(demo.slug, demo.preset, demo.title, demo.description, kind=demo.kind)
+            if demo.config:
+                task.config = {**task.config, **demo.config}
+                task.full_clean()
+                task.save(update_fields=["config"])
             task.organisers.add(organiser)
             development = load_gold_version(task, orjson.dumps(demo.development), "development-gold.json", organiser,
                                             "development")
@@ -298,6 +308,8 @@ class Command(BaseCommand):
             (folder / "test-data.json").write_bytes(orjson.dumps(kind.participant_data(demo.test, config)))
             (folder / "sample-run.json").write_bytes(orjson.dumps(demo.sample(demo.test)))
             (folder / "gold.json").write_bytes(orjson.dumps(demo.test))
+            if demo.config:  # the settings a task needs for this gold (create_task --config-file)
+                (folder / "config.json").write_bytes(orjson.dumps(demo.config, option=orjson.OPT_INDENT_2))
             # The baselines as run files too: with sample-run.json, runs to try `manage.py compare` with.
             for baseline in kind.baselines(kind.compile_gold(demo.test, config), config):
                 (folder / f"baseline-{baseline.name}.json").write_bytes(orjson.dumps(baseline.content))
@@ -310,4 +322,5 @@ class Command(BaseCommand):
         if pool:
             pool[0](folders[0] / "pool.jsonl")
         self.stdout.write(f"  files to try it with: {folders[0]}/sample-run.json (upload it), test-data.json, "
-                          "gold.json" + (f", pool.jsonl ({pool[1]})" if pool else ""))
+                          "gold.json" + (", config.json (create_task --config-file)" if demo.config else "")
+                          + (f", pool.jsonl ({pool[1]})" if pool else ""))

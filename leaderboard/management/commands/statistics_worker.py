@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leaderboard.worker import StatisticsWorker
+from tasks import heartbeats
 
 
 class Command(BaseCommand):
@@ -28,6 +29,7 @@ class Command(BaseCommand):
         os.nice(settings.EVALSERVER_STATISTICS_WORKER_NICE)
         worker = StatisticsWorker(parent_pid=options["parent_pid"])
         worker.install_signal_handlers()
+        heartbeats.start("statistics", worker.stopping)
         self.stdout.write(f"statistics worker ready (pid {os.getpid()})", ending="\n")
         self.stdout.flush()
         worker.run()

@@ -98,7 +98,7 @@ def compare_tables(data: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def compare_metrics(runs: Mapping[str, MetricRun], gold: MetricGold, config: MetricConfig, *,
-                    seed: int, resamples: int) -> dict[str, Any]:
+                    seed: int, resamples: int, random_name: str | None = None) -> dict[str, Any]:
     """Statistics between the metrics of one board (runs scoring every gold response).
 
     ``seed`` and ``resamples`` (B) are the board's; the level and the tie tolerance the
@@ -139,8 +139,9 @@ def compare_metrics(runs: Mapping[str, MetricRun], gold: MetricGold, config: Met
 
     The paired tests need at least two metrics; concordance also a property metric in the
     gold; discriminative power a gold naming at least two systems, with at least two
-    contexts answered by all of them. Raises ValueError for a run that leaves out responses
-    (metrics are compared on the same pairs) and for no runs.
+    contexts answered by all of them. ``random_name`` names the random baseline when the caller
+    found it (on a dimension slice its scores are a part of the seeded draw). Raises ValueError
+    for a run that leaves out responses (metrics are compared on the same pairs) and for no runs.
     """
     if not runs:
         raise ValueError("compare needs at least one run")
@@ -174,8 +175,8 @@ def compare_metrics(runs: Mapping[str, MetricRun], gold: MetricGold, config: Met
         # Liu, Zhou and Wilson's family: each metric against the random baseline (M - 1 tests),
         # found by its scores (the task's random baseline is the same seeded draw).
         expected = session.random_scores(gold.n_responses, config.seed)
-        random_name = next((name for name, run in zip(names, runs.values(), strict=True)
-                            if np.array_equal(run.scores, expected)), None)
+        random_name = random_name or next((name for name, run in zip(names, runs.values(), strict=True)
+                                           if np.array_equal(run.scores, expected)), None)
         if random_name is not None:
             out["against_random"] = {
                 "baseline": random_name, "paired_bootstrap": bootstrap.against(random_name),

@@ -40,6 +40,7 @@ from functools import cached_property
 
 import numpy as np
 
+from scoring.kinds.metric.dimensions import DimensionData, DimensionReader, read_dimension_scores, uses_dimensions
 from scoring.validation import (
     HugeInteger,
     Problems,
@@ -115,6 +116,8 @@ class MetricGold:
     warnings: list[str] = field(default_factory=list)
     texts: list[str] | None = None
     references: list[list[tuple[str, float]]] | None = None
+    # Dimensions, levels, languages and annotators (scoring.kinds.metric.dimensions), when the gold uses them.
+    dims: DimensionData | None = None
 
     def __post_init__(self) -> None:
         self.index = {response_id: position for position, response_id in enumerate(self.response_ids)}
@@ -185,6 +188,8 @@ class MetricGold:
             arrays["texts"] = np.frombuffer(json.dumps(self.texts).encode(), dtype=np.uint8)
         if self.references is not None:
             arrays["references"] = np.frombuffer(json.dumps(self.references).encode(), dtype=np.uint8)
+        if self.dims is not None:
+            arrays.update(self.dims.to_arrays())
         buffer = io.BytesIO()
         np.savez_compressed(buffer, **arrays)
         return buffer.getvalue()
@@ -209,6 +214,7 @@ class MetricGold:
                 references=[[(text, float(weight)) for text, weight in item]
                             for item in json.loads(arrays["references"].tobytes())]
                 if "references" in arrays else None,
+                dims=DimensionData.from_arrays(arrays),
             )
 
     def subset(self, contexts: np.ndarray | list[int]) -> MetricGold:
@@ -247,6 +253,7 @@ class MetricGold:
             warnings=_system_warnings(position[self.context[rows]], system, len(system_names), chosen.size),
             texts=None if self.texts is None else [self.texts[r] for r in rows.tolist()],
             references=None if self.references is None else [self.references[c] for c in chosen.tolist()],
+            dims=None if self.dims is None else self.dims.take(rows),
         )
 
 
@@ -336,6 +343,7 @@ def _load_gold(data: object) -> MetricGold:
                         present[key] += response.get(key) is not None
     wanted = {key for key, count in present.items() if count}
     with_references = any(isinstance(context, dict) and context.get("references") is not None for context in data)
+    dims = DimensionReader(data) if uses_dimensions(data) else None
 
     context_ids: list[str] = []
     response_ids: list[str] = []
@@ -395,8 +403,8 @@ def _load_gold(data: object) -> MetricGold:
                                              f"(first at {first_response[response_id]})")
             else:
                 first_response[response_id] = f"{r_path}.id"
-            value = response.get("human")
-            if not _finite_number(value):
+            value, item = dims.read(response, r_path, problems) if dims is not None else (response.get("human"), None)
+            if dims is None and not _finite_number(value):
                 problems.add(f"{r_path}.human", _number_problem(value))
             system = response.get("system")
             if "system" in wanted:
@@ -433,7 +441,9 @@ def _load_gold(data: object) -> MetricGold:
                                  else "missing: other responses of the gold carry their text, so every one must")
                 else:
                     text = check_text(text, f"{r_path}.text", problems, MAX_RESPONSE_CHARS)
-            rows.append((response_id, value, system, property_value, turn_grades, text))
+            rows.append((response_id, value, system, property_value, turn_grades, text, item))
+        if dims is not None:
+            dims.check_context([row[-1] for row in rows], path, problems)
         if context_id is None or len(problems.lines) + problems.dropped > start or len(rows) < 2:
             continue
         n_pairs += len(rows) * (len(rows) - 1) // 2
@@ -444,7 +454,9 @@ def _load_gold(data: object) -> MetricGold:
         number = len(context_ids)
         context_ids.append(context_id)
         references.append(context_references)
-        for response_id, value, system, property_value, turn_grades, text in rows:
+        for response_id, value, system, property_value, turn_grades, text, item in rows:
+            if dims is not None:
+                dims.keep(item)
             response_ids.append(response_id)
             context_of.append(number)
             human.append(float(value))
@@ -461,10 +473,13 @@ def _load_gold(data: object) -> MetricGold:
 
     human_array = np.asarray(human, dtype=np.float64)
     context_array = np.asarray(context_of, dtype=np.int64)
-    # A gold where no two responses to one context differ gives predictive power 0 / 0.
+    # A gold where no two responses to one context differ gives predictive power 0 / 0 (with
+    # dimensions: checked per dimension, level and language).
+    dim_data = dims.finish(context_array, problems) if dims is not None else None
+    problems.raise_if_any()
     ordered = np.lexsort((human_array, context_array))
     same = (np.diff(context_array[ordered]) == 0) & (np.diff(human_array[ordered]) != 0)
-    if not same.any():
+    if dims is None and not same.any():
         problems.add("$", "no two responses to the same context have different human judgements: "
                           "there is no preference to predict")
         problems.raise_if_any()
@@ -487,16 +502,19 @@ def _load_gold(data: object) -> MetricGold:
         warnings=warnings,
         texts=texts if "text" in wanted or with_references else None,
         references=references if with_references else None,
+        dims=dim_data,
     )
 
 
-def load_metric_run(data: object, gold: MetricGold, *, allow_missing: bool = False) -> np.ndarray:
+def load_metric_run(data: object, gold: MetricGold, *, allow_missing: bool = False,
+                    per_dimension: bool = False) -> np.ndarray:
     """Validate a parsed run against the gold; return its scores in the gold's response order.
 
     A run must score every gold response exactly once (a metric is judged on all of them,
     never on a subset it chose). Raises ``ValidationFailed`` listing every problem. With
     ``allow_missing`` (the offline command's ``--allow-missing``) missing responses are not a
-    problem: their scores are NaN, and the caller leaves out the contexts they belong to.
+    problem: their scores are NaN, and the caller leaves out the contexts they belong to. With
+    ``per_dimension``, entries hold ``scores`` per dimension and the result is responses x dimensions.
     """
     problems = Problems()
     if not isinstance(data, list):
@@ -510,11 +528,11 @@ def load_metric_run(data: object, gold: MetricGold, *, allow_missing: bool = Fal
         # Checked before any per-entry work, so a huge upload costs nothing to refuse.
         problems.add("$", f"the run has {len(data):,} entries but the gold has {gold.n_responses:,} responses")
         problems.raise_if_any()
-    return _read_run_entries(data, gold, problems, allow_missing)
+    return _read_run_entries(data, gold, problems, allow_missing, per_dimension)
 
 
 def load_metric_run_file(content: bytes, gold: MetricGold, *, allow_missing: bool = False,
-                         what: str = "file") -> np.ndarray:
+                         what: str = "file", per_dimension: bool = False) -> np.ndarray:
     """``load_metric_run(parse_json(content, what), gold)``, the same scores and the same problems,
     without ever holding the parsed list: the entries are parsed a piece of the file at a time
     (``scoring.validation.list_entries``) and only a score and a position per gold response are
@@ -524,16 +542,17 @@ def load_metric_run_file(content: bytes, gold: MetricGold, *, allow_missing: boo
     bounds = list_entry_bounds(content)
     if bounds is not None and 0 < list_length(content, bounds) <= gold.n_responses:
         try:
-            return _read_run_entries(list_entries(content, bounds), gold, Problems(), allow_missing)
+            return _read_run_entries(list_entries(content, bounds), gold, Problems(), allow_missing, per_dimension)
         except UnsplitList:
             pass  # not valid JSON: the parser of the whole file says where
-    return load_metric_run(parse_json(content, what), gold, allow_missing=allow_missing)
+    return load_metric_run(parse_json(content, what), gold, allow_missing=allow_missing, per_dimension=per_dimension)
 
 
 def _read_run_entries(entries: Iterable[object], gold: MetricGold, problems: Problems,
-                      allow_missing: bool) -> np.ndarray:
+                      allow_missing: bool, per_dimension: bool = False) -> np.ndarray:
     """Every entry's checks, in file order; the scores in the gold's response order."""
-    scores = np.full(gold.n_responses, np.nan)
+    scores = np.full((gold.n_responses, len(gold.dims.names)) if per_dimension and gold.dims else gold.n_responses,
+                     np.nan)
     # The position of the entry that named each response, -1 for none yet: an array, not a dict
     # (a dict of 200,000 ints took 3x the file on its own).
     seen_at = np.full(gold.n_responses, -1, dtype=np.int64)
@@ -557,7 +576,9 @@ def _read_run_entries(entries: Iterable[object], gold: MetricGold, problems: Pro
             else:
                 seen_at[row] = position
             score = entry.get("score")
-            if not _finite_number(score):
+            if per_dimension and gold.dims is not None:
+                read_dimension_scores(entry, path, row, gold.dims, scores, problems)
+            elif not _finite_number(score):
                 problems.add(f"{path}.score", _number_problem(score))
             elif row is not None:
                 scores[row] = float(score)

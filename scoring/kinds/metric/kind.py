@@ -31,7 +31,6 @@ baselines). The names other modules and tests import from here are re-exported.
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
@@ -39,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record, describe_value
-from scoring.kinds.metric import comparison, meta, session
+from scoring.kinds.metric import comparison, session
 from scoring.kinds.metric.baselines import reference_scores
 from scoring.kinds.metric.config import (
     BASELINES,
@@ -49,19 +48,71 @@ from scoring.kinds.metric.config import (
     MetricConfig,
     MetricRun,
 )
+from scoring.kinds.metric.dimcompare import compare_slices, human_table, slice_runs, slice_tables
+from scoring.kinds.metric.dimensions import LEVELS, DimensionData, Slice, language_name, make_slices
 from scoring.kinds.metric.formats import MetricGold, load_metric_gold, load_metric_run, load_metric_run_file
-from scoring.kinds.metric.measures import _NO_INFORMATION, _PREDICTIVE, _WITHIN, measure_specs
+from scoring.kinds.metric.humans import describe_dimensions, human_figures
+from scoring.kinds.metric.measures import sliced_specs
+from scoring.kinds.metric.sliced import score_metric
 from scoring.validation import EXTRA_ENTRIES, VALUE_ALLOWANCE, ValidationFailed, canonical_id, check_shape
 
 __all__ = ["BASELINES", "MAX_RESAMPLES", "REFERENCE_BASELINES", "SESSION_BASELINES", "MetricConfig", "MetricKind",
            "MetricRun"]
 
 
+def slices_of(config: MetricConfig, gold: MetricGold | None) -> list[Slice]:
+    """The dimension slices: the task's declared ones, else the gold's (the offline command), else
+    the one dimension of today's gold."""
+    if config.dimensions:
+        return make_slices(list(config.dimensions), list(config.languages))
+    if gold is not None and gold.dims is not None:
+        return gold.dims.slices()
+    return make_slices([("human", "turn")], [])
+
+
+def declared_problems(config: MetricConfig, dims: DimensionData | None) -> list[str]:
+    """How a gold's dimensions differ from the task's declared ones (the board's columns are made
+    from the declaration, so a gold must judge exactly those), one sentence each."""
+    found = dims.slices() if dims is not None else make_slices([("human", "turn")], [])
+    if not config.dimensions:
+        if len(found) > 1 and not config.from_gold:
+            return [f"$: the gold judges {len(found)} dimension slices ({', '.join(sl.title for sl in found)}) but "
+                    "the task's configuration names no dimensions: add \"dimensions\": [{\"name\": ..., \"level\": "
+                    "...}, ...] (and \"languages\" for several languages) so that the board has their columns"]
+        return ([] if config.run_scores == "one" or (dims is not None and not dims.plain) else
+                ["$: per-dimension run scores need a gold whose human judgements are objects of dimensions"])
+    problems = []
+    pairs = dims.pairs if dims is not None and not dims.plain else []
+    if set(pairs) != set(config.dimensions):
+        def words(items: Collection[tuple[str, str]]) -> str:
+            return ", ".join(f"{name} ({level})" for name, level in items) or "none (a plain number)"
+        problems.append(f"$: the gold judges the dimensions {words(pairs)} but the task's configuration names "
+                        f"{words(config.dimensions)}")
+    languages = dims.languages if dims is not None else []
+    if len(config.languages) > 1 or len(languages) > 1:
+        if set(languages) != set(config.languages):
+            problems.append(f"$: the gold's items are in {', '.join(languages) or 'no named language'} but the task's "
+                            f"configuration names the languages {', '.join(config.languages) or 'none'}")
+    return problems
+
+
+def run_entries(gold: MetricGold, config: MetricConfig, scores: np.ndarray) -> list[dict[str, Any]]:
+    """A run file of one score per response: ``score`` entries, or with per-dimension scores the
+    same number for every dimension of the item's level (the baselines, the sample run)."""
+    values = scores.tolist()
+    if config.run_scores != "per-dimension" or gold.dims is None:
+        return [{"id": response_id, "score": float(score)}
+                for response_id, score in zip(gold.response_ids, values, strict=True)]
+    judged = ~np.isnan(gold.dims.values)
+    return [{"id": response_id, "scores": {gold.dims.names[d]: float(score) for d in np.flatnonzero(judged[r])}}
+            for r, (response_id, score) in enumerate(zip(gold.response_ids, values, strict=True))]
+
+
 class MetricKind(Kind):
     name = "metric"
     title = "Metrics track: meta-evaluation of automatic evaluation metrics"
     short_title = "metrics-track"
-    run_entry_keys = ("score",)
+    run_entry_keys = ("score", "scores")
     item_noun = "context"
     presets: Mapping[str, Mapping[str, Any]] = {
         "metric": MetricConfig().to_dict(),
@@ -76,7 +127,11 @@ class MetricKind(Kind):
 
     # Gold ----------------------------------------------------------------------------------
     def compile_gold(self, data: object, config: MetricConfig) -> MetricGold:
-        return load_metric_gold(data)
+        gold = load_metric_gold(data)
+        problems = declared_problems(config, gold.dims)
+        if problems:
+            raise ValidationFailed(problems)
+        return gold
 
     def gold_from_bytes(self, blob: bytes) -> MetricGold:
         return MetricGold.from_bytes(blob)
@@ -85,24 +140,27 @@ class MetricKind(Kind):
     def check_run_file(self, content: bytes, gold: MetricGold) -> None:
         # A run has one entry per response, not per context (the kind's items).
         n = gold.n_responses
-        check_shape(content, n + EXTRA_ENTRIES, VALUE_ALLOWANCE * 8 * n + 10_000, gold_dialogues=n)
+        per_entry = 1 + (len(gold.dims.names) if gold.dims is not None else 0)  # ``scores`` per dimension
+        check_shape(content, n + EXTRA_ENTRIES, VALUE_ALLOWANCE * 8 * n * per_entry + 10_000, gold_dialogues=n)
 
     def run_ids(self, gold: MetricGold) -> Collection[str]:
         return gold.index  # a run scores responses, not the contexts that are the kind's items
 
     def parse_run(self, data: object, gold: MetricGold, config: MetricConfig, *,
                   allow_missing: bool = False) -> MetricRun:
-        return self._run(load_metric_run(data, gold, allow_missing=allow_missing), gold)
+        return self._run(load_metric_run(data, gold, allow_missing=allow_missing,
+                                         per_dimension=config.run_scores == "per-dimension"), gold)
 
     def parse_run_file(self, content: bytes, gold: MetricGold, config: MetricConfig, *, allow_missing: bool = False,
                        what: str = "file") -> MetricRun:
         # A run is hundreds of thousands of {"id", "score"} entries: read a piece at a time, never
         # held as a list of dicts (issue 28, item 4).
-        return self._run(load_metric_run_file(content, gold, allow_missing=allow_missing, what=what), gold)
+        return self._run(load_metric_run_file(content, gold, allow_missing=allow_missing, what=what,
+                                              per_dimension=config.run_scores == "per-dimension"), gold)
 
     @staticmethod
     def _run(scores: np.ndarray, gold: MetricGold) -> MetricRun:
-        missing = np.isnan(scores)
+        missing = np.isnan(scores) if scores.ndim == 1 else (np.isnan(scores) & ~np.isnan(gold.dims.values)).any(axis=1)
         if not missing.any():
             return MetricRun(scores, np.arange(gold.n_contexts))
         # A context is scored whole or not at all: its pairs are what predictive power counts, and
@@ -117,91 +175,36 @@ class MetricKind(Kind):
         return MetricRun(scores, contexts, n_missing, [warning])
 
     def measures(self, config: MetricConfig, gold: MetricGold | None = None) -> list[MeasureSpec]:
-        return measure_specs(gold)
+        return sliced_specs(slices_of(config, gold), config.aggregate, gold)
 
     def score(self, run: MetricRun, gold: MetricGold, config: MetricConfig,
               items: np.ndarray | None = None) -> Scored:
-        """Every figure of one metric on the contexts it scores (or on ``items`` of them).
+        """Every figure of one metric on the contexts it scores (or on ``items`` of them), per
+        dimension slice when the gold judges several (:func:`scoring.kinds.metric.sliced.score_metric`).
 
         Scoring a subset gives exactly the figures of the gold and run files restricted to those
         contexts (the bootstrap resamples those contexts)."""
-        contexts = run.contexts
-        n_missing = run.n_missing
-        if items is not None:
-            wanted = np.asarray(items, dtype=np.int64)
-            if wanted.ndim != 1 or (np.diff(wanted) <= 0).any() or (wanted.size and (
-                    wanted[0] < 0 or wanted[-1] >= gold.n_contexts)):
-                raise ValueError(f"items must be ascending distinct context indices below {gold.n_contexts}")
-            kept = np.isin(wanted, contexts)
-            n_missing = int((~kept).sum())
-            contexts = wanted[kept]
-            if not contexts.size:
-                raise ValueError("none of the chosen contexts is scored by this run")
-        if contexts.size == gold.n_contexts:
-            scored_gold, scores = gold, run.scores
-        else:
-            scored_gold = gold.subset(contexts)
-            scores = run.scores[np.isin(gold.context, contexts)]
-        figures = meta.evaluate_metrics(
-            scored_gold, {"metric": scores}, n_resamples=config.n_resamples, seed=config.seed, level=config.level,
-            pooled_rank_resamples=config.n_resamples if config.rank_intervals else 0,
-            tie_tolerance=config.tie_tolerance)
-        entry = figures["metrics"]["metric"]
-        counts, within = meta.per_context_values(scored_gold, scores[:, None], tie_tolerance=config.tie_tolerance)
-
-        statistics: dict[str, np.ndarray] = {}
-        per_item: dict[str, np.ndarray] = {}
-        pairs = counts.pairs.astype(np.float64)
-        correct, ties = counts.correct[:, 0].astype(np.float64), counts.ties[:, 0].astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            own = {"predictive_power": correct / pairs, "predictive_power_ties_half": (correct + 0.5 * ties) / pairs}
-        for key in _PREDICTIVE:
-            statistics[key] = np.column_stack([correct, ties, pairs])
-            per_item[key] = np.where(pairs > 0, own[key], _NO_INFORMATION[key])
-        for key in _WITHIN:
-            values = within[key][:, 0]
-            defined = ~np.isnan(values)
-            statistics[key] = np.column_stack([np.where(defined, values, 0.0), defined.astype(np.float64)])
-            per_item[key] = np.where(defined, values, _NO_INFORMATION[key])
-
-        measures: dict[str, float | None] = {}
-        headlines: dict[str, float] = {}
-        for spec in self.measures(config, None):
-            key = spec.key
-            if spec.headline == "corpus":
-                value = spec.aggregate(per_item[key], statistics[key])
-            else:
-                value = entry["measures"][key]
-            if value is None or not math.isfinite(value):
-                measures[key] = None
-                per_item.pop(key, None)
-                statistics.pop(key, None)
-            else:
-                measures[key] = headlines[key] = float(value)
-        intervals = {key: entry["intervals"][key] if measures[key] is not None else None for key in measures}
-        labels = {key: label for key, label in entry["interval_labels"].items() if intervals.get(key) is not None}
-        return Scored(
-            item_ids=list(scored_gold.context_ids), per_item=per_item, headlines=headlines,
-            settings=dict(figures["settings"]), statistics=statistics, warnings=list(run.warnings),
-            n_missing=n_missing,
-            details={"n_responses": scored_gold.n_responses, "n_systems": figures["n_systems"],
-                     "n_contexts_defined": entry["n_contexts_defined"], "n_undefined": entry["n_undefined"]},
-            extra={"measures": measures, "n_pairs": figures["n_pairs"], "intervals": intervals,
-                   "interval_labels": labels,
-                   **({"interval_notes": entry["interval_notes"]} if entry["interval_notes"] else {})},
-        )
+        return score_metric(run, gold, config, items, slices_of(config, gold), self.measures(config, gold))
 
     # Between runs ----------------------------------------------------------------------------
     def compare_tables(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The statistics page's tables of ``compare()``: predictive power, the paired tests,
         concordance and discriminative power, each saying how it was computed."""
-        return comparison.compare_tables(data)
+        if "slices" in data:
+            return slice_tables(data)
+        return comparison.compare_tables(data) + ([human_table(data["humans"])] if data.get("humans") else [])
 
     def compare(self, runs: Mapping[str, MetricRun], gold: MetricGold, config: MetricConfig, *,
                 seed: int, resamples: int) -> dict[str, Any]:
         """Statistics between the metrics of one board (runs scoring every gold response): the
         structure is documented at :func:`scoring.kinds.metric.comparison.compare_metrics`."""
-        return comparison.compare_metrics(runs, gold, config, seed=seed, resamples=resamples)
+        slices = slices_of(config, gold)
+        if len(slices) > 1 or slices[0].prefix:
+            return compare_slices(runs, gold, config, slices, seed=seed, resamples=resamples)
+        scored_gold, one = slice_runs(runs, gold, slices[0])
+        data = comparison.compare_metrics(one, scored_gold, config, seed=seed, resamples=resamples)
+        humans = human_figures(gold.dims, slices, config.agreement_level) if gold.dims is not None else {}
+        return {**data, "humans": humans} if humans else data
 
     # Baselines and display -----------------------------------------------------------------
     def baselines(self, gold: MetricGold, config: MetricConfig) -> list[Baseline]:
@@ -225,20 +228,25 @@ class MetricKind(Kind):
         for name in BASELINES:
             if name in built:
                 description, scores = built[name]
-                content = [{"id": response_id, "score": float(score)}
-                           for response_id, score in zip(gold.response_ids, scores.tolist(), strict=True)]
+                content = run_entries(gold, config, scores)
                 baselines.append(Baseline(name, description, content))
         return baselines
 
     def sample_run(self, gold: MetricGold, config: MetricConfig) -> list[dict[str, Any]]:
         """The random metric (seeded by the task's seed), whichever baselines the task builds."""
-        scores = session.random_scores(gold.n_responses, config.seed)
-        return [{"id": response_id, "score": float(score)}
-                for response_id, score in zip(gold.response_ids, scores.tolist(), strict=True)]
+        return run_entries(gold, config, session.random_scores(gold.n_responses, config.seed))
 
     def describe_item(self, gold: MetricGold, index: int) -> str:
         size = int(gold.context_sizes[index])
         start = int(gold.context_sizes[:index].sum())
+        dims = gold.dims
+        if dims is not None and len(dims.slices()) > 1:
+            # Several dimensions: what the context is; pairs differ per dimension.
+            level = LEVELS[int(dims.level[start])]
+            language = f" in {language_name(dims.languages[int(dims.language[start])])}" if dims.languages else ""
+            noun = "dialogues" if level == "dialogue" else "responses"
+            judged = [name.replace("_", " ") for name, own in dims.pairs if own == level]
+            return (f"context {gold.context_ids[index]} ({size} {noun}{language}, judged on {', '.join(judged)})")
         human = gold.human[start : start + size]
         differing = int((human[:, None] != human[None, :]).sum()) // 2
         return (f"context {gold.context_ids[index]} ({size} responses, {differing} pair"
@@ -287,8 +295,11 @@ class MetricKind(Kind):
             responses = []
             for response in context["responses"]:
                 item = {"id": response["id"]}
-                if response.get("text") is not None:
-                    item["text"] = response["text"]
+                # A participant's metric needs to know what an item is (a turn or a whole dialogue)
+                # and its language; never its judgements.
+                for key in ("text", "level", "language"):
+                    if response.get(key) is not None:
+                        item[key] = response[key]
                 responses.append(item)
             entry["responses"] = sorted(responses, key=lambda item: str(item["id"]))
             published.append(entry)
@@ -321,12 +332,16 @@ class MetricKind(Kind):
         response_id = canonical_id(response.get("id"))
         if response_id is None:
             return
-        for part in ("human", "property", "grades"):
+        for part in ("human", "property", "grades", "judgements"):
             value = response.get(part)
-            if isinstance(value, int | float | list) and not isinstance(value, bool):
+            if isinstance(value, int | float | list | dict) and not isinstance(value, bool):
                 yield response_id, canonical_record(part, response_id, value) or ""
 
     def format_description(self, config: MetricConfig) -> dict[str, Any]:
+        description = self._one_dimension_description(config)
+        return describe_dimensions(description, config, slices_of(config, None)) if config.dimensions else description
+
+    def _one_dimension_description(self, config: MetricConfig) -> dict[str, Any]:
         specs = self.measures(config)
         official = [spec.title for spec in specs if spec.official]
         tolerance = ("scores that are exactly equal" if config.tie_tolerance == 0

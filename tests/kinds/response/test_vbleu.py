@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devtools.reference import plain_delta_bleu
 from scoring.kinds.response import bleu
 from scoring.kinds.response import vbleu as vb
 from scoring.kinds.response.formats import load_response_gold
 from scoring.kinds.response.nlp import parse_word2vec
 from scoring.kinds.response.vbleu import rater as vb_rater
 from scoring.validation import ValidationFailed
-from tests.reference import plain_delta_bleu
 
 TOPICS, WORDS, DIMENSIONS = 16, 24, 16
 POOL_PAIRS = 3000
@@ -481,7 +481,7 @@ def test_another_process_with_other_hash_seeds_writes_the_same_bytes(extension):
 
 def plain_corpus_delta_bleu(hypotheses: list[str], references: list[list[tuple]]) -> float:
     """Seed 001 eq. 4, N = 2, average brevity penalty, rho from the original positively rated
-    references, written out with loops (tests/reference.py); added references carry their origin."""
+    references, written out with loops (devtools/reference.py); added references carry their origin."""
     return plain_delta_bleu(hypotheses, references, 2, "average", "positive")
 
 

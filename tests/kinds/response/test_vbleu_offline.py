@@ -10,8 +10,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from devtools.dialogues import dialogues, pool_pairs, response_items
 from scoring.kinds.response import vbleu as vb
-from tests.dialogues import dialogues, pool_pairs, response_items
 
 FAST = ["--train-pairs", "1000", "--held-out-pairs", "200", "--seed", "1"]
 

@@ -1,6 +1,6 @@
 """vBLEU on real-looking helpdesk dialogues (issue 27): an echo of the user must not be rewarded.
 
-The planted pools of tests/kinds/response/test_vbleu.py prove the arithmetic; this pool (tests/dialogues.py: ten
+The planted pools of tests/kinds/response/test_vbleu.py prove the arithmetic; this pool (devtools/dialogues.py: ten
 intents, many wordings, slots, follow-ups, thanks) checks that the defaults are valid on text that
 looks like the real thing. RESPONSE-SPEC.md's figures on real data with the parrot at -1: true
 reply 1.000, its first half 0.348, another dialogue's reply 0.121, echo 0.000.
@@ -13,12 +13,12 @@ import json
 import numpy as np
 import pytest
 
+from devtools.dialogues import dialogues, pool_pairs, response_items
+from devtools.reference import plain_delta_bleu
 from scoring.kinds.response import bleu
 from scoring.kinds.response import vbleu as vb
 from scoring.kinds.response.formats import load_response_gold
 from scoring.kinds.response.nlp import load_pipeline, pipeline_vectors
-from tests.dialogues import dialogues, pool_pairs, response_items
-from tests.reference import plain_delta_bleu
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from devtools import reference
 from fixtures.synthetic import generate_gold, generate_run
 from scoring.kinds.stc3.config import STC3
 from scoring.kinds.stc3.evaluate import evaluate, weighted_block_average
 from scoring.kinds.stc3.formats import load_gold, load_run
 from scoring.kinds.stc3.measures import MEASURES
-from tests import reference
 from tests.kinds.stc3.test_formats import to_counts
 
 

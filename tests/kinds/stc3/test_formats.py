@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from devtools import reference
 from fixtures.synthetic import generate_gold, generate_run
 from scoring.kinds.stc3 import careful as careful_path
 from scoring.kinds.stc3 import fast as fast_path
@@ -17,7 +18,6 @@ from scoring.kinds.stc3.config import STC3, TaskConfig
 from scoring.kinds.stc3.evaluate import evaluate
 from scoring.kinds.stc3.formats import Gold, Run, load_gold, load_run
 from scoring.validation import MAX_ERRORS, ValidationFailed, parse_json
-from tests import reference
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.spatial.distance import jensenshannon
 
+from devtools import reference
 from scoring.kinds.stc3.evaluate import normalise
 from scoring.kinds.stc3.measures import (
     MEASURES,
@@ -25,7 +26,6 @@ from scoring.kinds.stc3.measures import (
     rsnod,
     snod,
 )
-from tests import reference
 
 
 @pytest.fixture(autouse=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from devtools import reference
 from fixtures.synthetic import generate_gold, generate_run
 from scoring import cli
 from scoring.kinds.stc3.config import STC3
 from scoring.kinds.stc3.evaluate import evaluate
 from scoring.kinds.stc3.formats import load_gold, load_run
-from tests import reference
 
 ROOT = Path(__file__).resolve().parents[3]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent  # tests/workers/processes.py -> the repository
+ROOT = Path(__file__).resolve().parent.parent.parent  # devtools/workers/processes.py -> the repository
 PYTHON = sys.executable
 START_TIMEOUT = 45.0
 # Redis database 13 and queues named per test keep these processes away from anything else on the
@@ -38,6 +38,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def reachable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a service listens on ``host:port`` (PostgreSQL, Redis, RabbitMQ, a server started)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def process_alive(pid: int) -> bool:

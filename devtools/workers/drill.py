@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.workers.brokers import remove_queue
-from tests.workers.data import big_gold, big_run
-from tests.workers.postgres import PrivatePostgres
-from tests.workers.processes import (
+from devtools.workers.brokers import remove_queue
+from devtools.workers.data import big_gold, big_run
+from devtools.workers.postgres import PrivatePostgres
+from devtools.workers.processes import (
     FAULT_LIMITS,
     START_TIMEOUT,
     Process,
@@ -25,8 +25,8 @@ from tests.workers.processes import (
     start_worker,
     wait_until,
 )
-from tests.workers.seeding import seed_site
-from tests.workers.web import Reply, call, looks_like_traceback, upload, upload_patiently
+from devtools.workers.seeding import seed_site
+from devtools.workers.web import Reply, call, looks_like_traceback, upload, upload_patiently
 
 # PostgreSQL restarted under traffic -------------------------------------------------------------------
 

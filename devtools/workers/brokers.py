@@ -10,8 +10,10 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
-from tests.workers.processes import VECTORS_PER_SCORE, Process, wait_until
+from devtools.workers.processes import VECTORS_PER_SCORE, Process, wait_until
 
 # Brokers --------------------------------------------------------------------------------------
 
@@ -76,25 +78,42 @@ def publishing_to(broker_url: str, queue: str) -> Iterator[None]:
     from django.conf import settings
 
     from evalserver.celery import app
-    from tests.test_integration_celery import _reset_producers
 
     keys = ("broker_url", "task_always_eager", "task_default_queue")
     previous, eager = {key: app.conf[key] for key in keys}, settings.CELERY_TASK_ALWAYS_EAGER
     settings.CELERY_TASK_ALWAYS_EAGER = False
     app.conf.update(broker_url=broker_url, task_always_eager=False, task_default_queue=queue)
-    _reset_producers(app)
+    reset_producers(app)
     try:
         yield
     finally:
         app.conf.update(previous)
         settings.CELERY_TASK_ALWAYS_EAGER = eager
-        _reset_producers(app)
+        reset_producers(app)
+
+
+def reset_producers(app: Any) -> None:
+    """Drop the app's cached connection pool and routing (built from the configuration in force
+    when first used), as Celery itself does after a fork, so the next job goes where the
+    configuration now says."""
+    from kombu import pools
+
+    pools.reset()  # closes the connections; kombu keeps its pools in a registry keyed by broker
+    app._pool = None
+    app.__dict__.pop("amqp", None)
+
+
+def database_url() -> str:
+    """The URL of the database this test uses (``test_<name>``), for the worker process."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "postgres") + (f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else "")
+    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def worker_env(broker_url: str, upload_dir: Path, **extra: str) -> dict[str, str]:
     """A worker's environment: this test's database and upload folder, the given broker."""
-    from tests.test_integration_celery import database_url
-
     env = {key: value for key, value in os.environ.items() if not key.startswith(("CELERY_", "EVALSERVER_"))}
     env.update(DATABASE_URL=database_url(), CELERY_BROKER_URL=broker_url, EVALSERVER_UPLOAD_DIR=str(upload_dir),
                EVALSERVER_STATISTICS_MODE="off", DJANGO_SETTINGS_MODULE="evalserver.settings", **extra)

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.workers.processes import free_port
+from devtools.workers.processes import free_port
 
 # A private PostgreSQL cluster ----------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Seeding a site in a fresh database (``seed``, ``leak_site``), in a subprocess (``seed_site``),
-and counting its rows; ``main`` is ``python -m tests.workers``.
+and counting its rows; ``main`` is ``python -m devtools.workers``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from tests.workers.data import big_gold, big_run, fill_board
-from tests.workers.leak import forbidden_test_numbers, leak_probe, leak_probe_paths, leak_probe_phase_values
-from tests.workers.processes import PYTHON, ROOT
+from devtools.workers.data import big_gold, big_run, fill_board
+from devtools.workers.leak import forbidden_test_numbers, leak_probe, leak_probe_paths, leak_probe_phase_values
+from devtools.workers.processes import PYTHON, ROOT
 
 # Seeding a site in a fresh database --------------------------------------------------------------------
 
@@ -27,7 +27,7 @@ def kind_gold(kind: str) -> list[dict[str, Any]]:
 def seed(spec: dict[str, Any]) -> dict[str, Any]:
     """Migrate, then build one task: gold from ``big_gold``, teams with one member and a token each,
     an optional phase with quotas, an optional filled board. Runs inside Django (``python -m
-    tests.workers seed``); baselines are scored in-process when no broker is configured."""
+    devtools.workers seed``); baselines are scored in-process when no broker is configured."""
     from datetime import timedelta
 
     import django
@@ -99,7 +99,7 @@ def leak_site(spec: dict[str, Any]) -> dict[str, Any]:
     """Build a task with a development phase (its own gold, closed), an open test phase on the test
     gold with a live subset and an unpublished final phase on the same gold, runs of two teams
     (one hidden) and stored statistics; then ``leak_probe`` the live server at ``spec["base_url"]``
-    for it. Runs inside Django (``python -m tests.workers leak``), scoring in-process."""
+    for it. Runs inside Django (``python -m devtools.workers leak``), scoring in-process."""
     from datetime import timedelta
 
     import django
@@ -150,7 +150,7 @@ def leak_site(spec: dict[str, Any]) -> dict[str, Any]:
 def seed_site(env: dict[str, str], spec: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
     """``seed`` in a subprocess with ``env`` (its DATABASE_URL is the site's database)."""
     env = {key: value for key, value in env.items() if key != "CELERY_BROKER_URL"}  # baselines in-process
-    completed = subprocess.run([PYTHON, "-m", "tests.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
+    completed = subprocess.run([PYTHON, "-m", "devtools.workers", "seed", json.dumps(spec)], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=timeout)
     if completed.returncode:
         raise RuntimeError(f"seeding failed:\n{completed.stderr[-3000:]}")
@@ -176,5 +176,13 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "leak":
         print(json.dumps(leak_site(json.loads(argv[1]))))
         return 0
-    print("usage: python -m tests.workers seed|leak SPEC_JSON", file=sys.stderr)
+    if len(argv) == 2 and argv[0] in ("restore-populate", "restore-traffic", "restore-probe"):
+        from devtools.workers import restore
+
+        program = {"restore-populate": restore.populate, "restore-traffic": restore.traffic,
+                   "restore-probe": restore.probe}[argv[0]]
+        print(json.dumps(program(json.loads(argv[1]))))
+        return 0
+    print("usage: python -m devtools.workers seed|leak|restore-populate|restore-traffic|restore-probe SPEC_JSON",
+          file=sys.stderr)
     return 2

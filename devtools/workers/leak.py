@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
-from tests.workers.web import call
+from devtools.workers.web import call
 
 # Leak probe --------------------------------------------------------------------------------------
 
