@@ -78,6 +78,9 @@ def serve(args: list[str]) -> None:
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
     manage("demo")
+    # Annotation campaigns on the demo tasks (campaigns/ sits above the generic apps, so the demo
+    # command, in leaderboard/, does not make them itself).
+    manage("demo_campaigns")
     say(f"serving http://{address}/ with gunicorn, a background scoring worker and a statistics worker "
         "(Ctrl-C stops all three)")
     # The production server (gunicorn.conf.py: a process per core, 2 threads each, static files by

@@ -181,6 +181,8 @@ INSTALLED_APPS = [
     "leaderboard",
     # The kinds' server halves (kinds/<kind>/): pages, jobs, models and commands of one kind.
     "kinds.response",
+    # Annotation campaigns: assessors judge items on the server (issue 40).
+    "campaigns",
     # E-mail notifications, announcements and the outbox (notices/).
     "notices",
 ]
@@ -212,6 +214,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "evalserver.context.site",
+                "campaigns.context.judging",  # the header's Judging link (annotation campaigns)
             ],
         },
     },

@@ -44,6 +44,8 @@ urlpatterns = [
     path("organiser/<slug:slug>/results.<str:fmt>", organiser.results_export, name="organiser-results"),
     # The pages of the kinds' apps (kinds/<kind>/urls.py): the response kind's vBLEU pages.
     path("", include("kinds.response.urls")),
+    # Annotation campaigns (campaigns/urls.py): the organisers' campaign pages and the assessors' judging pages.
+    path("", include("campaigns.urls")),
     # Notifications, announcements and their feed (notices/urls.py).
     path("", include("notices.urls")),
     path("organiser/<slug:slug>/gold/", organiser_forms.gold_form, name="organiser-gold"),

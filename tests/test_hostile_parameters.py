@@ -40,7 +40,7 @@ READ = re.compile(r"""(?:GET|POST|query|source|query_params|data|params)\.get(?:
 def parameter_names() -> list[str]:
     """Every query or form parameter some view reads by name."""
     names: set[str] = set()
-    for folder in ("tasks", "leaderboard", "evalserver"):
+    for folder in ("tasks", "leaderboard", "evalserver", "campaigns"):
         for path in (ROOT / folder).glob("*.py"):
             names.update(a or b for a, b in READ.findall(path.read_text()))
     return sorted(names)
@@ -74,6 +74,8 @@ PATH_VALUES = {
     "<str:name>": ["%00", "..%2F..%2Fgold.json", "x" * 3000, "participant-data.json%00", "ｐarticipant-data.json"],
     "<uidb64>": ["%00", "x" * 3000, "!!!"],
     "<token>": ["%00", "x" * 3000],
+    "<int:campaign_id>": ["0", "9" * 30, "2147483648"],
+    "<int:position>": ["0", "9" * 30, "2147483648"],
 }
 BAD_TOKENS = ["Token", "Token ", "Token " + "a" * 5000, "Token \x00", "Bearer abc", "Token a b c", "Basic !!!"]
 BODIES = [("application/json", b"{not json"), ("application/json", b"\xff\xfe"), ("application/json", b"[]"),

@@ -91,6 +91,11 @@ URL_KINDS: dict[str, str] = {
     "measures-page": PAGE, "statistics-status": BOARD, "organiser-status": ORGANISER_API,
     # Issue 29: a response task's BERTScore encoder (its organisers upload a model).
     "organiser-encoder": ORGANISER_API,
+    # Issue 40: annotation campaigns (the organisers' pages, the assessors' judging pages), walked
+    # here for every campaign of the world (one on the test gold, alice and bob its assessors) and a
+    # missing one; tests/test_campaign_matrix.py walks every role x campaign state.
+    "campaign-list": ORGANISER_API, "campaign-page": PAGE, "campaign-export": PAGE, "judging": PAGE,
+    "campaign-judge": PAGE, "campaign-answer": POST, "campaign-metrics-gold": PAGE,
     # Issue 43: late runs (an extension given or ended; an organiser's upload for a team).
     "organiser-extensions": POST, "organiser-upload-for-team": ORGANISER_API,
     # Issue 41: Prometheus' figures (counts by kind and status, no task data), behind a token.
@@ -214,7 +219,26 @@ def build_world() -> LeakWorld:
         _upload(world, user, seed, name, phases["test"], public, gold=test_gold_data)
     assert not Run.objects.exclude(status=Run.DONE).exists()
     assert Score.objects.filter(scope=Score.LIVE, run__name="test-a1").exists()
+    _campaign(world, test_gold, test_gold_data)
     return LeakWorld(world, test_gold, phases, carol)
+
+
+def _campaign(world: World, test_gold: GoldVersion, test_gold_data: list) -> None:
+    """An open campaign on five dialogues of the test gold, judged by alice and bob (participants),
+    one judgement saved: its pages are walked with the others (they show no score)."""
+    from campaigns.assignment import open_campaign
+    from campaigns.building import Plan, create_campaign
+    from campaigns.models import Judgement
+
+    items = [entry["id"] for entry in test_gold_data[:5]]
+    campaign = create_campaign(world.task, Plan(name="test-gold judging", kind="dialogues", gold_version=test_gold,
+                                                item_ids=items, per_item=2, assessors=["alice", "bob"]))
+    open_campaign(campaign)
+    assignment = campaign.assessors.get(user=world.alice).assignments.select_related("item").first()
+    turns = assignment.item.content["turns"]
+    Judgement.objects.create(campaign=campaign, item=assignment.item, assessor=assignment.assessor, seconds=3.0,
+                             values={"quality": {"A": 1, "E": 1, "S": 0},
+                                     "nugget": ["CNUG" if turn["sender"] == "customer" else "HNUG" for turn in turns]})
 
 
 def enter_state(leak: LeakWorld, running: str | None, test_published: bool, final_published: bool) -> None:
@@ -405,6 +429,16 @@ def url_targets(leak: LeakWorld, kind: str, name: str) -> list[str]:
         return [reverse(name, args=["MQ", "set-password"])]
     if name in ("task-data-file", "api-task-data-file"):
         return [reverse(name, args=[slug, file_name]) for file_name in DATA_FILES]
+    if name.startswith("campaign-") and name != "campaign-list":
+        from campaigns.models import Campaign
+
+        ids = [*Campaign.objects.values_list("pk", flat=True), 999_999]
+        if name == "campaign-export":
+            return [reverse(name, args=[pk, fmt]) for pk in ids for fmt in ("json", "csv")]
+        if name == "campaign-answer":
+            return [reverse(name, args=[pk, 1]) for pk in ids]
+        return [reverse(name, args=[pk]) for pk in ids] + [f"{reverse(name, args=[pk])}?at=1" for pk in ids
+                                                           if name == "campaign-judge"]
     if name in ("pool-job", "pool-job-status"):
         from kinds.response.models import PoolJob
 

@@ -233,11 +233,19 @@ def walked_paths(slugs: tuple[str, ...]) -> list[str]:
         paths += [f"/runs/{run_id}/" for run_id, _ in runs]
         paths += [f"/runs/{first}/compare/?with={second}" for (first, phase), (second, other) in zip(runs, runs[1:])
                   if phase == other]
+    # Annotation campaigns (issue 40): the organisers' pages and the assessors' judging pages.
+    from campaigns.models import Campaign
+
+    paths.append("/judging/")
+    for campaign in Campaign.objects.select_related("task").filter(task__slug__in=slugs):
+        paths += [f"/organiser/{campaign.task.slug}/campaigns/", f"/campaigns/{campaign.pk}/",
+                  f"/campaigns/{campaign.pk}/judge/"]
     return paths
 
 
 @pytest.mark.slow
 def test_no_page_shows_a_source_path_a_package_pin_or_the_codes_words_to_any_role(demo: str) -> None:
+    call_command("demo_campaigns", stdout=io.StringIO())  # as dev.py serve runs it after the demo
     clients = {"anonymous": Client()}
     for username in ("alice", "bob", "organiser"):
         clients[username] = Client()

@@ -164,6 +164,16 @@ EXPECTED: dict[str, tuple[str, dict[str, int]]] = {
     "statistics-status": ("GET", dict.fromkeys(ROLES, 200)),
     "organiser-status": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
                                  BARE_STAFF: 404}),
+    # Issue 40: annotation campaigns. This world has none (campaign 1 does not exist): a 404 for all
+    # who sign in; tests/test_campaign_matrix.py walks a real campaign's pages as every role x state.
+    "campaign-list": ("GET", {"anonymous": 302, "owner": 404, "rival": 404, "organiser": 200, "staff": 200,
+                              BARE_STAFF: 404}),
+    "campaign-page": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "campaign-export": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "campaign-judge": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "campaign-answer": ("POST", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "campaign-metrics-gold": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 404)}),
+    "judging": ("GET", {"anonymous": 302, **dict.fromkeys(ROLES[1:], 200)}),
 }
 ADMIN_EXPECTED = {"anonymous": 302, "owner": 302, "rival": 302, "organiser": 302, "staff": 200, BARE_STAFF: 200}
 
@@ -188,7 +198,8 @@ def project_patterns() -> list[tuple[str, str]]:
 def concrete(route: str, world: World, run: Run) -> str:
     values = {"<slug:slug>": world.task.slug, "<int:run_id>": str(run.pk), "<str:key>": "quality.A.rsnod",
               "<str:kind>": "pvalues.txt", "<str:fmt>": "csv", "<str:name>": "participant-data.json",
-              "<uidb64>": "MQ", "<token>": "set-password", "<int:job_id>": "1"}
+              "<uidb64>": "MQ", "<token>": "set-password", "<int:job_id>": "1",
+              "<int:campaign_id>": "1", "<int:position>": "1"}
     path = route
     for placeholder, value in values.items():
         path = path.replace(placeholder, value)
