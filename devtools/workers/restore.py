@@ -158,12 +158,10 @@ class Installations:
     def __init__(self, root: Path) -> None:
         from django.conf import settings
 
-        from tests.conftest import using_postgres
-
         self.root, self.databases = root, []
         database = settings.DATABASES["default"]
         self.server = None
-        if using_postgres():
+        if database["ENGINE"].endswith("postgresql"):
             credentials = database["USER"] + (f":{database['PASSWORD']}" if database.get("PASSWORD") else "")
             self.server = f"postgres://{credentials}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}"
             self.prefix = f"{database['NAME']}_drill"
