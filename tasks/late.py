@@ -45,6 +45,11 @@ def active_extensions(team: Team | None, phases: tuple[Phase, ...] | list[Phase]
 def find_team(name: str) -> Team:
     """A team by its slug or its exact name, else ``Rejected`` naming what was looked for."""
     name = (name or "").strip()
+    # No team name holds a control character (tasks.names refuses them), and PostgreSQL cannot
+    # even compare a text with a NUL byte: refused by name before any lookup.
+    problems = character_problems(name, "team")
+    if problems:
+        raise Rejected(problems, status=400)
     team = Team.objects.filter(Q(slug=name) | Q(name=name)).order_by("pk").first() if name else None
     if team is None:
         raise Rejected([f"team: no team called {name!r}; give a team's name or its short name (slug)" if name
@@ -53,6 +58,9 @@ def find_team(name: str) -> Team:
 
 
 def find_phase(task: Task, name: str) -> Phase:
+    problems = character_problems(name or "", "phase")  # as for a team: before any lookup
+    if problems:
+        raise Rejected(problems, status=400)
     phase = task.phases.filter(name=name).first() if name else None
     if phase is None:
         names = ", ".join(task.phases.values_list("name", flat=True)) or "none"

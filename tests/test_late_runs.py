@@ -236,6 +236,10 @@ def test_an_organiser_uploads_for_a_team_and_the_run_says_who(late_world) -> Non
         f"phase: the test phase of {world.task.slug} is not open for submissions (it ended at ")
     assert api_upload(world, token, team="Nobody").json()["errors"] == [
         "team: no team called 'Nobody'; give a team's name or its short name (slug)"]
+    # A NUL byte (PostgreSQL cannot compare a text holding one) is named, not looked up: no 500.
+    nul = api_upload(world, token, team="Bor\x00ealis")
+    assert (nul.status_code, nul.json()["errors"]) == (400, [
+        "team: contains U+0000 NULL at position 4; invisible and control characters are not allowed"])
     call_command("extension", world.task.slug, "test", "borealis", "--until",
                  f"{timezone.now() + timedelta(hours=3):%Y-%m-%dT%H:%M}", "--note", "mail", stdout=io.StringIO())
     answer = api_upload(world, token, team="Borealis", name="emailed")

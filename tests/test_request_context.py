@@ -76,7 +76,9 @@ def test_a_web_form_upload_resolves_its_context_once(ready: World) -> None:
     assert response.status_code == 200
     quota = response.context["quota"]
     assert (quota["phase"], quota["daily_remaining"], quota["total_remaining"]) == ("dev", 5, 50)
-    assert (queries, lookups) == (7, {"team": 1, "terms": 1, "organiser": 0, "membership": 0, "phases": 1})
+    # 7 + 1: every signed-in page asks once whether its reader judges in an open campaign (the
+    # header's Judging link, campaigns.context); nothing of the upload's context is asked twice.
+    assert (queries, lookups) == (8, {"team": 1, "terms": 1, "organiser": 0, "membership": 0, "phases": 1})
     response, queries, lookups = counted(lambda: web.post(f"/tasks/{ready.task.slug}/upload/", {
         "name": "by-form", "file": SimpleUploadedFile("a.json", run_bytes(ready.gold, seed=1))}))
     assert response.status_code == 302
@@ -96,12 +98,13 @@ def test_an_api_upload_resolves_its_context_once(ready: World) -> None:
     assert (queries, lookups) == (16, {"team": 1, "terms": 1, "organiser": 0, "membership": 0, "phases": 1})
 
 
+# Signed-in readers: one query more for the header's Judging link (campaigns.context).
 @pytest.mark.parametrize(("reader", "expected"), [
-    ("alice", (19, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
+    ("alice", (20, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
     # A public page offers a comparison with the runs whose per-item scores its reader sees (issue
     # 37, item 6): one query for them, the reader resolved once as before.
-    ("bob", (16, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
-    ("organiser", (19, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
+    ("bob", (17, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
+    ("organiser", (20, {"team": 1, "terms": 0, "organiser": 1, "membership": 0, "phases": 1})),
     (None, (12, {"team": 0, "terms": 0, "organiser": 0, "membership": 0, "phases": 1})),
 ])
 def test_a_run_page_resolves_its_reader_once(ready: World, reader: str | None, expected: tuple) -> None:
