@@ -124,43 +124,44 @@ def response_demo_task(size: int, seed: int) -> Demo:
                 runs, lambda gold: response_demo.generate_runs(gold, seed=999)["medium"])
 
 
-def response_ja_demo_task(size: int, seed: int) -> Demo:
-    contexts = max(20, size // 10)
+def cjk_response_demo(module: Any, language: str, contexts: int, seed: int, slug: str, title: str, description: str,
+                      preset: str) -> Demo:
+    """A response demo task in Chinese or Japanese: its fixtures module's golds and runs, the teams
+    and run names of every language's demo, the systems described in the task's language words."""
 
     def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
-        made = response_demo_ja.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
+        made = module.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
         teams = {"strong": 0, "medium": 0, "weak": 1}
         return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['ja'][name]}.") for name, team in teams.items()]
+                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS[language][name]}.") for name, team in teams.items()]
 
-    return Demo("response-ja-demo", "response", "Japanese response generation demo (synthetic data)",
-                f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
-                f"deltaBLEU on sacrebleu's ja-mecab tokens, POSSCORE with GiNZA's tags and vectors, and BERTScore "
-                f"with multilingual-e5-small's token vectors (higher is better). {contexts} contexts per gold.",
-                "response-ja-bertscore",
-                response_demo_ja.generate_gold(contexts, seed=seed, prefix="dev-"),
-                response_demo_ja.generate_gold(contexts, seed=seed + 1, prefix="test-"),
-                runs, lambda gold: response_demo_ja.generate_runs(gold, seed=999)["medium"])
+    return Demo(slug, "response", title, description, preset,
+                module.generate_gold(contexts, seed=seed, prefix="dev-"),
+                module.generate_gold(contexts, seed=seed + 1, prefix="test-"),
+                runs, lambda gold: module.generate_runs(gold, seed=999)["medium"])
+
+
+def response_ja_demo_task(size: int, seed: int) -> Demo:
+    contexts = max(20, size // 10)
+    return cjk_response_demo(
+        response_demo_ja, "ja", contexts, seed, "response-ja-demo",
+        "Japanese response generation demo (synthetic data)",
+        f"Participants return one response per Japanese customer-helpdesk message, scored with BLEU and "
+        f"deltaBLEU on sacrebleu's ja-mecab tokens, POSSCORE with GiNZA's tags and vectors, and BERTScore "
+        f"with multilingual-e5-small's token vectors (higher is better). {contexts} contexts per gold.",
+        "response-ja-bertscore")
 
 
 def response_zh_demo_task(size: int, seed: int) -> Demo:
     contexts = max(20, size // 10)
-
-    def runs(gold: Any, phase: str) -> list[tuple[int, str, Any, str]]:
-        made = response_demo_zh.generate_runs(gold, seed=seed + (0 if phase == "development" else 7))
-        teams = {"strong": 0, "medium": 0, "weak": 1}
-        return [(team, f"{'aurora' if team == 0 else 'borealis'}-{name}", made[name],
-                 f"A demo system: '{name}', {CJK_SYSTEM_WORDS['zh'][name]}.") for name, team in teams.items()]
-
-    return Demo("response-zh-demo", "response", "Chinese response generation demo (synthetic data)",
-                f"Participants return one response per Chinese customer-helpdesk message, scored with BLEU and "
-                f"deltaBLEU on sacrebleu's zh tokens (every Chinese character a token), POSSCORE with jieba's words "
-                f"and tags and word vectors from multilingual-e5-small, and BERTScore with the same encoder's token "
-                f"vectors (higher is better). {contexts} contexts per gold.",
-                "response-zh",
-                response_demo_zh.generate_gold(contexts, seed=seed, prefix="dev-"),
-                response_demo_zh.generate_gold(contexts, seed=seed + 1, prefix="test-"),
-                runs, lambda gold: response_demo_zh.generate_runs(gold, seed=999)["medium"])
+    return cjk_response_demo(
+        response_demo_zh, "zh", contexts, seed, "response-zh-demo",
+        "Chinese response generation demo (synthetic data)",
+        f"Participants return one response per Chinese customer-helpdesk message, scored with BLEU and "
+        f"deltaBLEU on sacrebleu's zh tokens (every Chinese character a token), POSSCORE with jieba's words "
+        f"and tags and word vectors from multilingual-e5-small, and BERTScore with the same encoder's token "
+        f"vectors (higher is better). {contexts} contexts per gold.",
+        "response-zh")
 
 
 DEMOS: list[Callable[[int, int], Demo]] = [stc3_demo, response_demo_task, response_zh_demo_task, response_ja_demo_task,
