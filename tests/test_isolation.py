@@ -36,7 +36,10 @@ def snapshot(folder: Path) -> dict[str, str]:
             for path in sorted(folder.rglob("*")) if path.is_file()} if folder.is_dir() else {}
 
 
-def test_every_writable_location_of_the_test_settings_is_outside_the_checkout(settings: Any) -> None:
+def test_every_writable_location_of_the_test_settings_is_outside_the_checkout(settings: Any,
+                                                                            django_db_setup: None) -> None:
+    # django_db_setup: the test database's file is named when the process sets its database up,
+    # which a test that ran first in this process may not have done (it was None then).
     from tasks import blobs
 
     database = settings.DATABASES["default"]
