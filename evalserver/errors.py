@@ -16,16 +16,19 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.views.defaults import page_not_found
 
+from tasks.submissions import TEXT_FIELDS
+
 log = logging.getLogger(__name__)
 
-UPLOAD_FIELDS = "file, name, description, priority and public"
+# The fields a run upload takes, from the one list the upload reads (tasks.submissions).
+UPLOAD_FIELDS = ", ".join(("file", *TEXT_FIELDS[:-1])) + f" and {TEXT_FIELDS[-1]}"
 
 
 def request_problem(exception: BaseException) -> tuple[int, str] | None:
     """The status and sentence for a request Django refused while reading its body, or None."""
     if isinstance(exception, TooManyFieldsSent):
         return 400, (f"the request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields; an upload "
-                     f"needs at most five ({UPLOAD_FIELDS})")
+                     f"takes at most {1 + len(TEXT_FIELDS)} ({UPLOAD_FIELDS})")
     if isinstance(exception, TooManyFilesSent):
         return 400, (f"the request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files; send one run "
                      "file in the field named 'file'")

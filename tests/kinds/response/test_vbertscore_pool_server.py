@@ -125,7 +125,8 @@ def test_vbleu_stays_as_it_was_and_says_so_in_the_scores(bert_task):
     extension = version.provenance["vbleu"]
     assert "encodings" not in extension and "retriever" not in extension["retrieval"]["settings"]
     assert "features" not in extension["rater"]["settings"] and "vectors" in extension["rater"]
-    assert extension["method"] == "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")"
+    assert extension["method"] == ("vBLEU references (Tsuta et al. 2023, sections 3.2 and 4): retrieved by BM25, "
+                                   "rated by a rater on word vectors")
     assert "encod" not in err and version.load().retrieval is None
     settings = Score.objects.filter(gold_version=version, scope=Score.FULL).first().summary["settings"]
     assert settings["vbertscore"]["references_from"].startswith("vBLEU's extension: pool pairs retrieved by BM25")

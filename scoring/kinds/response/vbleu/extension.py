@@ -343,7 +343,8 @@ def _method(retrieval: RetrievalSettings, rater: RaterSettings | None) -> str:
     """The provenance's name of the extension: vBLEU's, vBERTScore's or a mixture named by its parts."""
     encoder_rater = rater is not None and rater.needs_encoder
     if not retrieval.needs_encoder and not encoder_rater:
-        return "vBLEU references (Tsuta et al. 2023, sections 3.2 and 4; RESPONSE-SPEC.md \"vBLEU\")"
+        return ("vBLEU references (Tsuta et al. 2023, sections 3.2 and 4): retrieved by BM25, "
+                + ("rated by hand" if rater is None else "rated by a rater on word vectors"))
     if retrieval.needs_encoder and (encoder_rater or rater is None):
         return ("vBERTScore references (Tsuta et al. 2023, section 4.3): retrieved by the cosine of "
                 "multilingual-e5-small sentence vectors, " + ("rated by a rater on the same encoder's features"
