@@ -64,14 +64,15 @@ def test_an_english_extension_is_byte_for_byte_what_it_was(tmp_path: Path) -> No
 # The English vBERTScore extension as the code of 2026-11-29 wrote it. Not a sha256 of the file, as
 # for the BM25 extension above: its cosines are sums of 384 products, which BLAS adds in an order
 # of its CPU's choosing, and its rater is a network trained on them, so the last bits differ between
-# machines (measured: this machine's AVX-512 kernels against OpenBLAS's Haswell kernels, forced
-# with OPENBLAS_CORETYPE=Haswell, on the same data: cosines 1e-6 apart, weights 1.3e-4, the
-# validation log loss 2e-6; identical texts tie on their cosine, so which pool line is kept
+# machines (measured on the same data, this machine's AVX-512 kernels against OpenBLAS's Haswell
+# and SandyBridge kernels, forced with OPENBLAS_CORETYPE: cosines 1e-6 apart, weights 1.3e-4 and
+# 1.8e-3, the validation log loss 5e-6; the tolerances are about three times those). Identical
+# texts tie on their cosine, so which pool line is kept
 # differs, and two texts whose cosines tie to six decimals at the 15th place may swap: seen on 8
-# of 60 items). Everything else must be as it was: every item's references, texts and origins,
+# of 60 items. Everything else must be as it was: every item's references, texts and origins,
 # their numbers within those tolerances, and the provenance, exactly.
 EXTENSION = Path(__file__).with_name("vbertscore_en_extension.json.gz")
-TOLERANCE = {"cosine": 1e-5, "weight": 1e-3, "p": 5e-4}
+TOLERANCE = {"cosine": 1e-5, "weight": 5e-3, "p": 2.5e-3}
 
 
 def _differences(item: str, got: list[dict], wanted: list[dict]) -> list[str]:
