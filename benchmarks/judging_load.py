@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -99,10 +100,13 @@ class Assessor(threading.Thread):
     """One person judging: sign in, then load an item and save an answer, again and again."""
 
     def __init__(self, base: str, name: str, campaign: int, answers: int, go: threading.Event,
-                 together: threading.Barrier | None = None) -> None:
+                 together: threading.Barrier | None = None, think: tuple[float, float] | None = None) -> None:
         super().__init__(daemon=True)
         self.base, self.name, self.campaign, self.answers, self.go = base, name, campaign, answers, go
         self.together = together  # every assessor saves at the same moment, round after round
+        # Or each reads the item for a random time in this range (seconds) before saving.
+        self.think = think
+        self.random = random.Random(name)
         self.session = requests.Session()
         self.times: list[float] = []
         self.acknowledged: list[int] = []
@@ -128,6 +132,8 @@ class Assessor(threading.Thread):
             data.setdefault(field[0], field[1])
         if self.together is not None:
             self.together.wait(timeout=120)
+        elif self.think is not None:
+            time.sleep(self.random.uniform(*self.think))
         started = time.perf_counter()
         answer = self.session.post(self.base + action.group(1), data=data, timeout=30,
                                    headers={"Accept": "application/json", "Referer": self.base + "/"})
@@ -181,6 +187,19 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def split(processes: list[int], before: dict[int, float]) -> str:
+    """Each web process's share of the server's CPU since ``before`` (an uneven split is a core idle)."""
+    shares = []
+    for pid in processes:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_text()
+        except OSError:
+            continue
+        if "gunicorn" in command and pid != processes[0]:
+            shares.append(f"web {cpu_seconds([pid]) - before.get(pid, 0.0):.1f} s")
+    return ", ".join(shares)
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
@@ -190,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assessors", type=int, default=20)
     parser.add_argument("--answers", type=int, default=15, help="answers each assessor saves for the timing")
-    parser.add_argument("--dialogues", type=int, default=400)
+    parser.add_argument("--dialogues", type=int, default=600)
     parser.add_argument("-k", type=int, default=2)
     parser.add_argument("--kill-after", type=float, default=3.0, help="seconds of judging before the kill -9")
     args = parser.parse_args(argv)
@@ -227,10 +246,13 @@ def main(argv: list[str] | None = None) -> int:
             person.start()
         processes = [server.pid, *descendants(server.pid)]
         cpu_before = cpu_seconds(processes)
+        cpu_each = {pid: cpu_seconds([pid]) for pid in processes}
+        client_cpu = time.process_time()
         go.set()
         for person in people:
             person.join()
         cpu = cpu_seconds(processes) - cpu_before
+        client = (time.process_time() - client_cpu) * 1000 / max(1, len(people) * args.answers)
         times = [value * 1000 for person in people for value in person.times]
         p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
         print(f"{args.assessors} assessors saving at once, {args.answers} rounds: {len(times)} saves, "
@@ -241,8 +263,24 @@ def main(argv: list[str] | None = None) -> int:
         # save per answer. On an idle machine with C cores, 20 saves at once end after about
         # 20 x (CPU of a save) / C.
         print(f"server CPU: {cpu * 1000 / max(1, len(times)):.1f} ms per answer (its page and its save) over "
-              f"{len(times)} answers; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-        before = {(person.name, position) for person in people for position in person.acknowledged}
+              f"{len(times)} answers, by process {split(processes, cpu_each)}; this program's own CPU (the "
+              f"assessors' side, on the same cores): {client:.1f} ms per answer"
+              f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+        # The same people judging at a pace: each reads an item for 0.5 to 2 s (a real assessor takes
+        # 10 s or more on a dialogue), so that saves meet at random, not all at the same instant.
+        go = threading.Event()
+        paced = [Assessor(base, person.name, campaign, args.answers, go, think=(0.5, 2.0)) for person in people]
+        for person, old in zip(paced, people, strict=True):
+            person.session = old.session
+            person.start()
+        go.set()
+        for person in paced:
+            person.join()
+        times = [value * 1000 for person in paced for value in person.times]
+        print(f"{args.assessors} assessors judging at once, each reading an item 0.5-2 s: {len(times)} saves, "
+              f"p50 {percentile(times, 0.5):.1f} ms, p95 {percentile(times, 0.95):.1f} ms, max {max(times):.1f} ms",
+              flush=True)
+        before = {(person.name, position) for person in people + paced for position in person.acknowledged}
         # Go on judging, and kill every process of the server with SIGKILL in the middle of it.
         go = threading.Event()
         first, people = people, [Assessor(base, person.name, campaign, 10_000, go) for person in people]

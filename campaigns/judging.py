@@ -12,13 +12,14 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.access import assessor_of
-from campaigns.models import DIALOGUES, Assessor, Campaign, Judgement
+from campaigns.models import DIALOGUES, Assessor, Assignment, Campaign, Judgement
 from campaigns.schemes import NUGGET_LABELS, answer_fields, answer_from_form, scales
 
 MAX_SECONDS = 6 * 3600  # a page left open overnight is not six hours of judging
@@ -36,10 +37,12 @@ def my_campaigns(request: HttpRequest) -> HttpResponse:
 
 
 def _queue(assessor: Assessor) -> tuple[list[tuple[int, int]], set[int]]:
-    """The assessor's queue as (position, item id) in order, and the items answered: two narrow
-    queries (the items' texts are read for the one item shown, not for the whole queue)."""
-    slots = list(assessor.assignments.order_by("position").values_list("position", "item_id"))
-    return slots, set(assessor.judgements.values_list("item_id", flat=True))
+    """The assessor's queue as (position, item id) in order, and the items answered: one narrow
+    query (the items' texts are read for the one item shown, not for the whole queue)."""
+    answered = Judgement.objects.filter(assessor=assessor, item_id=OuterRef("item_id"))
+    rows = list(assessor.assignments.order_by("position").annotate(answered=Exists(answered))
+                .values_list("position", "item_id", "answered"))
+    return [(position, item) for position, item, _ in rows], {item for _, item, done in rows if done}
 
 
 def _position(request: HttpRequest, slots: list[tuple[int, int]], saved: set[int]) -> int | None:
@@ -90,6 +93,8 @@ def _render_item(request: HttpRequest, assessor: Assessor, slots: list[tuple[int
         "previous": slots[index - 1][0] if index else None,
         "next": slots[index + 1][0] if index + 1 < len(slots) else None,
         "shown": f"{time.time():.3f}", "errors": errors or [], "open": campaign.state == Campaign.OPEN,
+        # The header's Judging link: this page knows the answer without the context processor's query.
+        **({"judging_open": True} if campaign.state == Campaign.OPEN else {}),
     }, status=status)
 
 
@@ -124,12 +129,23 @@ def _wants_json(request: HttpRequest) -> bool:
 @require_POST
 @login_required
 def answer(request: HttpRequest, campaign_id: int, position: int) -> HttpResponse:
-    """Save one answer (the whole item's) and go on to the next item."""
-    assessor = assessor_of(request.user, campaign_id)
-    campaign = assessor.campaign
-    assignment = assessor.assignments.select_related("item").filter(position=position).first()
+    """Save one answer (the whole item's) and go on to the next item.
+
+    This is the request every assessor sends for every item, often many at the same moment, so it
+    is kept to one read (the assignment with its item, campaign and next position) and one write
+    (the INSERT, tried first: a first answer is the usual case) besides the session's two."""
+    later = (Assignment.objects.filter(assessor_id=OuterRef("assessor_id"), position__gt=OuterRef("position"))
+                 .order_by("position").values("position")[:1])
+    assignment = (Assignment.objects.select_related("item", "assessor__campaign")
+                  .annotate(following=Subquery(later))
+                  .filter(assessor__user=request.user, assessor__campaign_id=campaign_id, position=position)
+                  .exclude(assessor__campaign__state=Campaign.DRAFT).first()
+                  if request.user.is_active else None)
     if assignment is None:
+        assessor_of(request.user, campaign_id)  # 404 unless the user judges in this campaign
         return _refuse(request, 404, ["no such item in your queue"])
+    assessor = assignment.assessor
+    campaign = assessor.campaign
     if campaign.state != Campaign.OPEN:
         return _refuse(request, 409, ["this campaign is closed: answers are no longer taken (those saved are kept)"])
     senders = [turn["sender"] for turn in assignment.item.content.get("turns", [])]
@@ -140,29 +156,33 @@ def answer(request: HttpRequest, campaign_id: int, position: int) -> HttpRespons
         slots, saved = _queue(assessor)
         posted = {key: request.POST.get(key, "") for key in request.POST if key not in ("csrfmiddlewaretoken",)}
         return _render_item(request, assessor, slots, saved, position, problems, posted, status=400)
-    seconds = _seconds(request.POST.get("shown", ""))
+    _save(assignment, values, _seconds(request.POST.get("shown", "")))
+    following = assignment.following
+    target = reverse("campaign-judge", args=[campaign.pk]) + (f"?at={following}" if following else "?at=end")
+    if _wants_json(request):
+        return JsonResponse({"saved": True, "next": target})
+    return redirect(target, permanent=False)
+
+
+def _save(assignment: Assignment, values: dict[str, Any], seconds: float | None) -> None:
+    """Store the answer, committed before the reply: a new judgement, or, for an item answered
+    before (going back, or a retry of a save whose reply was lost), the one judgement updated."""
+    assessor, item = assignment.assessor, assignment.item
+    try:
+        with transaction.atomic():
+            Judgement.objects.create(item=item, assessor=assessor, campaign=assessor.campaign, values=values,
+                                     seconds=seconds)
+        return
+    except IntegrityError:
+        pass  # answered before: the unique item-assessor pair holds one judgement
     with transaction.atomic():
-        judgement = Judgement.objects.select_for_update().filter(item=assignment.item, assessor=assessor).first()
-        if judgement is None:
-            try:
-                with transaction.atomic():
-                    Judgement.objects.create(item=assignment.item, assessor=assessor, campaign=campaign,
-                                             values=values, seconds=seconds)
-            except IntegrityError:
-                # A retry raced this request and saved first (the unique item-assessor pair): one judgement.
-                judgement = Judgement.objects.select_for_update().get(item=assignment.item, assessor=assessor)
-        if judgement is not None and judgement.values != values:
+        judgement = Judgement.objects.select_for_update().get(item=item, assessor=assessor)
+        if judgement.values != values:
             # A changed answer (after going back): the new values, and the time spent on both visits.
             judgement.values = values
             if seconds is not None:
                 judgement.seconds = (judgement.seconds or 0.0) + seconds
             judgement.save(update_fields=["values", "seconds", "updated_at"])
-    following = assessor.assignments.filter(position__gt=position).order_by("position").values_list(
-        "position", flat=True).first()
-    target = reverse("campaign-judge", args=[campaign.pk]) + (f"?at={following}" if following else "?at=end")
-    if _wants_json(request):
-        return JsonResponse({"saved": True, "next": target})
-    return redirect(target, permanent=False)
 
 
 def _refuse(request: HttpRequest, status: int, errors: list[str]) -> HttpResponse:

@@ -13,7 +13,9 @@ from typing import Any
 import orjson
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from campaigns.assignment import close_campaign, open_campaign
 from campaigns.building import Plan, create_campaign
@@ -151,6 +153,35 @@ def test_an_answer_is_saved_once_whole_and_timed_and_can_be_changed(world: World
     close_campaign(campaign)
     closed = client.post(url, data, HTTP_ACCEPT="application/json")
     assert closed.status_code == 409 and Judgement.objects.get().values["quality"]["A"] == -2
+
+
+def test_a_save_is_one_read_and_one_write_and_points_at_the_next_item(world: World) -> None:
+    """Every assessor sends this request for every item, often many at once (issue 40's judging
+    benchmark): besides the session and the user, one read and one INSERT, and on a second save of
+    the same item one read and one UPDATE; the reply names the next position, then the end."""
+    campaign = stc3_campaign(world, n=2, per_item=1, assessors=("carol",))
+    open_campaign(campaign)
+    client = Client()
+    client.force_login(user("carol"))
+    positions = sorted(Assessor.objects.get(campaign=campaign).assignments.values_list("position", flat=True))
+
+    def statements(position: int) -> tuple[list[str], dict[str, Any]]:
+        turns = _judge_page(client, campaign, position).context["turns"]
+        with CaptureQueriesContext(connection) as queries:
+            reply = client.post(f"/campaigns/{campaign.pk}/judge/{position}/", answer_for(turns),
+                                HTTP_ACCEPT="application/json")
+        assert reply.status_code == 200, reply.content
+        control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")
+        return [query["sql"].split()[0] for query in queries.captured_queries
+                if not query["sql"].startswith(control)], reply.json()
+
+    first, reply = statements(positions[0])
+    assert first == ["SELECT", "SELECT", "SELECT", "INSERT"]
+    assert reply == {"saved": True, "next": f"/campaigns/{campaign.pk}/judge/?at={positions[1]}"}
+    again, _ = statements(positions[0])  # the same answer again (a retry): the insert is refused, nothing changes
+    assert again == ["SELECT", "SELECT", "SELECT", "INSERT", "SELECT"] and Judgement.objects.count() == 1
+    _, last = statements(positions[1])
+    assert last == {"saved": True, "next": f"/campaigns/{campaign.pk}/judge/?at=end"}
 
 
 def test_an_assessor_reaches_only_their_own_queue(world: World) -> None:
