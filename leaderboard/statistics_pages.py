@@ -11,6 +11,7 @@ import numpy as np
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -63,7 +64,7 @@ def statistics_page(request: HttpRequest, slug: str) -> HttpResponse:
                                                  record.computed_at.timestamp())
         charts = cache.get(charts_key)
         if charts is None:
-            charts = _statistics_charts(view, board, record, measures, levels)
+            charts = _drawn(_statistics_charts(view, board, record, measures, levels))
             cache.set(charts_key, charts, CACHE_SECONDS)
     return render(request, "leaderboard/statistics.html", {
         "task": task, "phase": phase, "board": board, "record": record, "measures": measures,
@@ -213,6 +214,32 @@ def _statistics_charts(view: access.BoardAccess, board: Board, record: Any, meas
                                             row_titles=long_titles, column_titles=long_titles, notes=notes,
                                             what="Kendall's tau")})
     return {"power_chart": power, "asl_charts": asl, "heat_maps": heat_maps}
+
+
+def _drawn(charts: dict[str, Any]) -> dict[str, Any]:
+    """The pictures with their SVG and tables rendered, cached with them: rendering them was most
+    of every statistics page's time (a heat map alone is some 2,000 numbers formatted by the
+    template engine), for markup that changes only with the charts. The chart templates read only
+    ``chart``, ``caption`` and ``label``, so rendering them here gives the bytes the page's
+    ``include`` gave."""
+    def html(template: str, chart: Any, caption: str, label: str) -> str:
+        return render_to_string(f"leaderboard/charts/{template}", {"chart": chart, "caption": caption, "label": label})
+
+    power = charts["power_chart"]
+    return {
+        **charts,
+        "power_html": html("bar_chart.html", power, POWER_CAPTION, POWER_LABEL) if power else "",
+        "asl_charts": [{**item, "html": html("line_chart.html", item["chart"], item["title"],
+                                             f"ASL curves of {item['title']}")} for item in charts["asl_charts"]],
+        "heat_maps": [{**item, "html": html("heat_map.html", item["chart"], f"{item['title']}: Kendall's tau between "
+                                            "measures", f"Heat map of Kendall's tau between the measures of "
+                                            f"{item['title']}")} for item in charts["heat_maps"]],
+    }
+
+
+POWER_CAPTION = "Share of run pairs significantly different, per measure (randomised Tukey HSD)"
+POWER_LABEL = ("Bar chart of the share of run pairs significantly different per measure; the table below gives "
+               "every value")
 
 
 def _asl_curves(view: access.BoardAccess, board: Board, record: Any, keys: list[str]) -> dict[str, list[float]]:

@@ -60,8 +60,9 @@ def asl_curves(board_key: str, record_pk: int, generation: int, computed_at: flo
 
 
 def statistics_charts(board_key: str, record_pk: int, generation: int, computed_at: float) -> str:
-    """A statistics page's pictures (power bars, ASL curves, Kendall heat maps) as drawn for a board."""
-    return f"statcharts:{board_key}:{record_pk}:{generation}:{computed_at}"
+    """A statistics page's pictures (power bars, ASL curves, Kendall heat maps) as drawn for a board,
+    with their markup (``statcharthtml``: entries stored before the markup was have none)."""
+    return f"statcharthtml:{board_key}:{record_pk}:{generation}:{computed_at}"
 
 
 def board_section(board_key: str, tab: str, sort: str, show: str, statistics_token: str) -> str:

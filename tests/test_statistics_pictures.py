@@ -172,3 +172,24 @@ def test_the_pictures_are_drawn_once_per_computation_and_again_for_a_new_one(boa
     third = Client().get(url).content.decode()
     assert len(drawn) == 2 and drawn[1] > drawn[0]
     assert "run pairs sorted by p-value (15 pairs)" in third
+
+
+@pytest.mark.django_db
+def test_the_pictures_markup_is_rendered_once_with_them(board: World) -> None:  # noqa: F811
+    """The charts' markup is kept with them: the chart templates rendered it at every request (a
+    heat map is some 2,000 numbers through the template engine, most of the page's time). The
+    page shows what the chart templates make of the charts, as its ``include`` did."""
+    from django.template.loader import render_to_string
+
+    url = f"/tasks/{board.task.slug}/statistics/"
+    first, second = Client().get(url), Client().get(url)
+    charts = {template.name for template in first.templates if template.name.startswith("leaderboard/charts/")}
+    assert charts == {f"leaderboard/charts/{name}.html" for name in ("bar_chart", "line_chart", "heat_map")}
+    assert not [template.name for template in second.templates if template.name.startswith("leaderboard/charts/")]
+    page = second.content.decode()
+    assert first.content.decode() == page
+    for item in second.context["heat_maps"]:
+        assert render_to_string("leaderboard/charts/heat_map.html", {
+            "chart": item["chart"], "caption": f"{item['title']}: Kendall's tau between measures",
+            "label": f"Heat map of Kendall's tau between the measures of {item['title']}"}) in page
+    assert second.context["asl_charts"] and all(item["html"] in page for item in second.context["asl_charts"])
