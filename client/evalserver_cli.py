@@ -737,7 +737,8 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
         keys = score_keys([run.get("scores") for run in runs], args.all, info)
         headers = (["id", "name", "phase", "status", "pri", "public", "submitted (UTC)"]
                    + [short_key(key, info) for key in keys])
-        rows = [[str(run.get("id")), clip(run.get("name"), 30), clip(run.get("phase") or "-", 20),
+        rows = [[str(run.get("id")), clip(run.get("name"), 30) + (" (late)" if run.get("late") else ""),
+                 clip(run.get("phase") or "-", 20),
                  str(run.get("status")), str(run["priority"]) if run.get("priority") is not None else "-",
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
                 + [number(score_value(run.get("scores"), key), args.digits) for key in keys] for run in runs]
@@ -794,7 +795,9 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
         rank = (run.get("ranks") or {}).get(sort_key) if sort_key else None
         team = "(baseline)" if run.get("is_baseline") else run.get("team")
         rows.append([str(rank) if rank is not None else "-", str(run.get("id")), clip(team, 20),
-                     clip(run.get("name"), 30), str(run["priority"]) if run.get("priority") is not None else "-"]
+                     # A late run (after the phase's end, under its team's extension) says so, as on the board.
+                     clip(run.get("name"), 30) + (" (late)" if run.get("late") else ""),
+                     str(run["priority"]) if run.get("priority") is not None else "-"]
                     + [number(score_value(run.get("scores"), key), args.digits) for key in keys])
     headers = ["rank", "id", "team", "run", "pri"] + [short_key(key, info) for key in keys]
     print(render_table(headers, rows, {0, 1} | set(range(5, len(headers)))))

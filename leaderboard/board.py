@@ -57,8 +57,10 @@ def run_labels(rows: Iterable[Mapping[str, Any]]) -> dict[int, str]:
     run name: the runs differ by id) "team/run (#id)", the number of the run's page
     (``/runs/<id>/``). Labels are compared as the whitespace-separated exports write them
     (``whitespace_free``), so "A/x y" and "A/x_y" are told apart there too. Only repeated
-    labels get the number, so a board without repeats reads as before."""
-    plain = {row["id"]: f"{row['team']}/{row['name']}" for row in rows}
+    labels get the number, so a board without repeats reads as before. A late run (submitted after
+    its phase's end under its team's extension, ``tasks.late``) is "team/run (late)" everywhere
+    its label goes: the LaTeX tables, Discpower's files and the p-value lists have no other mark."""
+    plain = {row["id"]: f"{row['team']}/{row['name']}" + (" (late)" if row.get("late") else "") for row in rows}
     labels = dict(plain)
     numbered: set[int] = set()
     while True:

@@ -698,6 +698,11 @@ def test_runs_shows_each_runs_phase_and_keeps_one_phase_with_dash_dash_phase(ser
     none = cli("runs", SLUG, "--phase", "Test", server=served.url, token=world.alice_token)
     assert none.stdout.splitlines()[0] == ("your team has no runs of demo-task in the phase 'Test' (your runs are "
                                            "in: development, test)")
+    # A late run (as an extension of the test phase leaves it: tests/test_late_runs.py) says so.
+    Run.objects.filter(pk=late).update(late=True)
+    marked = cli("runs", SLUG, server=served.url, token=world.alice_token)
+    assert table_row(marked.stdout, str(late))[1:5] == ["aurora-run1", "(late)", "test", "done"]
+    assert table_row(marked.stdout, str(early))[1:4] == ["aurora-run1", "development", "done"]
     # Terms the team has not accepted make the quota unusable: it is not reported as runs left.
     world.task.terms = "Be fair."
     world.task.save()

@@ -20,6 +20,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from leaderboard.statistics import compute_task_statistics
 from tasks import access, organising
 from tasks.errors import Rejected
 from tasks.extensions import Extension
@@ -40,6 +41,9 @@ def late_world(db: Any) -> dict[str, Any]:
         test = Phase.objects.create(task=world.task, name="test", kind=Phase.TEST, gold_version=world.gold_version,
                                     starts_at=now - timedelta(days=1), ends_at=now - timedelta(hours=1))
     return {"world": world, "dev": dev, "test": test}
+
+
+MEASURE = "quality.A.rsnod"
 
 
 def signed_in(user: Any) -> Client:
@@ -170,6 +174,20 @@ def test_the_late_mark_is_on_boards_exports_and_public_pages(late_world) -> None
     assert {row["run_id"]: row["late"] for row in results if row["run_id"] == late_run.pk} == {late_run.pk: True}
     public = html.unescape(Client().get(f"/runs/{late_run.pk}/").content.decode())
     assert "Late run: submitted at" in public and "under an extension the organisers gave Aurora" in public
+    # The statistics' files name runs by their labels only: the late run's says so in each.
+    compute_task_statistics(world.task.pk)
+    label = f"Aurora/{late_run.name} (late)"
+    base = f"/tasks/{world.task.slug}/statistics"
+    exported = {kind: html.unescape(Client().get(f"{base}/{key}/{kind}?phase=test").content.decode())
+                for key, kind in (("all", "means.tex"), (MEASURE, "pvalues.csv"), (MEASURE, "pvalues.txt"),
+                                  (MEASURE, "runs.txt"), (MEASURE, "matrix.csv"))}
+    assert label in exported["means.tex"] and label in exported["pvalues.csv"]
+    assert label in exported["matrix.csv"].splitlines()[0]
+    spaceless = label.replace(" ", "_")  # Discpower's files separate fields by whitespace
+    assert spaceless in exported["runs.txt"].split() and spaceless in exported["pvalues.txt"]
+    assert sum(text.count("(late)") for text in exported["runs.txt"].split()) == 1
+    pvalues = html.unescape(Client().get(f"{base}/{MEASURE}/pvalues/?phase=test").content.decode())
+    assert label in pvalues
 
 
 @pytest.mark.django_db
