@@ -16,7 +16,7 @@ the database after the server is started again, read by a separate process.
     .venv/bin/python benchmarks/judging_load.py
     .venv/bin/python benchmarks/judging_load.py --assessors 20 --answers 15 --kill-after 3
 
-Measured 2026-11-29: the figures are in docs/organisers/campaigns.md (2 shared cores, load 16).
+Measured 2026-11-29: the figures are in docs/organisers/campaigns.md.
 """
 
 from __future__ import annotations
