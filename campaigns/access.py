@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import Http404
 
 from campaigns.models import Assessor, Campaign
@@ -19,13 +20,19 @@ def campaign_for_organiser(user: Any, campaign_id: int) -> Campaign:
     return campaign
 
 
-def assessor_of(user: Any, campaign_id: int) -> Assessor:
-    """The user's assessor role in an open or closed campaign; 404 for anybody else, and for a
-    draft (its items and assignments may still change). Organisers are assessors only if added."""
+def judging_role(user: Any, campaign_id: int) -> QuerySet[Assessor]:
+    """The user's assessor role in a campaign open or closed, as a query (empty for anybody else,
+    and for a draft: its items and assignments may still change). The judging page reads it
+    whole (``assessor_of``); a save joins it to the assignment it saves, in one statement."""
     if not user.is_authenticated or not user.is_active:
-        raise Http404("no such campaign")
-    assessor = (Assessor.objects.select_related("campaign", "campaign__task")
-                .filter(campaign_id=campaign_id, user=user).first())
-    if assessor is None or assessor.campaign.state == Campaign.DRAFT:
+        return Assessor.objects.none()
+    return Assessor.objects.filter(campaign_id=campaign_id, user=user).exclude(campaign__state=Campaign.DRAFT)
+
+
+def assessor_of(user: Any, campaign_id: int) -> Assessor:
+    """The user's assessor role (``judging_role``); 404 for anybody else. Organisers are
+    assessors only if added."""
+    assessor = judging_role(user, campaign_id).select_related("campaign", "campaign__task").first()
+    if assessor is None:
         raise Http404("no such campaign")
     return assessor

@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from campaigns.access import assessor_of
+from campaigns.access import assessor_of, judging_role
 from campaigns.models import DIALOGUES, Assessor, Assignment, Campaign, Judgement
 from campaigns.schemes import NUGGET_LABELS, answer_fields, answer_from_form, scales
 
@@ -135,12 +135,10 @@ def answer(request: HttpRequest, campaign_id: int, position: int) -> HttpRespons
     is kept to one read (the assignment with its item, campaign and next position) and one write
     (the INSERT, tried first: a first answer is the usual case) besides the session's two."""
     later = (Assignment.objects.filter(assessor_id=OuterRef("assessor_id"), position__gt=OuterRef("position"))
-                 .order_by("position").values("position")[:1])
+             .order_by("position").values("position")[:1])
     assignment = (Assignment.objects.select_related("item", "assessor__campaign")
                   .annotate(following=Subquery(later))
-                  .filter(assessor__user=request.user, assessor__campaign_id=campaign_id, position=position)
-                  .exclude(assessor__campaign__state=Campaign.DRAFT).first()
-                  if request.user.is_active else None)
+                  .filter(assessor__in=judging_role(request.user, campaign_id), position=position).first())
     if assignment is None:
         assessor_of(request.user, campaign_id)  # 404 unless the user judges in this campaign
         return _refuse(request, 404, ["no such item in your queue"])
