@@ -27,6 +27,7 @@ from tasks.cachekeys import ROUTE_SECONDS, TOKEN_SECONDS
 from tasks.models import Phase, Task
 
 _token_key = cachekeys.task_token
+SLUG_LENGTH = Task._meta.get_field("slug").max_length  # the longest slug a task can have
 
 
 def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
@@ -35,12 +36,21 @@ def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
     Straight from the database unless ``EVALSERVER_CACHE_TASK_LOOKUPS`` (a cache shared by every
     process, so that a worker's renewal reaches the web processes).
     """
+    if len(slug) > SLUG_LENGTH:
+        return None  # no task can have it: nothing asked of the database or the cache
     if not settings.EVALSERVER_CACHE_TASK_LOOKUPS:
         return _load(slug)
     token = cache.get(_token_key(slug))
     if token is None:
-        cache.add(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
-        token = cache.get(_token_key(slug))
+        # No token yet (the task's first request of the day, or evicted): the rows from the
+        # database, not cached (a writer may have changed them before a token existed to renew),
+        # and a token only for a task that exists, so that requests for made-up slugs leave
+        # nothing in the cache (each was a day-long entry, and a 300-character slug a key
+        # longer than memcached takes).
+        found = _load(slug)
+        if found is not None:
+            cache.add(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
+        return found
     key = cachekeys.task_route(slug, token)
     found = cache.get(key) if token else None
     if found is None:

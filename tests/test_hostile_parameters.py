@@ -127,6 +127,11 @@ def requests_for(route: str, world: World, run: Run) -> list[tuple[str, str, dic
 @pytest.fixture
 def hostile_world(db: Any, settings: Any) -> tuple[World, Run]:
     settings.RATELIMIT_ENABLE = False  # thousands of requests: the limits have their own tests
+    # The production shape's lookups (task and phases from the shared cache, renewed by the
+    # signals) and sessions in the cache, as the leak matrix has them: fewer queries per request
+    # (about 100,000 requests), the same views and rules.
+    settings.EVALSERVER_CACHE_TASK_LOOKUPS = True
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
     settings.EVALSERVER_UPLOAD_RATE = "100000/minute"
     # Statistics computed once, as the runs come in, so that their pages and exports have something
     # to show; not again on every hostile request that changes a board (a run hidden, say).
