@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import warnings
 
 import orjson
 import pytest
@@ -153,6 +154,7 @@ def test_an_anonymous_reader_of_a_cached_board_costs_almost_no_query(world: Worl
 @pytest.mark.django_db
 def test_the_cached_task_follows_every_change(world: World) -> None:
     from django.core.cache import cache
+    from django.core.cache.backends.base import CacheKeyWarning
 
     from tasks.lookup import _token_key, cached_task
     from tasks.models import Task, Team
@@ -182,7 +184,10 @@ def test_the_cached_task_follows_every_change(world: World) -> None:
     # A task that did not exist a moment ago is found as soon as it does (no negative caching), and
     # asking for it left nothing in the cache; nor does a slug longer than any task's.
     assert cached_task("brand-new") is None and cache.get(_token_key("brand-new")) is None
-    assert cached_task("a" * 300) is None and cache.get(_token_key("a" * 300)) is None
+    assert cached_task("a" * 300) is None
+    with warnings.catch_warnings():  # looking for the key memcached would refuse, to show it is not there
+        warnings.simplefilter("ignore", CacheKeyWarning)
+        assert cache.get(_token_key("a" * 300)) is None
     organising.create_task("brand-new", "stc3", "Brand new")
     assert cached_task("brand-new")[0].title == "Brand new"
     assert cache_token_changes(_token_key("renamed-task"))
