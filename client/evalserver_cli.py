@@ -717,6 +717,12 @@ def command_status(args: argparse.Namespace, client: Client) -> int:
     return finish_run(run, client, args)
 
 
+def run_name(run: dict) -> str:
+    """A run's name for a table, clipped; a late run (after the phase's end, under its team's
+    extension) says so, as the board does."""
+    return clip(run.get("name"), 30) + (" (late)" if run.get("late") else "")
+
+
 def command_runs(args: argparse.Namespace, client: Client) -> int:
     data = client.get_json(task_path(args.task, "my-runs/"))
     if args.json:
@@ -737,7 +743,7 @@ def command_runs(args: argparse.Namespace, client: Client) -> int:
         keys = score_keys([run.get("scores") for run in runs], args.all, info)
         headers = (["id", "name", "phase", "status", "pri", "public", "submitted (UTC)"]
                    + [short_key(key, info) for key in keys])
-        rows = [[str(run.get("id")), clip(run.get("name"), 30) + (" (late)" if run.get("late") else ""),
+        rows = [[str(run.get("id")), run_name(run),
                  clip(run.get("phase") or "-", 20),
                  str(run.get("status")), str(run["priority"]) if run.get("priority") is not None else "-",
                  "yes" if run.get("is_public") else "no", timestamp(run.get("submitted_at"))]
@@ -795,8 +801,7 @@ def command_leaderboard(args: argparse.Namespace, client: Client) -> int:
         rank = (run.get("ranks") or {}).get(sort_key) if sort_key else None
         team = "(baseline)" if run.get("is_baseline") else run.get("team")
         rows.append([str(rank) if rank is not None else "-", str(run.get("id")), clip(team, 20),
-                     # A late run (after the phase's end, under its team's extension) says so, as on the board.
-                     clip(run.get("name"), 30) + (" (late)" if run.get("late") else ""),
+                     run_name(run),
                      str(run["priority"]) if run.get("priority") is not None else "-"]
                     + [number(score_value(run.get("scores"), key), args.digits) for key in keys])
     headers = ["rank", "id", "team", "run", "pri"] + [short_key(key, info) for key in keys]

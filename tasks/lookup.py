@@ -52,13 +52,12 @@ def cached_task(slug: str) -> tuple[Task, list[Phase]] | None:
             cache.add(_token_key(slug), uuid.uuid4().hex, TOKEN_SECONDS)
         return found
     key = cachekeys.task_route(slug, token)
-    found = cache.get(key) if token else None
+    found = cache.get(key)
     if found is None:
         found = _load(slug)
         if found is None:
             return None  # not cached: a task created a moment later must be found at once
-        if token:
-            cache.set(key, found, ROUTE_SECONDS)
+        cache.set(key, found, ROUTE_SECONDS)
     return found
 
 
